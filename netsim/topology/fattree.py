@@ -1,0 +1,301 @@
+"""Fat-tree (folded Clos) InfiniBand fabrics of 2 and 3 tiers, with vectorized routing.
+
+The fabric is an extended generalized fat-tree (XGFT, as in SimGrid's
+``FAT_TREE`` cluster): tier *i* switches have ``m_i`` children, every level
+*i-1* element has ``w_i`` parents, and ``p_i`` parallel links join a child to
+each parent (aggregated here into one link of ``p_i`` times the port rate).
+The user describes tiers the way switches are cabled (down ports, up ports,
+port rate, radix); :func:`fat_tree` derives ``m``, ``w`` and ``p``.
+
+Hosts are NICs, one per GPU.  A GPU's *position* under the leaves decides the
+wiring: without rail optimisation a node's NICs sit side by side on one leaf
+(a top-of-rack design); with it, NIC *i* of every node of a scalable unit goes
+to the leaf of rail *i*, and the leaves of one rail are adjacent, so that a
+spine pod holds one rail of several scalable units (rail-aligned pods).
+
+Routing is computed from coordinates: go up from the source NIC to the lowest
+common ancestor tier, choosing each parent by an ECMP hash of
+``(src, dst, key, tier)``, then down the unique path to the destination.
+GPUs of the same node talk over the node's own scale-up network.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from netsim.topology.model import (NODE_KINDS, Topology, csr_from_columns,
+                                   link_kind_id, mix_hash, node_kind_id)
+
+
+@dataclass(frozen=True)
+class Tier:
+    """One switch tier of a fat-tree.
+
+    Attributes
+    ----------
+    name: tier name; ``leaf``, ``spine`` and ``core`` are node kinds, other names map to ``switch``.
+    down: ports facing the tier below (NICs for the leaf tier).
+    up: ports facing the tier above (0 for the top tier).
+    up_bw: bytes/s of each up port (the tier above's down ports run at this rate).
+    latency: seconds to traverse one switch of this tier.
+    radix: total ports per switch, checked against ``down + up`` when given.
+    parallel: links from one child to each of its parents; derived when ``None``.
+    """
+
+    name: str
+    down: int
+    up: int = 0
+    up_bw: float = 50e9
+    latency: float = 200e-9
+    radix: int | None = None
+    parallel: int | None = None
+
+
+@dataclass(frozen=True)
+class _Level:
+    m: int  # children per switch
+    w: int  # parents per child
+    p: int  # parallel links child->parent
+    M: int  # host positions under one group of this level
+    W: int  # switches per group (product of w)
+    N: int  # groups
+    S: int  # switches = N * W
+
+
+def _rail_positions(n_nodes: int, g: int, per_leaf: int, rail: bool) -> tuple[np.ndarray, int]:
+    """Position of every rank's NIC under the leaves, and the number of position slots."""
+    ranks = np.arange(n_nodes * g, dtype=np.int64)
+    if not rail:
+        return ranks, int(ranks.size)
+    node, local = ranks // g, ranks % g
+    n_su = -(-n_nodes // per_leaf)
+    pos = ((local * n_su) + node // per_leaf) * per_leaf + node % per_leaf
+    return pos, g * n_su * per_leaf
+
+
+def _derive_levels(tiers: list[Tier], slots: int) -> list[_Level]:
+    """XGFT parameters per tier; raises ``ValueError`` naming the tier when it cannot be wired."""
+    for t in tiers:
+        if t.radix is not None and t.down + t.up > t.radix:
+            raise ValueError(f"tier {t.name!r}: down {t.down} + up {t.up} ports exceed radix {t.radix}")
+    first = tiers[0]
+    levels = [_Level(first.down, 1, 1, first.down, 1, -(-slots // first.down), -(-slots // first.down))]
+    for i, tier in enumerate(tiers[1:], start=1):
+        child, below = tiers[i - 1], levels[-1]
+        top = i == len(tiers) - 1
+        if top:
+            m = below.N
+            p = tier.parallel or _largest_divisor(child.up, tier.down // m if m else 0)
+            if p < 1 or m * p > tier.down:
+                raise ValueError(
+                    f"tier {tier.name!r}: {tier.down} down ports cannot reach the {m} "
+                    f"{child.name} groups below; use a larger radix or add a tier")
+        else:
+            p = tier.parallel or 1
+            m = tier.down // p
+        if child.up < p or child.up % p:
+            raise ValueError(f"tier {child.name!r}: {child.up} up ports cannot be split into "
+                             f"groups of {p} parallel links to tier {tier.name!r}")
+        w = child.up // p
+        M = below.M * m
+        N = -(-slots // M)
+        levels.append(_Level(m, w, p, M, below.W * w, N, N * below.W * w))
+    if levels[-1].N != 1:
+        raise ValueError(f"the top tier {tiers[-1].name!r} leaves {levels[-1].N} disconnected groups; "
+                         "add a tier or more ports")
+    return levels
+
+
+def _largest_divisor(n: int, limit: int) -> int:
+    return max((d for d in range(1, min(n, limit) + 1) if n % d == 0), default=0)
+
+
+class FatTreeRouter:
+    """Coordinate-based routes in a :func:`fat_tree` (see the module docstring)."""
+
+    def __init__(self, node: Topology, n_nodes: int, pos: np.ndarray, levels: list[_Level],
+                 link_base: dict[str, int], level_base: list[int], node_links: int):
+        self.node, self.g, self.n_nodes = node, node.n_gpus, n_nodes
+        self.pos, self.levels = pos, levels
+        self.base, self.level_base, self.node_links = link_base, level_base, node_links
+        self.H = n_nodes * self.g
+
+    def nbytes(self) -> int:
+        """Memory held by the router (positions)."""
+        return int(self.pos.nbytes)
+
+    def lca_level(self, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+        """Tier (1 = leaf) of the lowest common ancestor of two ranks' NICs."""
+        ps, pd = self.pos[src], self.pos[dst]
+        k = np.full(src.shape, len(self.levels), dtype=np.int64)
+        for i in range(len(self.levels), 0, -1):
+            same = (ps // self.levels[i - 1].M) == (pd // self.levels[i - 1].M)
+            k[same] = i
+        return k
+
+    def routes(self, src: np.ndarray, dst: np.ndarray, key: np.ndarray | None = None):
+        """See :meth:`netsim.topology.model.Router.routes`."""
+        key = np.zeros_like(src) if key is None else key
+        same_node = (src // self.g) == (dst // self.g)
+        lengths = np.zeros(src.size, dtype=np.int64)
+        parts = {}
+        if same_node.any():
+            idx = np.flatnonzero(same_node)
+            ip, lk = self.node.routes(src[idx] % self.g, dst[idx] % self.g, key[idx])
+            lk = lk + np.repeat((src[idx] // self.g) * self.node_links, np.diff(ip))
+            parts["node"] = (idx, ip, lk)
+            lengths[idx] = np.diff(ip)
+        if (~same_node).any():
+            idx = np.flatnonzero(~same_node)
+            ip, lk = self._fabric_routes(src[idx], dst[idx], key[idx])
+            parts["fabric"] = (idx, ip, lk)
+            lengths[idx] = np.diff(ip)
+        return _merge_csr(src.size, lengths, parts.values())
+
+    def _fabric_routes(self, s: np.ndarray, d: np.ndarray, key: np.ndarray):
+        H, b = self.H, self.base
+        ps, pd = self.pos[s], self.pos[d]
+        k = self.lca_level(s, d)
+        h = len(self.levels)
+        up_cols, down_cols, valid = [], [], []
+        B = np.zeros(s.size, dtype=np.int64)
+        for i in range(2, h + 1):
+            lv, below = self.levels[i - 1], self.levels[i - 2]
+            bi = (mix_hash(s, d, key, np.int64(i)) % np.uint64(lv.w)).astype(np.int64)
+            cs = (ps // below.M) * below.W + B
+            cd = (pd // below.M) * below.W + B
+            base = self.level_base[i - 2]
+            up_cols.append(base + cs * lv.w + bi)
+            down_cols.append(base + below.S * lv.w + cd * lv.w + bi)
+            valid.append(k >= i)
+            B = B * lv.w + bi
+        cols = [b["pcie"] + s, b["nic"] + s] + up_cols + down_cols[::-1] + [b["nic"] + H + d, b["pcie"] + H + d]
+        ok_all = np.ones(s.size, dtype=bool)
+        oks = [ok_all, ok_all] + valid + valid[::-1] + [ok_all, ok_all]
+        return csr_from_columns(np.stack(cols, axis=1), np.stack(oks, axis=1))
+
+
+def _merge_csr(n: int, lengths: np.ndarray, parts) -> tuple[np.ndarray, np.ndarray]:
+    """Scatter several CSR pieces (each for a subset of rows) into one CSR in row order."""
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(lengths, out=indptr[1:])
+    out = np.empty(int(indptr[-1]), dtype=np.int64)
+    for idx, ip, lk in parts:
+        rows = np.repeat(idx, np.diff(ip))
+        within = np.arange(lk.size) - np.repeat(ip[:-1], np.diff(ip))
+        out[indptr[rows] + within] = lk
+    return indptr, out
+
+
+def fat_tree(node: Topology, n_nodes: int, tiers: list[Tier], *, nic_bw: float,
+             nic_latency: float = 400e-9, pcie_bw: float = 63e9, pcie_latency: float = 100e-9,
+             rail_optimized: bool = True, name: str = "fat-tree") -> Topology:
+    """Replicate ``node`` ``n_nodes`` times under a fat-tree of ``tiers``.
+
+    Parameters
+    ----------
+    node
+        The scale-up domain of one server (e.g. :func:`~netsim.topology.builders.hgx_h100`).
+    tiers
+        Leaf first.  The top tier's ``up`` is ignored.
+    nic_bw
+        Bytes/s of each GPU's NIC (one NIC per GPU); the leaf's down ports run at this rate.
+    nic_latency, pcie_bw, pcie_latency
+        The NIC traversal latency and the GPU<->NIC PCIe link.
+    rail_optimized
+        NIC *i* of every node on the leaf of rail *i* (see the module docstring).
+
+    >>> from netsim.topology.builders import hgx_h100
+    >>> t = fat_tree(hgx_h100(), 4, [Tier("leaf", down=4, up=4), Tier("spine", down=8)], nic_bw=50e9)
+    >>> t.n_gpus, t.meta["switches"]
+    (32, {'leaf': 8, 'spine': 4})
+    """
+    if n_nodes < 1 or not tiers:
+        raise ValueError("a fat-tree needs at least one node and one tier")
+    g = node.n_gpus
+    pos, slots = _rail_positions(n_nodes, g, tiers[0].down, rail_optimized)
+    levels = _derive_levels(list(tiers), slots)
+    H = n_nodes * g
+    arrays, link_base, level_base, node_base = _wire(node, n_nodes, tiers, levels, pos, H,
+                                                     nic_bw, nic_latency, pcie_bw, pcie_latency)
+    router = FatTreeRouter(node, n_nodes, pos, levels, link_base, level_base, node.n_links)
+    meta = _fat_tree_meta(node, n_nodes, tiers, levels, nic_bw, rail_optimized)
+    gpus = (np.arange(H) // g) * node.n_nodes + node.gpus[np.arange(H) % g]
+    return Topology(name=name, gpus=gpus.astype(np.int32), router=router, meta=meta,
+                    node_kind=node_base, **arrays)
+
+
+def _wire(node, n_nodes, tiers, levels, pos, H, nic_bw, nic_lat, pcie_bw, pcie_lat):
+    """Node kinds and link arrays of the whole fabric, plus id bases for the router."""
+    Tn, Lt, g = node.n_nodes, node.n_links, node.n_gpus
+    kinds = [np.tile(node.node_kind, n_nodes), np.full(H, node_kind_id("nic"), np.int8)]
+    nic0 = Tn * n_nodes
+    sw0, first = [], nic0 + H
+    for t, lv in zip(tiers, levels):
+        sw0.append(first)
+        kid = node_kind_id(t.name) if t.name in NODE_KINDS else node_kind_id("switch")
+        kinds.append(np.full(lv.S, kid, np.int8))
+        first += lv.S
+    offs = np.repeat(np.arange(n_nodes, dtype=np.int64) * Tn, Lt)
+    src = [np.tile(node.link_src, n_nodes) + offs, None, None]
+    dst = [np.tile(node.link_dst, n_nodes) + offs, None, None]
+    ranks = np.arange(H)
+    gpu_node = (ranks // g) * Tn + node.gpus[ranks % g]
+    nic, leaf = nic0 + ranks, sw0[0] + pos // levels[0].M
+    src[1], dst[1] = np.concatenate([gpu_node, nic]), np.concatenate([nic, gpu_node])
+    src[2], dst[2] = np.concatenate([nic, leaf]), np.concatenate([leaf, nic])
+    bw = [np.tile(node.link_bw, n_nodes), np.full(2 * H, pcie_bw), np.full(2 * H, nic_bw)]
+    lat = [np.tile(node.link_lat, n_nodes), np.r_[np.full(H, nic_lat), np.full(H, pcie_lat)],
+           np.r_[np.full(H, tiers[0].latency), np.full(H, nic_lat)]]
+    kind = [np.tile(node.link_kind, n_nodes), np.full(2 * H, link_kind_id("pcie"), np.int8),
+            np.full(2 * H, link_kind_id("ib"), np.int8)]
+    width = [np.tile(node.link_width, n_nodes), np.ones(2 * H, np.int16), np.ones(2 * H, np.int16)]
+    link_base = {"pcie": Lt * n_nodes, "nic": Lt * n_nodes + 2 * H}
+    level_base, nxt = [], Lt * n_nodes + 4 * H
+    for i in range(1, len(levels)):
+        lv, below, child = levels[i], levels[i - 1], tiers[i - 1]
+        c = np.repeat(np.arange(below.S, dtype=np.int64), lv.w)
+        bi = np.tile(np.arange(lv.w, dtype=np.int64), below.S)
+        parent = sw0[i] + ((c // below.W) // lv.m) * lv.W + (c % below.W) * lv.w + bi
+        child_id = sw0[i - 1] + c
+        src.append(np.concatenate([child_id, parent]))
+        dst.append(np.concatenate([parent, child_id]))
+        n2 = 2 * c.size
+        bw.append(np.full(n2, lv.p * child.up_bw))
+        lat.append(np.r_[np.full(c.size, tiers[i].latency), np.full(c.size, child.latency)])
+        kind.append(np.full(n2, link_kind_id("ib"), np.int8))
+        width.append(np.full(n2, lv.p, np.int16))
+        level_base.append(nxt)
+        nxt += n2
+    arrays = dict(link_src=np.concatenate(src).astype(np.int32), link_dst=np.concatenate(dst).astype(np.int32),
+                  link_bw=np.concatenate(bw), link_lat=np.concatenate(lat),
+                  link_kind=np.concatenate(kind), link_width=np.concatenate(width))
+    return arrays, link_base, level_base, np.concatenate(kinds)
+
+
+def _fat_tree_meta(node, n_nodes, tiers, levels, nic_bw, rail) -> dict:
+    """Counts, oversubscription, bisection and diameter, derived from the structure."""
+    H = n_nodes * node.n_gpus
+    over, cap = {}, [H * nic_bw]  # cap[j]: total upward capacity out of level j
+    for i, (t, lv) in enumerate(zip(tiers, levels)):
+        if i + 1 < len(levels):
+            down_bw = nic_bw if i == 0 else tiers[i - 1].up_bw
+            up_cap = levels[i + 1].w * levels[i + 1].p * t.up_bw
+            over[t.name] = round((lv.m * lv.p * down_bw) / up_cap, 4)
+            cap.append(lv.S * up_cap)
+    top = next(j for j, lv in enumerate(levels, start=1) if lv.N == 1)
+    if n_nodes == 1:
+        bisection, diameter = node.meta.get("bisection_Bps", 0.0), node.meta.get("diameter_hops", 2)
+    else:
+        bisection = min(cap[:top]) / 2
+        diameter = 4 + 2 * (top - 1)
+    return {
+        **{k: v for k, v in node.meta.items() if k not in ("bisection_Bps", "diameter_hops")},
+        "nodes": n_nodes, "scaleout": "fat_tree", "rail_optimized": bool(rail),
+        "scaleout_Bps_per_gpu": float(nic_bw), "tiers": len(tiers),
+        "switches": {t.name: lv.S for t, lv in zip(tiers, levels)},
+        "oversubscription": over, "bisection_Bps": float(bisection), "diameter_hops": int(diameter),
+        "xgft": [{"m": lv.m, "w": lv.w, "p": lv.p} for lv in levels],
+    }

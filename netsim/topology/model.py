@@ -1,0 +1,236 @@
+"""The array-based topology model.
+
+A :class:`Topology` is plain data: nodes with a kind, directed links with a
+bandwidth (bytes/s), a latency (s), a kind and a width (how many physical links
+of the same rate were aggregated into this one), plus a *router* that turns
+(src GPU, dst GPU) pairs into link-id paths.  GPUs are addressed by *rank*
+(0 .. n_gpus-1); ``topo.gpus[rank]`` is the GPU's node id.
+
+Everything is numpy so 65,536 GPUs and their fabric fit in a few tens of MB.
+:meth:`Topology.to_networkx` exists for export and plotting only.
+
+Examples
+--------
+>>> from netsim.topology.builders import nvswitch_domain
+>>> t = nvswitch_domain(4, links_per_gpu=2, link_bw=25e9)
+>>> t.n_gpus, t.n_links
+(4, 8)
+>>> t.route(0, 3).tolist()
+[0, 7]
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Protocol
+
+import numpy as np
+
+NODE_KINDS: tuple[str, ...] = ("gpu", "nvswitch", "nic", "leaf", "spine", "core", "switch")
+LINK_KINDS: tuple[str, ...] = ("nvlink", "pcie", "ib", "ethernet", "link")
+
+
+def node_kind_id(name: str) -> int:
+    """Index of a node kind in :data:`NODE_KINDS` (``ValueError`` if unknown)."""
+    return NODE_KINDS.index(name)
+
+
+def link_kind_id(name: str) -> int:
+    """Index of a link kind in :data:`LINK_KINDS` (``ValueError`` if unknown)."""
+    return LINK_KINDS.index(name)
+
+
+class Router(Protocol):
+    """Turns rank pairs into paths: the only routing contract the network uses."""
+
+    def routes(
+        self, src: np.ndarray, dst: np.ndarray, key: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Return ``(indptr, links)``: pair *i* uses ``links[indptr[i]:indptr[i+1]]``.
+
+        ``key`` is an optional per-pair integer mixed into the ECMP hash (e.g. a
+        channel id) so that flows of one pair can spread over equal-cost paths.
+        A pair with ``src == dst`` gets an empty path.
+        """
+        ...
+
+
+@dataclass(frozen=True, eq=False)
+class Topology:
+    """Nodes, directed links and a router.  Build with :mod:`netsim.topology.builders`."""
+
+    name: str
+    node_kind: np.ndarray  # int8 index into NODE_KINDS
+    gpus: np.ndarray  # int32 node id of each rank
+    link_src: np.ndarray  # int32 node ids
+    link_dst: np.ndarray
+    link_bw: np.ndarray  # float64 bytes/s, aggregate over link_width physical links
+    link_lat: np.ndarray  # float64 seconds
+    link_kind: np.ndarray  # int8 index into LINK_KINDS
+    link_width: np.ndarray  # int16 physical links aggregated
+    router: Router
+    meta: Mapping[str, Any] = field(default_factory=dict)
+
+    # ----------------------------------------------------------------- sizes
+    @property
+    def n_gpus(self) -> int:
+        """Number of GPUs (ranks)."""
+        return int(self.gpus.size)
+
+    @property
+    def n_nodes(self) -> int:
+        """Number of nodes of every kind."""
+        return int(self.node_kind.size)
+
+    @property
+    def n_links(self) -> int:
+        """Number of directed links."""
+        return int(self.link_src.size)
+
+    @property
+    def gpus_per_node(self) -> int:
+        """GPUs per scale-up domain (server); the whole topology if it has no scale-out."""
+        return int(self.meta.get("gpus_per_node", self.n_gpus))
+
+    def nbytes(self) -> int:
+        """Memory held by the arrays (router tables included when they report it)."""
+        arrays = [self.node_kind, self.gpus, self.link_src, self.link_dst, self.link_bw,
+                  self.link_lat, self.link_kind, self.link_width]
+        extra = getattr(self.router, "nbytes", lambda: 0)()
+        return int(sum(a.nbytes for a in arrays) + extra)
+
+    # --------------------------------------------------------------- routing
+    def routes(
+        self, src: np.ndarray, dst: np.ndarray, key: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Vectorized routes for rank pairs; see :meth:`Router.routes`."""
+        src = np.asarray(src, dtype=np.int64)
+        dst = np.asarray(dst, dtype=np.int64)
+        if src.shape != dst.shape:
+            raise ValueError("src and dst must have the same shape")
+        n = self.n_gpus
+        if src.size and (src.min() < 0 or dst.min() < 0 or src.max() >= n or dst.max() >= n):
+            raise ValueError(f"rank out of range [0, {n})")
+        if key is not None:
+            key = np.broadcast_to(np.asarray(key, dtype=np.int64), src.shape)
+        return self.router.routes(src, dst, key)
+
+    def route(self, src: int, dst: int, key: int = 0) -> np.ndarray:
+        """Link ids from rank ``src`` to rank ``dst``."""
+        indptr, links = self.routes(np.array([src]), np.array([dst]), np.array([key]))
+        return links[indptr[0]:indptr[1]]
+
+    def path_latency(self, indptr: np.ndarray, links: np.ndarray) -> np.ndarray:
+        """Sum of link latencies per path of a CSR route set."""
+        return csr_sum(indptr, self.link_lat[links])
+
+    def path_bottleneck(self, indptr: np.ndarray, links: np.ndarray) -> np.ndarray:
+        """Smallest link bandwidth per path (``inf`` for an empty path)."""
+        return csr_min(indptr, self.link_bw[links])
+
+    # ------------------------------------------------------------ describing
+    def kind_of_node(self, node: int) -> str:
+        """Kind name of a node."""
+        return NODE_KINDS[int(self.node_kind[node])]
+
+    def node_name(self, node: int) -> str:
+        """A readable name like ``gpu17`` or ``leaf3`` (ordinal within its kind)."""
+        kind = int(self.node_kind[node])
+        ordinal = int(np.count_nonzero(self.node_kind[:node] == kind))
+        return f"{NODE_KINDS[kind]}{ordinal}"
+
+    def link_name(self, link: int) -> str:
+        """``src->dst`` names of a link."""
+        return f"{self.node_name(int(self.link_src[link]))}->{self.node_name(int(self.link_dst[link]))}"
+
+    def to_networkx(self):
+        """Export as a ``networkx.MultiDiGraph`` (for plotting/export, never on a hot path)."""
+        try:
+            import networkx as nx
+        except ImportError as exc:  # pragma: no cover - depends on the environment
+            raise ImportError("to_networkx() needs networkx: pip install networkx") from exc
+        g = nx.MultiDiGraph(name=self.name)
+        for i, k in enumerate(self.node_kind.tolist()):
+            g.add_node(i, kind=NODE_KINDS[k])
+        for i in range(self.n_links):
+            g.add_edge(int(self.link_src[i]), int(self.link_dst[i]), key=i,
+                       bw=float(self.link_bw[i]), latency=float(self.link_lat[i]),
+                       kind=LINK_KINDS[int(self.link_kind[i])], width=int(self.link_width[i]))
+        return g
+
+
+# ---------------------------------------------------------------- CSR helpers
+def csr_sum(indptr: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Per-row sums of a CSR value array (empty rows give 0).
+
+    >>> csr_sum(np.array([0, 2, 2, 3]), np.array([1.0, 2.0, 5.0])).tolist()
+    [3.0, 0.0, 5.0]
+    """
+    c = np.concatenate(([0.0], np.cumsum(values, dtype=np.float64)))
+    return c[indptr[1:]] - c[indptr[:-1]]
+
+
+def csr_min(indptr: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Per-row minimum of a CSR value array (empty rows give ``inf``).
+
+    >>> csr_min(np.array([0, 2, 2, 3]), np.array([4.0, 2.0, 5.0])).tolist()
+    [2.0, inf, 5.0]
+    """
+    n = indptr.size - 1
+    out = np.full(n, np.inf)
+    nonempty = indptr[1:] > indptr[:-1]
+    if values.size and nonempty.any():
+        starts = indptr[:-1][nonempty]
+        out[nonempty] = np.minimum.reduceat(values, starts)
+    return out
+
+
+def csr_gather(indptr: np.ndarray, data: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Select ``rows`` of a CSR structure, vectorized.
+
+    >>> ip, d = csr_gather(np.array([0, 2, 3]), np.array([7, 8, 9]), np.array([1, 0, 1]))
+    >>> ip.tolist(), d.tolist()
+    ([0, 1, 3, 4], [9, 7, 8, 9])
+    """
+    rows = np.asarray(rows, dtype=np.int64)
+    lengths = indptr[rows + 1] - indptr[rows]
+    new_indptr = np.zeros(rows.size + 1, dtype=np.int64)
+    np.cumsum(lengths, out=new_indptr[1:])
+    total = int(new_indptr[-1])
+    if total == 0:
+        return new_indptr, data[:0].copy()
+    # position of each output element inside its source row
+    row_of = np.repeat(np.arange(rows.size), lengths)
+    offset = np.arange(total) - new_indptr[:-1][row_of]
+    return new_indptr, data[indptr[rows][row_of] + offset]
+
+
+def csr_from_columns(columns: np.ndarray, valid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Build CSR from a padded ``(rows, width)`` matrix and its validity mask.
+
+    >>> cols = np.array([[1, 2, -1], [3, -1, -1]]); ok = cols >= 0
+    >>> [a.tolist() for a in csr_from_columns(cols, ok)]
+    [[0, 2, 3], [1, 2, 3]]
+    """
+    indptr = np.zeros(columns.shape[0] + 1, dtype=np.int64)
+    np.cumsum(valid.sum(axis=1), out=indptr[1:])
+    return indptr, columns[valid]
+
+
+def mix_hash(*parts: np.ndarray) -> np.ndarray:
+    """Deterministic 64-bit hash of integer arrays (splitmix64 finaliser), vectorized.
+
+    Used for ECMP: the same flow always takes the same path; different flows
+    spread evenly over equal-cost paths.
+    """
+    h = np.full(np.broadcast(*parts).shape, 0x9E3779B97F4A7C15, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        for p in parts:
+            h ^= np.asarray(p).astype(np.uint64)
+            h += np.uint64(0x9E3779B97F4A7C15)
+            h ^= h >> np.uint64(30)
+            h *= np.uint64(0xBF58476D1CE4E5B9)
+            h ^= h >> np.uint64(27)
+            h *= np.uint64(0x94D049BB133111EB)
+            h ^= h >> np.uint64(31)
+    return h

@@ -1,0 +1,392 @@
+"""Topology YAML: parse into frozen dataclasses, validate, build.
+
+Two formats are accepted wherever a topology path is:
+
+* **netsim topology YAML** (documented in ``docs/topology.md``): a ``node``
+  (scale-up domain, a preset or explicit NVSwitch / NVLink-mesh fields),
+  ``nodes`` (how many), an optional ``scale_out`` fat-tree, or ``dims`` for an
+  ASTRA-sim style multi-dimensional network;
+* **ASTRA-sim network YAML** (``topology``, ``npus_count``, ``bandwidth``,
+  ``latency`` lists; bandwidth in GiB/s, latency in ns), auto-detected.
+
+Every problem raises :class:`~netsim.errors.InputError` naming the file and
+the field, e.g. ``topo.yaml: scale_out.tiers[1].down: expected a positive
+integer, got -4``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, Callable
+
+import yaml
+
+from netsim import units
+from netsim.errors import InputError
+from netsim.topology.builders import GPU_PRESETS, SCALEUP_PRESETS, nvlink_mesh, nvswitch_domain
+from netsim.topology.fattree import Tier, fat_tree
+from netsim.topology.model import Topology
+from netsim.topology.multidim import DIM_KINDS, Dim, multi_dim
+
+
+# ----------------------------------------------------------- field parsers
+def _bw(v, src, f):
+    return units.parse_bandwidth(v, source=src, field=f)
+
+
+def _time(v, src, f):
+    return units.parse_time(v, source=src, field=f)
+
+
+def _pos_int(v, src, f):
+    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+        raise InputError(f"expected a positive integer, got {v!r}", source=src, field=f)
+    return v
+
+
+def _nonneg_int(v, src, f):
+    if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+        raise InputError(f"expected a non-negative integer, got {v!r}", source=src, field=f)
+    return v
+
+
+def _bool(v, src, f):
+    if not isinstance(v, bool):
+        raise InputError(f"expected true or false, got {v!r}", source=src, field=f)
+    return v
+
+
+def _str(v, src, f):
+    if not isinstance(v, str) or not v:
+        raise InputError(f"expected a non-empty string, got {v!r}", source=src, field=f)
+    return v
+
+
+def _ratio(v, src, f):
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not v >= 1:
+        raise InputError(f"expected a ratio >= 1 (down:up capacity), got {v!r}", source=src, field=f)
+    return float(v)
+
+
+def _pairs(v, src, f):
+    ok = isinstance(v, list) and all(isinstance(p, list) and len(p) in (2, 3)
+                                     and all(isinstance(x, int) for x in p) for p in v)
+    if not ok:
+        raise InputError("expected a list of [gpu_a, gpu_b] or [gpu_a, gpu_b, links]", source=src, field=f)
+    return tuple((p[0], p[1], p[2] if len(p) == 3 else 1) for p in v)
+
+
+def _opt(parse: Callable, default: Any = None, doc: str = ""):
+    return field(default=default, metadata={"parse": parse, "doc": doc})
+
+
+def _from_mapping(cls, data: Any, src: str, path: str):
+    """Fill dataclass ``cls`` from a YAML mapping; unknown keys are errors."""
+    if not isinstance(data, dict):
+        raise InputError(f"expected a mapping, got {type(data).__name__}", source=src, field=path or None)
+    known = {f.name: f for f in fields(cls)}
+    unknown = sorted(set(data) - set(known))
+    if unknown:
+        where = f"{path}.{unknown[0]}" if path else unknown[0]
+        raise InputError(f"unknown key; expected one of {', '.join(sorted(known))}", source=src, field=where)
+    kwargs = {}
+    for name, value in data.items():
+        where = f"{path}.{name}" if path else name
+        kwargs[name] = known[name].metadata["parse"](value, src, where)
+    return cls(**kwargs)
+
+
+# ------------------------------------------------------------------ specs
+@dataclass(frozen=True)
+class NodeSpec:
+    """A scale-up domain (one server or one NVL rack).
+
+    preset: a named preset (hgx-h100, hgx-a100, gb200-nvl72, dgx1-v100, nvlink-box4); other fields override it.
+    kind: ``nvswitch`` or ``nvlink_mesh``.
+    gpus: GPUs in the domain.
+    links_per_gpu: NVLinks per GPU into the switch plane (nvswitch).
+    link_bw: bandwidth per NVLink per direction.
+    latency: seconds per NVLink hop.
+    nvls: whether the switch can reduce in-network (NVLink SHARP).
+    pairs: ``[a, b, links]`` NVLink wiring (nvlink_mesh).
+    gpu: GPU model for compute presets (V100, A100, H100, B200, GB200).
+    """
+
+    preset: str | None = _opt(_str)
+    kind: str | None = _opt(_str)
+    gpus: int | None = _opt(_pos_int)
+    links_per_gpu: int | None = _opt(_pos_int)
+    link_bw: float | None = _opt(_bw)
+    latency: float | None = _opt(_time)
+    nvls: bool | None = _opt(_bool)
+    pairs: tuple | None = _opt(_pairs)
+    gpu: str | None = _opt(_str)
+
+
+@dataclass(frozen=True)
+class TierSpec:
+    """A fat-tree switch tier: see :class:`netsim.topology.fattree.Tier`.
+
+    oversubscription: down:up capacity ratio; sets ``up_bw`` from the down ports when given.
+    """
+
+    name: str = _opt(_str, "switch")
+    down: int = _opt(_pos_int, 0)
+    up: int = _opt(_nonneg_int, 0)
+    up_bw: float | None = _opt(_bw)
+    latency: float = _opt(_time, 200e-9)
+    radix: int | None = _opt(_pos_int)
+    parallel: int | None = _opt(_pos_int)
+    oversubscription: float | None = _opt(_ratio)
+
+
+def _tiers(v, src, f):
+    if not isinstance(v, list) or not v:
+        raise InputError("expected a non-empty list of tiers (leaf first)", source=src, field=f)
+    return tuple(_from_mapping(TierSpec, t, src, f"{f}[{i}]") for i, t in enumerate(v))
+
+
+@dataclass(frozen=True)
+class ScaleOutSpec:
+    """The InfiniBand fabric between scale-up domains.
+
+    kind: only ``fat_tree``.
+    nic_bw: per-GPU NIC rate (one NIC per GPU).
+    nic_latency: seconds to traverse a NIC.
+    pcie_bw: GPU<->NIC PCIe bandwidth per direction.
+    pcie_latency: seconds for the PCIe hop.
+    rail_optimized: NIC *i* of every node on the leaf of rail *i*.
+    tiers: switch tiers, leaf first.
+    """
+
+    kind: str = _opt(_str, "fat_tree")
+    nic_bw: float = _opt(_bw, 50e9)
+    nic_latency: float = _opt(_time, 400e-9)
+    pcie_bw: float = _opt(_bw, 63e9)
+    pcie_latency: float = _opt(_time, 100e-9)
+    rail_optimized: bool = _opt(_bool, True)
+    tiers: tuple = _opt(_tiers, ())
+
+
+@dataclass(frozen=True)
+class DimSpec:
+    """One ASTRA-sim style dimension: kind (Ring/FullyConnected/Switch), npus, bw per link, latency per hop."""
+
+    kind: str = _opt(_str, "Ring")
+    npus: int = _opt(_pos_int, 2)
+    bw: float = _opt(_bw, 50e9)
+    latency: float = _opt(_time, 500e-9)
+
+
+def _dims(v, src, f):
+    if not isinstance(v, list) or not v:
+        raise InputError("expected a non-empty list of dimensions", source=src, field=f)
+    return tuple(_from_mapping(DimSpec, d, src, f"{f}[{i}]") for i, d in enumerate(v))
+
+
+def _node(v, src, f):
+    return _from_mapping(NodeSpec, v, src, f)
+
+
+def _scale_out(v, src, f):
+    return _from_mapping(ScaleOutSpec, v, src, f)
+
+
+@dataclass(frozen=True)
+class TopologySpec:
+    """A whole topology file.
+
+    name: short name shown in reports.
+    description: free text (sources of the numbers belong here or in comments).
+    node: the scale-up domain.
+    nodes: how many scale-up domains.
+    scale_out: the fabric joining them (required when nodes > 1).
+    dims: an ASTRA-sim style multi-dimensional network instead of node/scale_out.
+    """
+
+    name: str = _opt(_str, "topology")
+    description: str = _opt(lambda v, s, f: str(v), "")
+    node: NodeSpec | None = _opt(_node)
+    nodes: int = _opt(_pos_int, 1)
+    scale_out: ScaleOutSpec | None = _opt(_scale_out)
+    dims: tuple | None = _opt(_dims)
+
+
+# ---------------------------------------------------------------- building
+def parse_spec(data: Any, source: str = "<topology>") -> TopologySpec:
+    """Validate a parsed YAML mapping into a :class:`TopologySpec`."""
+    spec = _from_mapping(TopologySpec, data, source, "")
+    if spec.dims is None and spec.node is None:
+        raise InputError("expected a 'node' (scale-up domain) or 'dims' section", source=source, field="node")
+    if spec.dims is not None and (spec.node is not None or spec.scale_out is not None):
+        raise InputError("'dims' describes the whole network; do not combine it with node/scale_out",
+                         source=source, field="dims")
+    if spec.nodes > 1 and spec.scale_out is None:
+        raise InputError(f"{spec.nodes} nodes need a 'scale_out' fabric to connect them (the "
+                         "topology would be disconnected)", source=source, field="scale_out")
+    return spec
+
+
+def build_node(spec: NodeSpec, source: str, path: str = "node") -> Topology:
+    """Build a scale-up domain from a preset and/or explicit fields."""
+    base = {}
+    if spec.preset is not None:
+        if spec.preset not in SCALEUP_PRESETS:
+            raise InputError(f"unknown preset {spec.preset!r}; expected one of {', '.join(SCALEUP_PRESETS)}",
+                             source=source, field=f"{path}.preset")
+        base = dict(SCALEUP_PRESETS[spec.preset]().meta)
+        base["kind"] = base.pop("scaleup")
+    if spec.gpu is not None and spec.gpu not in GPU_PRESETS:
+        raise InputError(f"unknown GPU model {spec.gpu!r}; expected one of {', '.join(GPU_PRESETS)}",
+                         source=source, field=f"{path}.gpu")
+    kind = spec.kind or base.get("kind")
+    if kind == "nvswitch":
+        need = {"gpus": spec.gpus or base.get("gpus_per_node"),
+                "links_per_gpu": spec.links_per_gpu or base.get("nvlink_links_per_gpu"),
+                "link_bw": spec.link_bw or base.get("nvlink_link_Bps")}
+        for key, value in need.items():
+            if value is None:
+                raise InputError("required for an nvswitch node", source=source, field=f"{path}.{key}")
+        nvls = spec.nvls if spec.nvls is not None else bool(base.get("nvls", False))
+        return nvswitch_domain(need["gpus"], links_per_gpu=need["links_per_gpu"], link_bw=need["link_bw"],
+                               latency=spec.latency or 150e-9, nvls=nvls, name=spec.preset or "node",
+                               gpu=spec.gpu or base.get("gpu_model"), switch_chips=base.get("switch_chips"))
+    if kind == "nvlink_mesh":
+        if spec.preset is not None and spec.pairs is None and spec.link_bw is None:
+            return SCALEUP_PRESETS[spec.preset]()
+        for key in ("gpus", "pairs", "link_bw"):
+            if getattr(spec, key) is None:
+                raise InputError("required for an nvlink_mesh node", source=source, field=f"{path}.{key}")
+        try:
+            return nvlink_mesh(spec.gpus, spec.pairs, link_bw=spec.link_bw, latency=spec.latency or 150e-9,
+                               gpu=spec.gpu)
+        except ValueError as exc:
+            msg = str(exc)
+            if "unreachable" in msg:
+                msg = f"disconnected GPUs: {msg}"
+            raise InputError(msg, source=source, field=f"{path}.pairs") from None
+    raise InputError(f"expected kind nvswitch or nvlink_mesh (or a preset), got {kind!r}",
+                     source=source, field=f"{path}.kind")
+
+
+def _tier(t: TierSpec, down_bw: float, source: str, where: str) -> Tier:
+    up_bw = t.up_bw if t.up_bw is not None else down_bw
+    if t.oversubscription is not None:
+        if t.up_bw is not None:
+            raise InputError("give up_bw or oversubscription, not both", source=source, field=where)
+        if t.up == 0:
+            raise InputError("oversubscription needs up ports", source=source, field=where)
+        up_bw = t.down * down_bw / (t.up * t.oversubscription)
+    if t.down < 1:
+        raise InputError("expected a positive integer, got 0", source=source, field=f"{where}.down")
+    return Tier(t.name, t.down, t.up, up_bw, t.latency, t.radix, t.parallel)
+
+
+def build_topology(spec: TopologySpec, source: str = "<topology>") -> Topology:
+    """Build the :class:`Topology` a validated spec describes."""
+    if spec.dims is not None:
+        dims = [Dim(d.kind, d.npus, d.bw, d.latency) for d in spec.dims]
+        _check_dims(dims, source, "dims")
+        return multi_dim(dims, name=spec.name)
+    node = build_node(spec.node, source)
+    if spec.scale_out is None:
+        return node if spec.name == "topology" else _renamed(node, spec.name)
+    so = spec.scale_out
+    if so.kind != "fat_tree":
+        raise InputError(f"expected kind fat_tree, got {so.kind!r}", source=source, field="scale_out.kind")
+    if not so.tiers:
+        raise InputError("expected at least one tier", source=source, field="scale_out.tiers")
+    tiers, down_bw = [], so.nic_bw
+    for i, t in enumerate(so.tiers):
+        tiers.append(_tier(t, down_bw, source, f"scale_out.tiers[{i}]"))
+        down_bw = tiers[-1].up_bw
+    try:
+        return fat_tree(node, spec.nodes, tiers, nic_bw=so.nic_bw, nic_latency=so.nic_latency,
+                        pcie_bw=so.pcie_bw, pcie_latency=so.pcie_latency,
+                        rail_optimized=so.rail_optimized, name=spec.name)
+    except ValueError as exc:
+        raise InputError(f"cannot wire {spec.nodes} nodes: {exc}", source=source,
+                         field="scale_out.tiers") from None
+
+
+def _renamed(t: Topology, name: str) -> Topology:
+    from dataclasses import replace
+    return replace(t, name=name)
+
+
+def _check_dims(dims: list[Dim], source: str, path: str) -> None:
+    for i, d in enumerate(dims):
+        if d.kind not in DIM_KINDS:
+            raise InputError(f"expected one of {', '.join(DIM_KINDS)}, got {d.kind!r}",
+                             source=source, field=f"{path}[{i}].kind")
+        if d.npus < 2:
+            raise InputError(f"expected at least 2 NPUs, got {d.npus}", source=source, field=f"{path}[{i}].npus")
+
+
+# ----------------------------------------------------------- ASTRA-sim YAML
+ASTRA_KEYS = ("topology", "npus_count", "bandwidth", "latency")
+
+
+def is_astra_network(data: Any) -> bool:
+    """True when a parsed YAML mapping looks like an ASTRA-sim network config."""
+    return isinstance(data, dict) and "topology" in data and "npus_count" in data
+
+
+def parse_astra_network(data: dict, source: str) -> list[Dim]:
+    """ASTRA-sim network YAML -> dimensions (bandwidth GiB/s per link, latency ns per hop)."""
+    lists = {}
+    for key in ASTRA_KEYS:
+        value = data.get(key)
+        if not isinstance(value, list) or not value:
+            raise InputError("expected a non-empty list (one entry per dimension)", source=source, field=key)
+        lists[key] = value
+    n = len(lists["topology"])
+    for key in ASTRA_KEYS[1:]:
+        if len(lists[key]) != n:
+            raise InputError(f"expected {n} entries (one per dimension, like 'topology'), got "
+                             f"{len(lists[key])}", source=source, field=key)
+    dims = []
+    for i in range(n):
+        kind, npus = lists["topology"][i], lists["npus_count"][i]
+        bw, lat = lists["bandwidth"][i], lists["latency"][i]
+        if kind not in DIM_KINDS:
+            raise InputError(f"expected one of {', '.join(DIM_KINDS)}, got {kind!r}", source=source,
+                             field=f"topology[{i}]")
+        if isinstance(npus, bool) or not isinstance(npus, int) or npus < 2:
+            raise InputError(f"expected an integer > 1, got {npus!r}", source=source, field=f"npus_count[{i}]")
+        if isinstance(bw, bool) or not isinstance(bw, (int, float)) or not bw > 0 or not math.isfinite(bw):
+            raise InputError(f"expected a positive number (GB/s, read as GiB/s like ASTRA-sim), got {bw!r}",
+                             source=source, field=f"bandwidth[{i}]")
+        if isinstance(lat, bool) or not isinstance(lat, (int, float)) or lat < 0 or not math.isfinite(lat):
+            raise InputError(f"expected a non-negative number of ns, got {lat!r}", source=source,
+                             field=f"latency[{i}]")
+        dims.append(Dim(kind, npus, units.astra_bw_to_Bps(bw), units.ns_to_s(lat)))
+    return dims
+
+
+def load_topology(path: str | Path) -> Topology:
+    """Load a netsim topology YAML or an ASTRA-sim network YAML (auto-detected).
+
+    >>> t = load_topology("topologies/dgx-h100.yaml")  # doctest: +SKIP
+    """
+    p = Path(path)
+    src = str(path)
+    try:
+        text = p.read_text()
+    except FileNotFoundError:
+        raise InputError("no such file", source=src) from None
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror}", source=src) from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}" if mark else None
+        raise InputError(f"not valid YAML ({getattr(exc, 'problem', exc)})", source=src, field=where) from None
+    if is_astra_network(data):
+        topo = multi_dim(parse_astra_network(data, src), name=p.stem)
+        topo.meta["astra_network"] = True
+        return topo
+    return build_topology(parse_spec(data, src), src)

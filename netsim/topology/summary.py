@@ -1,0 +1,76 @@
+"""What ``netsim topo`` reports about a topology, as a plain dict."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+
+from netsim.topology.model import LINK_KINDS, NODE_KINDS, Topology
+
+
+def summarize(topo: Topology) -> dict:
+    """Counts, bandwidths, oversubscription, bisection and diameter of ``topo``.
+
+    Bandwidths are one direction in 1e9 B/s (``_GBps``).
+
+    >>> from netsim.topology.builders import hgx_h100
+    >>> s = summarize(hgx_h100())
+    >>> s["gpus"], s["switches"], s["scaleup_GBps_per_gpu"], s["bisection_GBps"]
+    (8, 1, 450.0, 1800.0)
+    """
+    kinds = Counter(NODE_KINDS[k] for k in topo.node_kind.tolist())
+    link_kinds = np.bincount(topo.link_kind, minlength=len(LINK_KINDS))
+    meta = topo.meta
+    switches = sum(v for k, v in kinds.items() if k not in ("gpu", "nic"))
+    out = {
+        "name": topo.name,
+        "gpus": topo.n_gpus,
+        "nodes": int(meta.get("nodes", 1)),
+        "gpus_per_node": topo.gpus_per_node,
+        "switches": int(switches),
+        "links": topo.n_links,
+        "nodes_by_kind": {k: int(v) for k, v in sorted(kinds.items())},
+        "links_by_kind": {LINK_KINDS[i]: int(c) for i, c in enumerate(link_kinds) if c},
+        "scaleup": meta.get("scaleup"),
+        "scaleup_GBps_per_gpu": round(float(meta.get("scaleup_Bps_per_gpu", 0.0)) / 1e9, 3),
+        "scaleout_GBps_per_gpu": round(float(meta.get("scaleout_Bps_per_gpu", 0.0)) / 1e9, 3),
+        "nvls": bool(meta.get("nvls", False)),
+        "bisection_GBps": round(float(meta.get("bisection_Bps", float("nan"))) / 1e9, 3),
+        "diameter_hops": int(meta.get("diameter_hops", 0)),
+    }
+    if "switches" in meta:
+        out["switches_by_tier"] = dict(meta["switches"])
+        out["oversubscription"] = dict(meta["oversubscription"])
+        out["rail_optimized"] = bool(meta.get("rail_optimized"))
+    if "dims" in meta:
+        out["dims"] = [{"kind": d["kind"], "npus": d["npus"], "bw_GBps": round(d["bw_Bps"] / 1e9, 4),
+                        "latency_ns": round(d["latency_s"] * 1e9, 3)} for d in meta["dims"]]
+    if "gpu_model" in meta:
+        out["gpu_model"] = meta["gpu_model"]
+    return out
+
+
+def format_summary(s: dict) -> str:
+    """Human-readable lines for :func:`summarize` output."""
+    lines = [f"topology      {s['name']}",
+             f"GPUs          {s['gpus']:,} ({s['nodes']:,} x {s['gpus_per_node']} per scale-up domain"
+             + (f", {s['gpu_model']}" if "gpu_model" in s else "") + ")",
+             f"switches      {s['switches']:,}" + (
+                 "  (" + ", ".join(f"{k} {v:,}" for k, v in s["switches_by_tier"].items()) + ")"
+                 if "switches_by_tier" in s else ""),
+             f"nodes         " + ", ".join(f"{k} {v:,}" for k, v in s["nodes_by_kind"].items()),
+             f"links         {s['links']:,} directed  (" + ", ".join(
+                 f"{k} {v:,}" for k, v in s["links_by_kind"].items()) + ")",
+             f"scale-up      {s['scaleup_GBps_per_gpu']:g} GB/s per GPU per direction ({s['scaleup']}"
+             + (", NVLS" if s["nvls"] else "") + ")",
+             f"scale-out     {s['scaleout_GBps_per_gpu']:g} GB/s per GPU per direction"]
+    if "oversubscription" in s:
+        ratios = ", ".join(f"{k} {v:g}:1" for k, v in s["oversubscription"].items()) or "none"
+        lines.append(f"oversubscr.   {ratios}" + ("  (rail-optimized)" if s.get("rail_optimized") else ""))
+    if "dims" in s:
+        lines.append("dims          " + " x ".join(
+            f"{d['kind']}({d['npus']}, {d['bw_GBps']:g} GB/s, {d['latency_ns']:g} ns)" for d in s["dims"]))
+    lines += [f"bisection     {s['bisection_GBps']:,.1f} GB/s (one direction, worst balanced cut)",
+              f"diameter      {s['diameter_hops']} hops"]
+    return "\n".join(lines)
