@@ -72,9 +72,9 @@ def test_mesh_rejects_bad_pairs():
 
 
 # ------------------------------------------------------------------ fat-tree
-def small_fat_tree(rail=True, nodes=4):
+def small_fat_tree(rail=True, nodes=4, pxn=None):
     return fat_tree(hgx_h100(), nodes, [Tier("leaf", down=4, up=4, up_bw=50e9), Tier("spine", down=8)],
-                    nic_bw=50e9, rail_optimized=rail)
+                    nic_bw=50e9, rail_optimized=rail, pxn=pxn)
 
 
 def test_fat_tree_counts_by_hand():
@@ -118,8 +118,18 @@ def test_rail_optimized_placement():
     assert rail.route(0, 8).size == 4 and rail.route(0, 9).size == 6
 
 
+def test_pxn_keeps_inter_node_traffic_on_the_destination_rail():
+    t = small_fat_tree()  # rail-optimized: PXN on by default
+    path = t.route(0, 9)  # node 0 GPU 0 -> node 1 GPU 1
+    names = [t.link_name(int(x)) for x in path]
+    assert names[0].startswith("gpu0->nvswitch") and names[1] == "nvswitch0->gpu1"
+    assert names[2] == "gpu1->nic1" and "spine" not in "".join(names)
+    plain = small_fat_tree(pxn=False).route(0, 9)
+    assert any("spine" in small_fat_tree(pxn=False).link_name(int(x)) for x in plain)
+
+
 def test_fat_tree_routes_connected_and_up_down():
-    t = small_fat_tree()
+    t = small_fat_tree(pxn=False)
     src, dst = all_pairs(32)
     indptr, links = assert_routes_valid(t, src, dst)
     level = {"gpu": 0, "nvswitch": 1, "nic": 1, "leaf": 2, "spine": 3}
@@ -136,7 +146,7 @@ def test_fat_tree_routes_connected_and_up_down():
 def test_three_tier_routes_and_diameter():
     tiers = [Tier("leaf", down=4, up=4, up_bw=50e9), Tier("spine", down=4, up=4, up_bw=50e9),
              Tier("core", down=8)]
-    t = fat_tree(hgx_h100(), 8, tiers, nic_bw=50e9)
+    t = fat_tree(hgx_h100(), 8, tiers, nic_bw=50e9, pxn=False)
     assert t.meta["switches"] == {"leaf": 16, "spine": 16, "core": 8}
     assert_routes_valid(t, *all_pairs(64))
     lengths = np.diff(t.routes(*all_pairs(64))[0])

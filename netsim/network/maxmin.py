@@ -7,11 +7,18 @@ reaches its own ``rate_cap``); the flows through that bottleneck are frozen
 and the rest keep growing.  The loop below runs once per *bottleneck level*
 (distinct rate value); everything inside a level is vectorized with numpy.
 
-Work per solve is ``O(nnz log nnz)`` for the set-up (compressing the used
-links and building the link-to-flow transpose) plus, per level, ``O(used
-links)`` for the fair shares and ``O(nnz of the flows frozen at that level)``
-for the bookkeeping, so every incidence entry is touched a bounded number of
-times in total.
+Ties: at a level ``x`` every unfrozen flow on a link whose fair share is
+``<= x * (1 + rtol)``, and every flow whose cap is, is frozen at exactly
+``x``, so near-equal shares do not spawn extra levels and the links involved
+never end up over capacity.
+
+Cost per solve: ``O(nnz)`` (plus a sort when only few of ``capacity``'s links
+are used) to compress the used links and build the link -> flows transpose;
+then, per level, ``O(frontier)`` to find the smallest fair share (a subset of
+the used links that provably holds it, rebuilt in ``O(used links)`` when
+exhausted) plus the entries of the flows frozen at that level, so each
+incidence entry is handled a bounded number of times in total.  Identical
+input gives bit-identical output.
 
 Examples
 --------
@@ -156,7 +163,7 @@ def _min_share(st: _State, rtol: float) -> float:
     return float(shares.min()) if shares.size else np.inf
 
 
-def _frozen_flows(st: _State, level: float, thr: float) -> np.ndarray:
+def _frozen_flows(st: _State, thr: float) -> np.ndarray:
     """Unfrozen flows on links with share <= ``thr`` or with cap <= ``thr``, each once."""
     sat = st.frontier[st.share[st.frontier] <= thr]
     cand = _gather(st.t_indptr, st.t_flows, sat)
@@ -172,7 +179,7 @@ def _frozen_flows(st: _State, level: float, thr: float) -> np.ndarray:
 
 def _freeze_level(st: _State, indptr: np.ndarray, rates: np.ndarray, level: float, rtol: float) -> int:
     """Freeze every flow bottlenecked at ``level`` (within ``rtol``); return how many."""
-    frozen = _frozen_flows(st, level, level * (1.0 + rtol))
+    frozen = _frozen_flows(st, level * (1.0 + rtol))
     rates[frozen] = level
     st.active[frozen] = False
     touched = _gather(indptr, st.inv, frozen)
@@ -185,14 +192,15 @@ def _freeze_level(st: _State, indptr: np.ndarray, rates: np.ndarray, level: floa
     return int(frozen.size)
 
 
-def _validate(indptr, links, capacity, rate_cap):
+def _validate(indptr, links, capacity, rate_cap, rtol):
     """Coerce dtypes and check the CSR structure; raise ``ValueError`` on bad input."""
     indptr = np.asarray(indptr, dtype=np.int64).reshape(-1)
     links = np.asarray(links).reshape(-1)
     if links.size and not np.issubdtype(links.dtype, np.integer):
         raise ValueError(f"links must be integers, got dtype {links.dtype}")
-    links = links.astype(np.int64, copy=False)
     capacity = np.asarray(capacity, dtype=np.float64).reshape(-1)
+    if not rtol >= 0:
+        raise ValueError(f"rtol must be >= 0, got {rtol!r}")
     if indptr.size == 0 or indptr[0] != 0 or indptr[-1] != links.size:
         raise ValueError("indptr must start at 0 and end at len(links)")
     if np.any(np.diff(indptr) < 0):
@@ -249,7 +257,7 @@ def max_min_rates(
     ...               rate_cap=np.array([1.0, np.inf])).tolist()
     [1.0, 7.0]
     """
-    indptr, links, capacity, rate_cap = _validate(indptr, links, capacity, rate_cap)
+    indptr, links, capacity, rate_cap = _validate(indptr, links, capacity, rate_cap, rtol)
     rates = np.zeros(indptr.size - 1)
     st = _setup(indptr, links, capacity, rate_cap, rates)
     remaining = int(st.active.sum())
@@ -258,7 +266,10 @@ def max_min_rates(
         if not np.isfinite(level):  # unreachable for valid input; keep the loop finite
             rates[st.active] = np.inf
             break
-        remaining -= _freeze_level(st, indptr, rates, level, rtol)
+        frozen = _freeze_level(st, indptr, rates, level, rtol)
+        if frozen == 0:  # defensive: progressive filling always freezes a flow
+            raise RuntimeError(f"max-min solver made no progress at level {level!r}")
+        remaining -= frozen
     return rates
 
 

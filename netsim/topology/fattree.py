@@ -116,8 +116,8 @@ class FatTreeRouter:
     """Coordinate-based routes in a :func:`fat_tree` (see the module docstring)."""
 
     def __init__(self, node: Topology, n_nodes: int, pos: np.ndarray, levels: list[_Level],
-                 link_base: dict[str, int], level_base: list[int], node_links: int):
-        self.node, self.g, self.n_nodes = node, node.n_gpus, n_nodes
+                 link_base: dict[str, int], level_base: list[int], node_links: int, pxn: bool = False):
+        self.node, self.g, self.n_nodes, self.pxn = node, node.n_gpus, n_nodes, pxn
         self.pos, self.levels = pos, levels
         self.base, self.level_base, self.node_links = link_base, level_base, node_links
         self.H = n_nodes * self.g
@@ -149,10 +149,21 @@ class FatTreeRouter:
             lengths[idx] = np.diff(ip)
         if (~same_node).any():
             idx = np.flatnonzero(~same_node)
-            ip, lk = self._fabric_routes(src[idx], dst[idx], key[idx])
+            ip, lk = self._inter_node(src[idx], dst[idx], key[idx])
             parts["fabric"] = (idx, ip, lk)
             lengths[idx] = np.diff(ip)
         return _merge_csr(src.size, lengths, parts.values())
+
+    def _inter_node(self, s: np.ndarray, d: np.ndarray, key: np.ndarray):
+        """Fabric routes; with PXN, first hop over NVLink to the GPU on the destination's rail."""
+        if not self.pxn:
+            return self._fabric_routes(s, d, key)
+        relay = (s // self.g) * self.g + d % self.g
+        ip1, lk1 = self.routes(s, relay, key)  # same node: NVLink (empty when relay == s)
+        ip2, lk2 = self._fabric_routes(relay, d, key)
+        l1, l2 = np.diff(ip1), np.diff(ip2)
+        rows = np.arange(s.size)
+        return _merge_csr(s.size, l1 + l2, [(rows, ip1, lk1), (rows, ip2, lk2)], offsets=[0, l1])
 
     def _fabric_routes(self, s: np.ndarray, d: np.ndarray, key: np.ndarray):
         H, b = self.H, self.base
@@ -177,21 +188,27 @@ class FatTreeRouter:
         return csr_from_columns(np.stack(cols, axis=1), np.stack(oks, axis=1))
 
 
-def _merge_csr(n: int, lengths: np.ndarray, parts) -> tuple[np.ndarray, np.ndarray]:
-    """Scatter several CSR pieces (each for a subset of rows) into one CSR in row order."""
+def _merge_csr(n: int, lengths: np.ndarray, parts, offsets=None) -> tuple[np.ndarray, np.ndarray]:
+    """Scatter CSR pieces (each for a subset of rows) into one CSR in row order.
+
+    ``offsets[i]`` (scalar or per-row array) shifts piece *i* inside its rows, so that
+    pieces can also be concatenated row-wise.
+    """
     indptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(lengths, out=indptr[1:])
     out = np.empty(int(indptr[-1]), dtype=np.int64)
-    for idx, ip, lk in parts:
-        rows = np.repeat(idx, np.diff(ip))
-        within = np.arange(lk.size) - np.repeat(ip[:-1], np.diff(ip))
-        out[indptr[rows] + within] = lk
+    for i, (idx, ip, lk) in enumerate(parts):
+        counts = np.diff(ip)
+        rows = np.repeat(idx, counts)
+        within = np.arange(lk.size) - np.repeat(ip[:-1], counts)
+        shift = 0 if offsets is None else np.broadcast_to(offsets[i], idx.shape)[np.repeat(np.arange(idx.size), counts)]
+        out[indptr[rows] + within + shift] = lk
     return indptr, out
 
 
 def fat_tree(node: Topology, n_nodes: int, tiers: list[Tier], *, nic_bw: float,
              nic_latency: float = 400e-9, pcie_bw: float = 63e9, pcie_latency: float = 100e-9,
-             rail_optimized: bool = True, name: str = "fat-tree") -> Topology:
+             rail_optimized: bool = True, pxn: bool | None = None, name: str = "fat-tree") -> Topology:
     """Replicate ``node`` ``n_nodes`` times under a fat-tree of ``tiers``.
 
     Parameters
@@ -206,6 +223,10 @@ def fat_tree(node: Topology, n_nodes: int, tiers: list[Tier], *, nic_bw: float,
         The NIC traversal latency and the GPU<->NIC PCIe link.
     rail_optimized
         NIC *i* of every node on the leaf of rail *i* (see the module docstring).
+    pxn
+        Route inter-node traffic like NCCL's PXN: first over NVLink to the GPU of the
+        source node on the destination's rail, then through that GPU's NIC, so that
+        traffic between nodes stays on one rail.  Default: on when rail-optimized.
 
     >>> from netsim.topology.builders import hgx_h100
     >>> t = fat_tree(hgx_h100(), 4, [Tier("leaf", down=4, up=4), Tier("spine", down=8)], nic_bw=50e9)
@@ -220,8 +241,10 @@ def fat_tree(node: Topology, n_nodes: int, tiers: list[Tier], *, nic_bw: float,
     H = n_nodes * g
     arrays, link_base, level_base, node_base = _wire(node, n_nodes, tiers, levels, pos, H,
                                                      nic_bw, nic_latency, pcie_bw, pcie_latency)
-    router = FatTreeRouter(node, n_nodes, pos, levels, link_base, level_base, node.n_links)
+    pxn = rail_optimized if pxn is None else pxn
+    router = FatTreeRouter(node, n_nodes, pos, levels, link_base, level_base, node.n_links, pxn)
     meta = _fat_tree_meta(node, n_nodes, tiers, levels, nic_bw, rail_optimized)
+    meta["pxn"] = bool(pxn)
     gpus = (np.arange(H) // g) * node.n_nodes + node.gpus[np.arange(H) % g]
     return Topology(name=name, gpus=gpus.astype(np.int32), router=router, meta=meta,
                     node_kind=node_base, **arrays)

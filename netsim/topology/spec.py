@@ -158,6 +158,7 @@ class ScaleOutSpec:
     pcie_bw: GPU<->NIC PCIe bandwidth per direction.
     pcie_latency: seconds for the PCIe hop.
     rail_optimized: NIC *i* of every node on the leaf of rail *i*.
+    pxn: NCCL PXN routing (NVLink to the GPU on the destination's rail first); default = rail_optimized.
     tiers: switch tiers, leaf first.
     """
 
@@ -167,6 +168,7 @@ class ScaleOutSpec:
     pcie_bw: float = _opt(_bw, 63e9)
     pcie_latency: float = _opt(_time, 100e-9)
     rail_optimized: bool = _opt(_bool, True)
+    pxn: bool | None = _opt(_bool)
     tiers: tuple = _opt(_tiers, ())
 
 
@@ -305,7 +307,7 @@ def build_topology(spec: TopologySpec, source: str = "<topology>") -> Topology:
     try:
         return fat_tree(node, spec.nodes, tiers, nic_bw=so.nic_bw, nic_latency=so.nic_latency,
                         pcie_bw=so.pcie_bw, pcie_latency=so.pcie_latency,
-                        rail_optimized=so.rail_optimized, name=spec.name)
+                        rail_optimized=so.rail_optimized, pxn=so.pxn, name=spec.name)
     except ValueError as exc:
         raise InputError(f"cannot wire {spec.nodes} nodes: {exc}", source=source,
                          field="scale_out.tiers") from None

@@ -8,11 +8,9 @@ private :class:`~google.protobuf.descriptor_pool.DescriptorPool` and ask
 :func:`~google.protobuf.message_factory.GetMessageClass` for the classes.  The
 classes serialize byte-identically to protoc-generated ones.
 
-Besides the public schema, a second private file declares ``NodeRaw``: the
-``Node`` message with its ``attr`` field (10) declared as ``repeated bytes``.
-An embedded message and a ``bytes`` field share the same wire encoding, so
-parsing a record with ``NodeRaw`` hands back every attribute as its raw bytes.
-The fast reader memoizes attribute decoding on those bytes.
+The module also holds the attribute rules shared by the reader and the
+writer: :func:`normalize_attr` / :func:`normalize_attrs` (reference §3.4) and
+:func:`write_attr` (the member types ASTRA-sim expects).
 
 Examples
 --------
@@ -29,7 +27,7 @@ from __future__ import annotations
 import enum
 import functools
 from dataclasses import dataclass
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable
 from typing import Any
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
@@ -45,14 +43,16 @@ __all__ = [
     "INT_MEMBERS",
     "attr_member_names",
     "attr_to_python",
+    "WRITE_MEMBERS",
     "chakra_classes",
-    "known_attr_list",
+    "combine_attrs",
+    "normalize_attr",
     "normalize_attrs",
     "python_to_attr",
+    "write_attr",
 ]
 
 PACKAGE = "ChakraProtoMsg"
-_PRIVATE_PACKAGE = "netsim_chakra_private"
 
 _F = descriptor_pb2.FieldDescriptorProto
 
@@ -180,8 +180,8 @@ def _add_attribute_proto(fdp: descriptor_pb2.FileDescriptorProto) -> None:
                type_name=f".{PACKAGE}.{list_name}").oneof_index = 0
 
 
-def _add_node_fields(msg: Any, package: str, *, raw_attrs: bool) -> None:
-    """Declare Node's fields 1..10 on ``msg``; ``raw_attrs`` makes field 10 ``repeated bytes``."""
+def _add_node_fields(msg: Any, package: str) -> None:
+    """Declare Node's fields 1..10 on ``msg``."""
     _field(msg, "id", 1, _F.TYPE_UINT64)
     _field(msg, "name", 2, _F.TYPE_STRING)
     _field(msg, "type", 3, _F.TYPE_ENUM, type_name=f".{package}.NodeType")
@@ -191,10 +191,7 @@ def _add_node_fields(msg: Any, package: str, *, raw_attrs: bool) -> None:
     _field(msg, "duration_micros", 7, _F.TYPE_UINT64)
     _field(msg, "inputs", 8, _F.TYPE_MESSAGE, type_name=f".{package}.IOInfo")
     _field(msg, "outputs", 9, _F.TYPE_MESSAGE, type_name=f".{package}.IOInfo")
-    if raw_attrs:
-        _field(msg, "attr", 10, _F.TYPE_BYTES, repeated=True)
-    else:
-        _field(msg, "attr", 10, _F.TYPE_MESSAGE, repeated=True, type_name=f".{package}.AttributeProto")
+    _field(msg, "attr", 10, _F.TYPE_MESSAGE, repeated=True, type_name=f".{package}.AttributeProto")
 
 
 def _public_file() -> descriptor_pb2.FileDescriptorProto:
@@ -206,7 +203,7 @@ def _public_file() -> descriptor_pb2.FileDescriptorProto:
     _field(meta, "attr", 2, _F.TYPE_MESSAGE, repeated=True, type_name=f".{PACKAGE}.AttributeProto")
     _add_enum(fdp, "NodeType", NodeType)
     _add_enum(fdp, "CollectiveCommType", CommType)
-    _add_node_fields(fdp.message_type.add(name="Node"), PACKAGE, raw_attrs=False)
+    _add_node_fields(fdp.message_type.add(name="Node"), PACKAGE)
     io = fdp.message_type.add(name="IOInfo")
     for number, name in enumerate(("values", "shapes", "types"), start=1):
         _field(io, name, number, _F.TYPE_STRING)
@@ -217,21 +214,12 @@ def _public_file() -> descriptor_pb2.FileDescriptorProto:
     return fdp
 
 
-def _private_file(public: descriptor_pb2.FileDescriptorProto) -> descriptor_pb2.FileDescriptorProto:
-    """Build the private file holding ``NodeRaw`` (Node with raw attribute bytes)."""
-    fdp = descriptor_pb2.FileDescriptorProto(name="netsim/chakra_et_raw.proto", package=_PRIVATE_PACKAGE,
-                                             syntax="proto3", dependency=[public.name])
-    _add_node_fields(fdp.message_type.add(name="NodeRaw"), PACKAGE, raw_attrs=True)
-    return fdp
-
-
 @dataclass(frozen=True, slots=True)
 class ChakraClasses:
     """The message classes of the Chakra schema (built once per process)."""
 
     GlobalMetadata: Any
     Node: Any
-    NodeRaw: Any
     AttributeProto: Any
     IOInfo: Any
     Tensor: Any
@@ -259,7 +247,6 @@ def chakra_classes() -> ChakraClasses:
     pool = descriptor_pool.DescriptorPool()
     public = _public_file()
     pool.Add(public)
-    pool.Add(_private_file(public))
 
     def get(full_name: str) -> Any:
         return message_factory.GetMessageClass(pool.FindMessageTypeByName(full_name))
@@ -267,7 +254,6 @@ def chakra_classes() -> ChakraClasses:
     return ChakraClasses(
         GlobalMetadata=get(f"{PACKAGE}.GlobalMetadata"),
         Node=get(f"{PACKAGE}.Node"),
-        NodeRaw=get(f"{_PRIVATE_PACKAGE}.NodeRaw"),
         AttributeProto=get(f"{PACKAGE}.AttributeProto"),
         IOInfo=get(f"{PACKAGE}.IOInfo"),
         Tensor=get(f"{PACKAGE}.Tensor"),
@@ -370,37 +356,76 @@ class AttrTypeError(ValueError):
         super().__init__(f"attribute {name!r} holds {member or 'no value'}; expected {expected}")
 
 
-def _norm_one(name: str, attr: Any) -> Any:
-    """Normalise one known attribute; raise :class:`AttrTypeError` on a wrong member."""
+def normalize_attr(attr: Any) -> tuple[str, Any]:
+    """Return ``(name, value)``: normalised for known attributes, plain Python otherwise.
+
+    Known attributes (:data:`NORMALIZED_ATTRS`) accept any integer member for
+    integers, bool or integer for ``is_cpu_op``, string or integer for
+    ``pg_name`` (kept a string) and a bool or integer list for
+    ``involved_dim``; another member raises :class:`AttrTypeError`.  An
+    attribute with no member set reads as ``None``.
+
+    Examples
+    --------
+    >>> A = chakra_classes().AttributeProto
+    >>> normalize_attr(A(name="pg_name", int32_val=5)), normalize_attr(A(name="rf_id", uint64_val=3))
+    (('pg_name', '5'), ('rf_id', 3))
+    """
+    name = attr.name
+    if name not in _KNOWN_SET:
+        return name, attr_to_python(attr)
     member = attr.WhichOneof("value")
     if member is None:
-        return None
+        return name, None
     value = getattr(attr, member)
     if name in _INT_ATTRS:
         if member not in INT_MEMBERS:
             raise AttrTypeError(name, member, "an integer member such as int64_val")
         if not _INT64_MIN < value <= _INT64_MAX:
             raise AttrTypeError(name, f"{member} {value}", "a value that fits in int64")
-        return value
+        return name, value
     if name == "is_cpu_op":
         if member != "bool_val" and member not in INT_MEMBERS:
             raise AttrTypeError(name, member, "bool_val or an integer member")
-        return bool(value)
+        return name, bool(value)
     if name == "pg_name":
         if member != "string_val" and member not in INT_MEMBERS:
             raise AttrTypeError(name, member, "string_val or an integer member")
-        return value if member == "string_val" else str(value)
+        return name, value if member == "string_val" else str(value)
     if member != "bool_list" and member not in _INT_LISTS:  # involved_dim
         raise AttrTypeError(name, member, "bool_list")
-    return tuple(bool(v) for v in value.values)
+    return name, tuple(bool(v) for v in value.values)
 
 
-def normalize_attrs(attrs: Any, with_other: bool) -> tuple[Any, ...]:
-    """Normalise a node's AttributeProto list.
+def combine_attrs(pairs: Iterable[tuple[str, Any]], with_other: bool) -> tuple[Any, ...]:
+    """Fold ``(name, value)`` pairs into the normalised tuple (the first of a repeated name wins).
 
-    Returns a tuple: the values of :data:`NORMALIZED_ATTRS` (``None`` when
-    absent), then ``other`` (a dict of every other attribute's Python value,
-    or ``None`` unless ``with_other``).  When a name repeats, the first wins.
+    Returns the values of :data:`NORMALIZED_ATTRS` (``None`` when absent), then
+    ``other``: a dict of the remaining attributes, or ``None`` unless ``with_other``.
+
+    Examples
+    --------
+    >>> t = combine_attrs([("comm_size", 8), ("x", 1), ("comm_size", 9)], True)
+    >>> t[NORMALIZED_ATTRS.index("comm_size")], t[-1]
+    (8, {'x': 1})
+    """
+    values: list[Any] = [None] * len(NORMALIZED_ATTRS)
+    seen = 0  # bit i set once NORMALIZED_ATTRS[i] was found
+    other: dict[str, Any] | None = {} if with_other else None
+    for name, value in pairs:
+        i = _POSITION.get(name)
+        if i is None:
+            if other is not None and name not in other:
+                other[name] = value
+        elif not seen >> i & 1:
+            seen |= 1 << i
+            values[i] = value
+    values.append(other)
+    return tuple(values)
+
+
+def normalize_attrs(attrs: Iterable[Any], with_other: bool) -> tuple[Any, ...]:
+    """Normalise a node's AttributeProto list (see :func:`normalize_attr` and :func:`combine_attrs`).
 
     Examples
     --------
@@ -410,57 +435,40 @@ def normalize_attrs(attrs: Any, with_other: bool) -> tuple[Any, ...]:
     >>> out[1], out[6], out[7], out[-1]
     (8, '5', False, {'rf_id': 3})
     """
-    found: dict[str, Any] = {}
-    other: dict[str, Any] | None = {} if with_other else None
-    for attr in attrs:
-        name = attr.name
-        if name in _KNOWN_SET:
-            if name not in found:
-                found[name] = _norm_one(name, attr)
-        elif other is not None and name not in other:
-            other[name] = attr_to_python(attr)
-    return (*(found.get(n) for n in NORMALIZED_ATTRS), other)
+    return combine_attrs((normalize_attr(a) for a in attrs), with_other)
 
 
 _KNOWN_SET = frozenset(NORMALIZED_ATTRS)
+_POSITION = {name: i for i, name in enumerate(NORMALIZED_ATTRS)}
 
-
-def known_attr_list(values: Sequence[Any], other: Mapping[str, Any] | None) -> list[Any]:
-    """Build AttributeProtos (in ASTRA-sim's member types) from normalised values.
-
-    ``values`` follows :data:`NORMALIZED_ATTRS`; ``None`` entries are omitted.
-    Written order: is_cpu_op, comm_type, comm_size, comm_src, comm_dst,
-    comm_tag, comm_priority, pg_name, involved_dim, num_ops, tensor_size, then
-    ``other`` in its own order.
-
-    Examples
-    --------
-    >>> vals = dict.fromkeys(NORMALIZED_ATTRS)
-    >>> vals.update(is_cpu_op=False, comm_type=0)
-    >>> [a.WhichOneof("value") for a in known_attr_list([vals[n] for n in NORMALIZED_ATTRS], None)]
-    ['bool_val', 'int64_val']
-    """
-    classes = chakra_classes()
-    by_name = dict(zip(NORMALIZED_ATTRS, values))
-    out = []
-    for name, member in _WRITE_MEMBERS:
-        value = by_name[name]
-        if value is None:
-            continue
-        attr = classes.AttributeProto(name=name)
-        if member == "bool_list":
-            attr.bool_list.SetInParent()
-            attr.bool_list.values.extend(bool(v) for v in value)
-        else:
-            setattr(attr, member, value)
-        out.append(attr)
-    out.extend(python_to_attr(k, v) for k, v in (other or {}).items())
-    return out
-
-
-_WRITE_MEMBERS: tuple[tuple[str, str], ...] = (
+#: Write order and member type of the known attributes (what ASTRA-sim/Chakra expect).
+WRITE_MEMBERS: tuple[tuple[str, str], ...] = (
     ("is_cpu_op", "bool_val"), ("comm_type", "int64_val"), ("comm_size", "int64_val"),
     ("comm_src", "int32_val"), ("comm_dst", "int32_val"), ("comm_tag", "int32_val"),
     ("comm_priority", "int32_val"), ("pg_name", "string_val"), ("involved_dim", "bool_list"),
     ("num_ops", "int64_val"), ("tensor_size", "uint64_val"),
 )
+_WRITE_MEMBER = dict(WRITE_MEMBERS)
+
+
+def write_attr(name: str, value: Any) -> Any:
+    """Build the AttributeProto netsim writes for ``name`` = ``value``.
+
+    Known attributes use :data:`WRITE_MEMBERS`; any other name goes through
+    :func:`python_to_attr`.
+
+    Examples
+    --------
+    >>> write_attr("comm_src", 3).WhichOneof("value"), write_attr("involved_dim", (True,)).bool_list.values
+    ('int32_val', [True])
+    """
+    member = _WRITE_MEMBER.get(name)
+    if member is None:
+        return python_to_attr(name, value)
+    attr = chakra_classes().AttributeProto(name=name)
+    if member == "bool_list":
+        attr.bool_list.SetInParent()
+        attr.bool_list.values.extend(bool(v) for v in value)
+    else:
+        setattr(attr, member, value)
+    return attr

@@ -1,0 +1,91 @@
+"""Collective schedules: pure data, no SimPy.
+
+A :class:`Schedule` is a sequence of :class:`Phase` objects; a phase repeats
+one :class:`Step` pattern ``repeat`` times (a ring all-reduce is two phases of
+``n-1`` identical steps), so a 16,384-rank ring is a few arrays, not 5e8
+objects.  Ranks are group-local (0..n-1); the executor maps them onto
+topology ranks.
+
+Dependency rule (what the executor enforces): a transfer of step *k* from
+*s* to *d* starts when both *s* and *d* have finished step *k-1*; a rank
+finishes step *k* when all its step-*k* transfers (sent or received) have
+been delivered.  A step with no transfers is a pure delay of ``delay_s``
+applied to every rank.  No global barrier: ranks progress independently.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass(frozen=True, eq=False)
+class Step:
+    """One step pattern: transfers ``src[i] -> dst[i]`` of ``nbytes[i]`` bytes.
+
+    overhead_s: added to every delivery of this step (endpoint delay, reduction cost).
+    delay_s: for a transfer-less step, time every rank spends in it.
+    reduce: whether receivers reduce what they get (reported, and costed via overhead_s).
+    key: per-transfer ECMP key (e.g. channel id), or None.
+    """
+
+    src: np.ndarray
+    dst: np.ndarray
+    nbytes: np.ndarray
+    overhead_s: float = 0.0
+    delay_s: float = 0.0
+    reduce: bool = False
+    key: np.ndarray | None = None
+
+    @staticmethod
+    def delay(seconds: float) -> "Step":
+        """A step with no transfers that costs every rank ``seconds``."""
+        empty = np.zeros(0, dtype=np.int64)
+        return Step(empty, empty, np.zeros(0), delay_s=float(seconds))
+
+    @property
+    def n_transfers(self) -> int:
+        """Transfers in one repetition."""
+        return int(self.src.size)
+
+
+@dataclass(frozen=True, eq=False)
+class Phase:
+    """``step`` repeated ``repeat`` times."""
+
+    step: Step
+    repeat: int = 1
+
+
+@dataclass(frozen=True, eq=False)
+class Schedule:
+    """A whole collective for ``nranks`` group-local ranks.
+
+    op: nccl-tests op name; algorithm: what ran; nbytes: the nccl-tests ``size`` (S) it moves.
+    """
+
+    op: str
+    algorithm: str
+    nranks: int
+    nbytes: float
+    phases: tuple[Phase, ...] = field(default_factory=tuple)
+
+    @property
+    def n_steps(self) -> int:
+        """Steps including repetitions."""
+        return int(sum(p.repeat for p in self.phases))
+
+    def bytes_sent(self) -> np.ndarray:
+        """Bytes each rank sends over the whole schedule."""
+        out = np.zeros(self.nranks)
+        for p in self.phases:
+            np.add.at(out, p.step.src, p.step.nbytes * p.repeat)
+        return out
+
+    def bytes_received(self) -> np.ndarray:
+        """Bytes each rank receives over the whole schedule."""
+        out = np.zeros(self.nranks)
+        for p in self.phases:
+            np.add.at(out, p.step.dst, p.step.nbytes * p.repeat)
+        return out

@@ -1,0 +1,115 @@
+"""The network seam: move bytes between ranks and say when the last byte lands.
+
+A :class:`Network` belongs to one SimPy environment (one simulation).  Two
+ways in:
+
+* :meth:`Network.transfer` — one transfer, returns a SimPy event whose value
+  is a :class:`TransferRecord` (start, end, bytes, path);
+* :meth:`Network.submit` — a batch of transfers with one callback
+  ``on_done(indices, time)`` called once per distinct completion instant.
+  Collectives use this so that symmetric steps cost a handful of Python
+  events, not one per rank.
+
+Implementations: :class:`~netsim.network.analytical.AnalyticalNetwork`
+(alpha-beta, no contention; ASTRA-sim congestion-unaware semantics on ASTRA
+topologies) and :class:`~netsim.network.flow.FlowNetwork` (max-min fair
+sharing of every link).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+import simpy
+
+from netsim.topology.model import Topology
+
+DoneCallback = Callable[[np.ndarray, float], None]
+
+
+@dataclass(frozen=True)
+class TransferRecord:
+    """What :meth:`Network.transfer` reports: times in seconds, the path as link ids."""
+
+    src: int
+    dst: int
+    nbytes: float
+    start: float
+    end: float
+    path: tuple[int, ...]
+
+
+class Network:
+    """Base class: routing, delivery scheduling and counters shared by both models."""
+
+    model = "base"
+
+    def __init__(self, env: simpy.Environment, topo: Topology):
+        self.env, self.topo = env, topo
+        self.stats = {"transfers": 0, "deliveries": 0, "rate_solves": 0, "cache_hits": 0, "shifted_s": 0.0}
+        self.exclusive = None  # the collective that owns the network alone (enables fast-forward)
+        self._epoch_shift = [0.0]  # cumulative shift at the start of each epoch
+
+    # ------------------------------------------------------------- the seam
+    def submit(self, src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray, on_done: DoneCallback,
+               key: np.ndarray | None = None) -> None:
+        """Start transfers now; ``on_done(indices, t)`` fires as (groups of) them complete."""
+        raise NotImplementedError
+
+    def transfer(self, src: int, dst: int, nbytes: float, key: int = 0) -> simpy.Event:
+        """One transfer; the event succeeds with a :class:`TransferRecord` when the last byte lands."""
+        event = self.env.event()
+        start = self.env.now
+        path = tuple(int(x) for x in self.topo.route(src, dst, key))
+
+        def done(_idx: np.ndarray, t: float) -> None:
+            event.succeed(TransferRecord(src, dst, float(nbytes), start, t, path))
+
+        self.submit(np.array([src]), np.array([dst]), np.array([float(nbytes)]), done, np.array([key]))
+        return event
+
+    # ---------------------------------------------------------- the clock
+    def call_at(self, t: float, fn: Callable[[], None]) -> None:
+        """Call ``fn`` at absolute time ``t``, moved later by any :meth:`shift` made meanwhile."""
+        epoch = len(self._epoch_shift) - 1
+        ev = self.env.timeout(max(t - self.env.now, 0.0))
+        ev.callbacks.append(lambda _e: self._fire(t, epoch, fn))
+
+    def _fire(self, t: float, epoch: int, fn: Callable[[], None]) -> None:
+        moved = self._epoch_shift[-1] - self._epoch_shift[epoch]
+        if moved:
+            self.call_at(t + moved, fn)
+        else:
+            fn()
+
+    def can_shift(self, owner: object) -> bool:
+        """Whether ``owner`` runs alone, so that its future may be shifted in time."""
+        return self.exclusive is owner
+
+    def shift(self, dt: float) -> None:
+        """Delay everything pending (deliveries, timers) by ``dt`` seconds (fast-forward)."""
+        self._epoch_shift.append(self._epoch_shift[-1] + dt)
+        self.stats["shifted_s"] += dt
+
+    # ------------------------------------------------------------- helpers
+    def _deliver(self, indices: np.ndarray, times: np.ndarray, on_done: DoneCallback) -> None:
+        """Call ``on_done`` once per distinct time in ``times`` (absolute seconds)."""
+        if indices.size == 0:
+            return
+        uniq, inverse = np.unique(times, return_inverse=True)
+        order = np.argsort(inverse, kind="stable")
+        bounds = np.searchsorted(inverse[order], np.arange(uniq.size + 1))
+        for i, t in enumerate(uniq.tolist()):
+            group = indices[order[bounds[i]:bounds[i + 1]]]
+            self.call_at(t, lambda g=group, tt=t: on_done(g, tt + self._since(tt)))
+            self.stats["deliveries"] += 1
+
+    def _since(self, t: float) -> float:
+        """How far a callback planned for ``t`` was moved by shifts (it fires at now)."""
+        return self.env.now - t
+
+    def summary(self) -> dict:
+        """Counters for benchmarks and run metadata."""
+        return {"model": self.model, **self.stats}

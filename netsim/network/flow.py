@@ -1,0 +1,161 @@
+"""Congestion-aware flow-level network: links shared max-min fairly.
+
+Every transfer is a flow on its routed path.  Between events the set of
+flows is fixed, and so are their rates: the max-min fair allocation of every
+link's capacity among the flows crossing it (progressive filling,
+:func:`~netsim.network.maxmin.max_min_rates`).  Rates are recomputed only
+when flows start or end.  A flow drains at its rate from the moment it is
+submitted; its last byte lands one path latency after it has drained.
+
+Batching: all submissions made at one simulated instant are solved once
+(the update runs after every other event of that instant), and all flows
+that drain at the same instant finish as one batch.  Rate solutions are
+cached by the pattern of active paths, so repeated steps of a collective
+reuse them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from netsim.network.base import DoneCallback, Network
+from netsim.network.maxmin import max_min_rates
+from netsim.topology.model import csr_gather
+
+#: Runs after ordinary events at the same time (SimPy: URGENT=0, NORMAL=1).
+_LATE = 2
+#: A flow with at most this fraction of its bytes left is finished (float drift).
+_RTOL = 1e-9
+
+
+@dataclass
+class _Batch:
+    indptr: np.ndarray
+    links: np.ndarray
+    size: np.ndarray
+    remaining: np.ndarray
+    latency: np.ndarray
+    rate: np.ndarray
+    alive: np.ndarray
+    on_done: DoneCallback
+
+
+class FlowNetwork(Network):
+    """Max-min fair flow model; see the module docstring."""
+
+    model = "flow"
+
+    def __init__(self, env, topo, *, cache_size: int = 256):
+        super().__init__(env, topo)
+        self._batches: list[_Batch] = []
+        self._t = 0.0
+        self._gen = 0
+        self._update_scheduled = False
+        self._cache: dict[int, np.ndarray] = {}
+        self._cache_size = cache_size
+        self.stats["events"] = 0
+
+    # ----------------------------------------------------------------- API
+    def submit(self, src, dst, nbytes, on_done: DoneCallback, key=None) -> None:
+        """See :meth:`Network.submit`."""
+        src, dst = np.asarray(src, np.int64), np.asarray(dst, np.int64)
+        size = np.asarray(nbytes, dtype=np.float64).copy()
+        self.stats["transfers"] += int(src.size)
+        indptr, links = self.topo.routes(src, dst, key)
+        latency = self.topo.path_latency(indptr, links)
+        local = (indptr[1:] == indptr[:-1]) | (size <= 0)
+        if local.any():  # nothing to move through the network
+            self._deliver(np.flatnonzero(local), self.env.now + np.where(size > 0, 0.0, latency)[local], on_done)
+        if local.all():
+            return
+        self._advance()
+        self._batches.append(_Batch(indptr, links, size, size.copy(), latency, np.zeros(src.size),
+                                    ~local, on_done))
+        self._schedule_update()
+
+    def active_flows(self) -> int:
+        """Flows currently draining."""
+        return int(sum(int(b.alive.sum()) for b in self._batches))
+
+    # ------------------------------------------------------------ internals
+    def _schedule_update(self) -> None:
+        if self._update_scheduled:
+            return
+        self._update_scheduled = True
+        ev = self.env.event()
+        ev.callbacks.append(self._update)
+        ev._ok, ev._value = True, None
+        self.env.schedule(ev, priority=_LATE)
+
+    def _advance(self) -> None:
+        """Drain flows up to now (flows are frozen while ``_t`` is ahead of now after a shift)."""
+        dt = self.env.now - self._t
+        if dt > 0:
+            for b in self._batches:
+                b.remaining -= b.rate * dt
+            self._t = self.env.now
+
+    def shift(self, dt: float) -> None:
+        """See :meth:`Network.shift`: active flows also pause for ``dt``."""
+        self._advance()
+        self._t = max(self._t, self.env.now) + dt
+        super().shift(dt)
+
+    def _update(self, _event=None) -> None:
+        self._update_scheduled = False
+        self.stats["events"] += 1
+        self._advance()
+        self._finish_drained()
+        self._solve()
+        self._arm_timer()
+
+    def _finish_drained(self) -> None:
+        now, kept = max(self.env.now, self._t), []
+        for b in self._batches:
+            done = b.alive & (b.remaining <= b.size * _RTOL + 1e-6)
+            if done.any():
+                b.alive &= ~done
+                idx = np.flatnonzero(done)
+                self._deliver(idx, now + b.latency[idx], b.on_done)
+            if b.alive.any():
+                kept.append(b)
+        self._batches = kept
+
+    def _solve(self) -> None:
+        if not self._batches:
+            return
+        parts = [csr_gather(b.indptr, b.links, np.flatnonzero(b.alive)) for b in self._batches]
+        lengths = np.concatenate([np.diff(ip) for ip, _ in parts])
+        links = np.concatenate([lk for _, lk in parts])
+        key = hash((lengths.tobytes(), links.tobytes()))
+        rates = self._cache.get(key)
+        if rates is None:
+            indptr = np.zeros(lengths.size + 1, dtype=np.int64)
+            np.cumsum(lengths, out=indptr[1:])
+            rates = max_min_rates(indptr, links, self.topo.link_bw)
+            self.stats["rate_solves"] += 1
+            if len(self._cache) >= self._cache_size:
+                self._cache.pop(next(iter(self._cache)))
+            self._cache[key] = rates
+        else:
+            self.stats["cache_hits"] += 1
+        start = 0
+        for b in self._batches:
+            idx = np.flatnonzero(b.alive)
+            b.rate[:] = 0.0
+            b.rate[idx] = rates[start:start + idx.size]
+            start += idx.size
+
+    def _arm_timer(self) -> None:
+        if not self._batches:
+            return
+        t_next = min(float(np.min(b.remaining[b.alive] / b.rate[b.alive])) for b in self._batches)
+        self._gen += 1
+        gen = self._gen
+        self.call_at(max(self._t, self.env.now) + max(t_next, 0.0), lambda: self._timer(gen))
+
+    def _timer(self, gen: int) -> None:
+        if gen == self._gen:  # otherwise a newer solve re-armed the timer
+            self._schedule_update()
