@@ -1,0 +1,1 @@
+"""ASTRA-sim compatibility: its collective semantics on netsim's networks."""

@@ -1,0 +1,206 @@
+"""``netsim bench``: nccl-tests for a simulated cluster.
+
+Sweeps message sizes like nccl-tests' ``-b/-e/-f/-i``, runs one collective per
+size on a fresh simulation of the topology's first ``--gpus`` GPUs, and prints
+nccl-tests' table (size, count, type, redop, root, time, algbw, busbw) with
+nccl-tests' definitions of size, algbw and busbw.
+
+>>> rows = bench("topologies/dgx-h100.yaml", "all_reduce", [1 << 30])  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import simpy
+
+from netsim import units
+from netsim.collectives.chain import chain_broadcast, chain_reduce
+from netsim.collectives.direct import direct_all_to_all, send_recv
+from netsim.collectives.executor import run_collective
+from netsim.collectives.ring import ring_all_gather, ring_all_reduce, ring_reduce_scatter
+from netsim.collectives.schedule import Schedule
+from netsim.errors import InputError
+from netsim.network.analytical import AnalyticalNetwork
+from netsim.network.flow import FlowNetwork
+from netsim.results import nccl_table as nt
+from netsim.topology.model import Topology
+from netsim.topology.spec import load_topology
+
+MODELS = {"flow": FlowNetwork, "analytical": AnalyticalNetwork}
+
+#: Algorithms available per op (``auto`` picks the first).
+ALGORITHMS = {
+    "all_reduce": {"ring": ring_all_reduce},
+    "all_gather": {"ring": ring_all_gather},
+    "reduce_scatter": {"ring": ring_reduce_scatter},
+    "alltoall": {"direct": direct_all_to_all},
+    "broadcast": {"ring": chain_broadcast},
+    "reduce": {"ring": chain_reduce},
+    "sendrecv": {"p2p": send_recv},
+}
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    """One bench invocation.
+
+    op: nccl-tests op name. algo: algorithm name or ``auto``. gpus: ranks used (first N of the
+    topology). model: ``flow`` or ``analytical``. dtype: nccl-tests data type. channels: parallel
+    rings for ring algorithms.
+    """
+
+    op: str
+    algo: str = "auto"
+    gpus: int | None = None
+    model: str = "flow"
+    dtype: str = "float"
+    channels: int = 1
+
+
+def sweep_sizes(min_bytes: int, max_bytes: int, factor: int | None = None, increment: int | None = None) -> list[int]:
+    """nccl-tests' size sweep: multiply by ``factor`` or add ``increment`` while <= max."""
+    if min_bytes < 0 or max_bytes < min_bytes:
+        raise InputError(f"expected 0 <= minBytes <= maxBytes, got {min_bytes} and {max_bytes}",
+                         source="-b/-e")
+    if factor is not None and increment is not None:
+        raise InputError("give -f (factor) or -i (increment), not both", source="-f/-i")
+    if factor is None and increment is None:
+        factor = 2
+    if factor is not None and factor < 2:
+        raise InputError(f"expected a step factor >= 2, got {factor}", source="-f")
+    if increment is not None and increment < 1:
+        raise InputError(f"expected a positive step increment, got {increment}", source="-i")
+    sizes, size = [], min_bytes
+    while size <= max_bytes:
+        sizes.append(size)
+        if size == 0 and factor:
+            size = 1
+            continue
+        size = size * factor if factor else size + increment
+    return sizes
+
+
+def build_schedule(cfg: BenchConfig, nranks: int, size_bytes: float) -> Schedule:
+    """The schedule ``cfg`` asks for, for an nccl-tests size ``size_bytes``."""
+    algos = ALGORITHMS[cfg.op]
+    name = next(iter(algos)) if cfg.algo == "auto" else cfg.algo
+    if name not in algos:
+        raise InputError(f"algorithm {cfg.algo!r} is not available for {cfg.op}; expected one of "
+                         f"auto, {', '.join(algos)}", source="--algo")
+    fn = algos[name]
+    if name == "ring" and cfg.op in ("all_reduce", "all_gather", "reduce_scatter"):
+        return fn(nranks, size_bytes, channels=cfg.channels)
+    return fn(nranks, size_bytes)
+
+
+def run_one(topo: Topology, cfg: BenchConfig, nbytes: int) -> tuple[nt.BenchRow, dict]:
+    """Simulate one size; returns the table row and the executor/network counters."""
+    n = cfg.gpus or topo.n_gpus
+    size, _count, _per_rank = nt.size_and_count(cfg.op, nbytes, n, cfg.dtype)
+    schedule = build_schedule(cfg, n, float(size))
+    net = MODELS[cfg.model](simpy.Environment(), topo)
+    result = run_collective(net, schedule, np.arange(n))
+    time_s = result.time
+    if time_s <= 0:  # zero bytes: nccl-tests still reports a launch; keep a tiny positive time
+        time_s = 1e-9
+    row = nt.make_row(cfg.op, nbytes, n, time_s, dtype=cfg.dtype, algorithm=schedule.algorithm)
+    return row, {**result.stats, **net.summary()}
+
+
+def bench(topology: str | Topology, op: str, sizes: list[int], **kwargs) -> list[nt.BenchRow]:
+    """Python API: one :class:`~netsim.results.nccl_table.BenchRow` per size."""
+    topo = load_topology(topology) if not isinstance(topology, Topology) else topology
+    cfg = _validated(BenchConfig(op=nt.canonical_op(op), **kwargs), topo)
+    return [run_one(topo, cfg, s)[0] for s in sizes]
+
+
+def _validated(cfg: BenchConfig, topo: Topology) -> BenchConfig:
+    if cfg.model not in MODELS:
+        raise InputError(f"expected one of {', '.join(MODELS)}, got {cfg.model!r}", source="--model")
+    n = cfg.gpus if cfg.gpus is not None else topo.n_gpus
+    if n < 2 or n > topo.n_gpus:
+        raise InputError(f"expected 2 <= GPUs <= {topo.n_gpus} (the topology's GPU count), got {n}",
+                         source="--gpus")
+    if cfg.dtype not in nt.DTYPE_SIZES:
+        raise InputError(f"expected one of {', '.join(nt.DTYPE_SIZES)}, got {cfg.dtype!r}", source="-d")
+    if cfg.channels < 1:
+        raise InputError(f"expected a positive channel count, got {cfg.channels}", source="--channels")
+    if cfg.algo != "auto" and cfg.algo not in ALGORITHMS[cfg.op]:
+        raise InputError(f"algorithm {cfg.algo!r} is not available for {cfg.op}; expected one of "
+                         f"auto, {', '.join(ALGORITHMS[cfg.op])}", source="--algo")
+    return BenchConfig(cfg.op, cfg.algo, n, cfg.model, cfg.dtype, cfg.channels)
+
+
+# ---------------------------------------------------------------- the CLI
+def _size(flag: str):
+    def parse(text: str) -> int:
+        try:
+            return units.parse_size(text)
+        except InputError as exc:  # argparse replaces ValueError messages; keep ours
+            raise argparse.ArgumentTypeError(exc.message) from None
+    return parse
+
+
+def register_cli(sub) -> None:
+    """Add ``netsim bench`` to the CLI."""
+    p = sub.add_parser("bench", help="nccl-tests-style collective benchmark on a simulated topology")
+    p.add_argument("--topology", required=True, help="netsim topology YAML or ASTRA-sim network YAML")
+    p.add_argument("--op", required=True, help=f"one of {', '.join(nt.OPS)}")
+    p.add_argument("--algo", default="auto", help="algorithm (default auto)")
+    p.add_argument("-b", "--minbytes", type=_size("-b"), default=8, help="smallest size (default 8)")
+    p.add_argument("-e", "--maxbytes", type=_size("-e"), default=None, help="largest size (default = -b)")
+    p.add_argument("-f", "--stepfactor", type=int, default=None, help="multiply size by this (default 2)")
+    p.add_argument("-i", "--stepbytes", type=_size("-i"), default=None, help="add this to size instead")
+    p.add_argument("--gpus", type=int, default=None, help="use the first N GPUs (default all)")
+    p.add_argument("--model", default="flow", help="flow (congestion-aware, default) or analytical")
+    p.add_argument("-d", "--datatype", default="float", help="nccl-tests data type (default float)")
+    p.add_argument("--channels", type=int, default=1, help="parallel rings for ring algorithms")
+    p.add_argument("-J", "--json", dest="json_path", default=None, help="write nccl-tests-style JSON")
+    p.add_argument("--out", default=None, help="write the rows as Parquet")
+    p.add_argument("--overwrite", action="store_true", help="replace existing output files")
+    p.set_defaults(func=_cmd_bench)
+
+
+def _cmd_bench(args: argparse.Namespace) -> int:
+    topo = load_topology(args.topology)
+    cfg = _validated(BenchConfig(nt.canonical_op(args.op), args.algo, args.gpus, args.model,
+                                 args.datatype, args.channels), topo)
+    maxb = args.maxbytes if args.maxbytes is not None else args.minbytes
+    sizes = sweep_sizes(args.minbytes, maxb, args.stepfactor, args.stepbytes)
+    for path in (args.json_path, args.out):
+        if path and Path(path).exists() and not args.overwrite:
+            raise InputError("exists; pass --overwrite to replace it", source=path)
+    rows = [run_one(topo, cfg, s)[0] for s in sizes]
+    algos = sorted({r.algorithm for r in rows})
+    title = (f"netsim bench: {topo.name}, {cfg.gpus} GPUs, model {cfg.model}, "
+             f"algorithm {', '.join(algos)} (simulated; nccl-tests table format)")
+    print(nt.format_table(cfg.op, rows, nranks=cfg.gpus, min_bytes=sizes[0], max_bytes=sizes[-1],
+                          step_factor=args.stepfactor if args.stepbytes is None else None,
+                          step_bytes=args.stepbytes, title=title), end="")
+    config = {"topology": str(args.topology), "gpus": cfg.gpus, "model": cfg.model, "op": cfg.op,
+              "algo": cfg.algo, "channels": cfg.channels}
+    if args.json_path:
+        nt.write_nccl_json(args.json_path, cfg.op, rows, config=config)
+    if args.out:
+        _write_parquet(args.out, nt.rows_to_frame(cfg.op, rows, cfg.gpus))
+    return 0
+
+
+def _write_parquet(path: str, frame) -> None:
+    """Atomic write: a temporary file in the same directory, then rename."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+    os.close(fd)
+    try:
+        frame.to_parquet(tmp, index=False)
+        os.replace(tmp, target)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
