@@ -9,29 +9,30 @@ import tracemalloc
 from typing import Callable
 
 
-def _child(fn: Callable[[], dict], queue) -> None:
-    tracemalloc.start()
+def _child(fn: Callable[[], dict], queue, trace: bool) -> None:
+    if trace:
+        tracemalloc.start()
     base_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     t0 = time.perf_counter()
     extra = fn() or {}
     wall = time.perf_counter() - t0
-    peak_alloc = tracemalloc.get_traced_memory()[1]
-    tracemalloc.stop()
+    peak_alloc = tracemalloc.get_traced_memory()[1] if trace else 0
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     queue.put({"wall_s": wall, "peak_rss_MB": rss / 1024, "rss_before_MB": base_rss / 1024,
                "peak_alloc_MB": peak_alloc / 2**20, **extra})
 
 
-def run_case(fn: Callable[[], dict]) -> dict:
-    """Run ``fn`` in a fresh spawned process; return wall_s, peak_rss_MB, peak_alloc_MB and fn's dict.
+def run_case(fn: Callable[[], dict], trace: bool = False) -> dict:
+    """Run ``fn`` in a fresh spawned process; return wall_s, peak_rss_MB and fn's dict.
 
-    Wall time excludes interpreter start-up and imports done at module level of ``fn``'s module;
-    it includes everything ``fn`` does. tracemalloc slows pure-Python code a little; numpy
-    allocations are traced.
+    Wall time excludes interpreter start-up; it includes everything ``fn`` does (imports inside
+    it too). Peak RSS is the process high-water mark (interpreter and libraries included).
+    ``trace=True`` also reports tracemalloc's peak (it slows numpy-heavy code several-fold, so
+    wall times of traced runs are not comparable).
     """
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
-    proc = ctx.Process(target=_child, args=(fn, queue))
+    proc = ctx.Process(target=_child, args=(fn, queue, trace))
     proc.start()
     result = queue.get()
     proc.join()

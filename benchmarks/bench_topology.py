@@ -52,7 +52,7 @@ def alltoall_1k_routes() -> dict:
 
 
 if __name__ == "__main__":
-    rows = [run_case(build_64k), run_case(ring_16k), run_case(alltoall_1k_routes)]
+    rows = [run_case(build_64k, trace=True), run_case(ring_16k, trace=True), run_case(alltoall_1k_routes)]
     print_table(rows, [("case", "case", ""), ("gpus", "GPUs", ","), ("links", "links", ","),
                        ("wall_s", "wall s", ".3f"), ("build_s", "build s", ".3f"), ("route_s", "route s", ".3f"),
                        ("topo_MB", "topo MB", ".1f"), ("peak_alloc_MB", "peak alloc MB", ".1f"),
