@@ -24,13 +24,13 @@ from dataclasses import dataclass, field
 import numpy as np
 import simpy
 
-from netsim.collectives.fastpath import run_fixed
+from netsim.collectives.fastpath import MAX_PERIOD as _MAX_PERIOD
+from netsim.collectives.fastpath import run_fixed, uniform_advance
 from netsim.collectives.schedule import Schedule, Step
 from netsim.network.base import Network
+from netsim.topology.model import csr_gather
 
 
-#: Longest step period the fast-forward looks for.
-_MAX_PERIOD = 4
 
 
 @dataclass
@@ -152,9 +152,7 @@ class CollectiveRun:
             return r
         self.rem[r] = ph.degree[r]
         idle = r[ph.degree[r] == 0]
-        lo, hi = ph.touch_ptr[r], ph.touch_ptr[r + 1]
-        cand = np.unique(np.concatenate([ph.touch[a:b] for a, b in zip(lo.tolist(), hi.tolist())])) \
-            if r.size < 64 else _gather_touch(ph, r)
+        cand = np.unique(csr_gather(ph.touch_ptr, ph.touch, r)[1])
         ready = cand[(self.cur[st.src[cand]] == g) & (self.cur[st.dst[cand]] == g)]
         if ready.size:
             self._submit(ph, g, ready)
@@ -220,11 +218,8 @@ class CollectiveRun:
             steps = (g, g - period, g - 2 * period)
             if steps[-1] < ph.first or any(k not in self._hist for k in steps):
                 return 0, 0.0
-            d1 = self._hist[g] - self._hist[g - period]
-            d2 = self._hist[g - period] - self._hist[g - 2 * period]
-            delta = float(d1.mean())
-            tol = 1e-9 * max(delta, 1e-12) + 1e-15
-            if delta > 0 and np.ptp(d1) <= tol and np.abs(d2 - delta).max() <= tol:
+            delta = uniform_advance(self._hist[g], self._hist[g - period], self._hist[g - 2 * period])
+            if delta is not None:
                 return self._jump(ph, period, delta)
         return 0, 0.0
 
@@ -241,15 +236,6 @@ class CollectiveRun:
         self._count = {k + m: v for k, v in self._count.items()}
         self.stats["steps_skipped"] += m
         return m, dt
-
-
-def _gather_touch(ph: _PhaseIndex, r: np.ndarray) -> np.ndarray:
-    lengths = ph.touch_ptr[r + 1] - ph.touch_ptr[r]
-    if lengths.sum() == 0:
-        return np.zeros(0, dtype=np.int64)
-    start = np.repeat(ph.touch_ptr[r], lengths)
-    offs = np.arange(lengths.sum()) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-    return np.unique(ph.touch[start + offs])
 
 
 def run_collective(network: Network, schedule: Schedule, ranks=None, start=None, *,

@@ -31,7 +31,8 @@ from netsim.network.base import Network
 from netsim.network.flow import FlowNetwork
 from netsim.network.maxmin import max_min_rates
 
-_MAX_PERIOD = 4
+#: Longest step period (in steps) the skip-ahead looks for.
+MAX_PERIOD = 4
 
 
 def fixed_durations(net: Network, step: Step, ranks: np.ndarray) -> np.ndarray | None:
@@ -151,9 +152,9 @@ def run_fixed(net: Network, schedule: Schedule, ranks: np.ndarray, start: np.nda
             k += 1
             simulated += 1
             hist.append(x)
-            if len(hist) > 2 * _MAX_PERIOD + 1:
+            if len(hist) > 2 * MAX_PERIOD + 1:
                 hist.pop(0)
-            jump = _periodic(hist) if k % _MAX_PERIOD == 0 else None
+            jump = _periodic(hist) if k % MAX_PERIOD == 0 else None
             if jump is not None:
                 period, delta = jump
                 m = ((repeat - k) // period) * period
@@ -164,14 +165,25 @@ def run_fixed(net: Network, schedule: Schedule, ranks: np.ndarray, start: np.nda
     return {"finish": x, "steps_simulated": simulated, "steps_skipped": skipped}
 
 
+def uniform_advance(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> float | None:
+    """Δ if every rank advanced by the same Δ > 0 from ``c`` to ``b`` and from ``b`` to ``a``.
+
+    >>> uniform_advance(np.array([5., 6.]), np.array([3., 4.]), np.array([1., 2.]))
+    2.0
+    """
+    d1 = a - b
+    delta = float(d1[0])
+    tol = 1e-9 * max(abs(delta), 1e-12) + 1e-15
+    if delta > 0 and np.ptp(d1) <= tol and np.abs((b - c) - delta).max() <= tol:
+        return delta
+    return None
+
+
 def _periodic(hist: list[np.ndarray]) -> tuple[int, float] | None:
-    for period in range(1, _MAX_PERIOD + 1):
+    for period in range(1, MAX_PERIOD + 1):
         if len(hist) < 2 * period + 1:
             return None
-        a, b, c = hist[-1], hist[-1 - period], hist[-1 - 2 * period]
-        d1, d2 = a - b, b - c
-        delta = float(d1[0])
-        tol = 1e-9 * max(abs(delta), 1e-12) + 1e-15
-        if np.ptp(d1) <= tol and np.abs(d2 - delta).max() <= tol:
+        delta = uniform_advance(hist[-1], hist[-1 - period], hist[-1 - 2 * period])
+        if delta is not None:
             return period, delta
     return None
