@@ -13,7 +13,7 @@ import sys
 from typing import Callable, Sequence
 
 from netsim import __version__
-from netsim.errors import InputError, NetsimError
+from netsim.errors import DeadlockError, InputError, NetsimError
 
 
 class _Parser(argparse.ArgumentParser):
@@ -71,6 +71,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             build_parser().print_help()
             return 2
         return int(args.func(args) or 0)
+    except DeadlockError as exc:
+        if debug:
+            raise
+        print(f"netsim: error: {exc}", file=sys.stderr)
+        return 2
     except (InputError, NetsimError) as exc:
         if debug:
             raise

@@ -80,7 +80,8 @@ class CollectiveRun:
     """One schedule executing on a network; ``done`` succeeds with a :class:`CollectiveResult`."""
 
     def __init__(self, env: simpy.Environment, network: Network, schedule: Schedule,
-                 ranks: np.ndarray, start: np.ndarray | None = None, *, fast_forward: bool = False):
+                 ranks: np.ndarray, start: np.ndarray | None = None, *, fast_forward: bool = False,
+                 deferred: bool = False, on_rank_done=None):
         self.env, self.net, self.sched = env, network, schedule
         self.ranks = np.asarray(ranks, dtype=np.int64)
         n = schedule.nranks
@@ -94,13 +95,22 @@ class CollectiveRun:
         self.start = np.full(n, env.now) if start is None else np.asarray(start, dtype=float)
         self.done = env.event()
         self.fast_forward = fast_forward
+        self.on_rank_done = on_rank_done  # called as on_rank_done(local_ranks, t)
+        self._deferred = deferred
         self._hist: dict[int, np.ndarray] = {}
         self._count: dict[int, int] = {}
         self.stats = {"steps_skipped": 0, "batches": 0}
         self._begin()
 
     # -------------------------------------------------------------- progress
+    def arrive(self, local_rank: int) -> None:
+        """A deferred run: ``local_rank`` joins now (its transfers may start as peers join)."""
+        self.start[local_rank] = self.env.now
+        self._enter(np.array([local_rank]), np.zeros(1, dtype=np.int64))
+
     def _begin(self) -> None:
+        if self._deferred:
+            return
         n = self.sched.nranks
         if n == 0 or self.total == 0:
             self.t_done[:] = self.start
@@ -126,6 +136,9 @@ class CollectiveRun:
             finished = steps >= self.total
             if finished.any():
                 self.cur[ranks[finished]] = self.total
+                self.t_done[ranks[finished]] = self.env.now
+                if self.on_rank_done is not None:
+                    self.on_rank_done(ranks[finished], self.env.now)
                 ranks, steps = ranks[~finished], steps[~finished]
                 if (self.cur == self.total).all():
                     self._finish_all()

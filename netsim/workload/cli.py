@@ -20,6 +20,54 @@ def register_cli(sub) -> None:
     p.add_argument("--overwrite", action="store_true", help="replace an existing --parquet file")
     p.set_defaults(func=_cmd_inspect)
     trace.set_defaults(func=lambda args: _missing_sub(trace))
+    run = sub.add_parser("run", help="run a Chakra workload (<prefix>.<rank>.et) on a topology")
+    run.add_argument("--topology", required=True, help="netsim topology YAML or ASTRA-sim network YAML")
+    run.add_argument("--workload", required=True, help="trace prefix P (files P.<rank>.et) or one .et file")
+    run.add_argument("--comm-groups", default=None, help="ASTRA-sim comm-group JSON")
+    run.add_argument("--model", default="flow", choices=["flow", "analytical"], help="network model")
+    run.add_argument("--no-ctrl-deps", action="store_true", help="gate on data_deps only")
+    run.add_argument("--json", action="store_true", help="machine-readable summary")
+    run.set_defaults(func=_cmd_run)
+
+
+def simulate(topology, workload, comm_groups=None, model: str = "flow", ctrl_deps: bool = True):
+    """Python API of ``netsim run``: returns a :class:`~netsim.workload.runner.WorkloadResult`."""
+    from netsim.topology.model import Topology
+    from netsim.topology.spec import load_topology
+    from netsim.workload.groups import CommGroups
+    from netsim.workload.inspect import read_workload
+    from netsim.workload.runner import WorkloadRun
+
+    topo = topology if isinstance(topology, Topology) else load_topology(topology)
+    tables = read_workload(workload)
+    groups = CommGroups.from_json(comm_groups, len(tables))
+    return WorkloadRun(topo, tables, groups, model, ctrl_deps=ctrl_deps).run()
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    res = simulate(args.topology, args.workload, args.comm_groups, args.model, not args.no_ctrl_deps)
+    fin, exp = res.finish * 1e6, res.exposed_comm * 1e6
+    summary = {"ranks": int(fin.size), "iteration_us": float(fin.max()),
+               "finish_us": {"min": float(fin.min()), "median": float(np.median(fin)), "max": float(fin.max())},
+               "exposed_comm_us_mean": float(exp.mean()), "compute_us_mean": float(res.compute.mean() * 1e6),
+               "ops": len(res.ops), "unknown_dep_refs": res.unknown_deps, "model": args.model,
+               "notes": res.notes}
+    if args.json:
+        print(json.dumps(summary, indent=2))
+        return 0
+    f = summary["finish_us"]
+    print(f"workload      {args.workload}  ({summary['ranks']} ranks, {summary['ops']:,} ops, model {args.model})")
+    print(f"iteration     {summary['iteration_us']:,.3f} us")
+    print(f"rank finish   min {f['min']:,.3f}  median {f['median']:,.3f}  max {f['max']:,.3f} us")
+    print(f"compute       {summary['compute_us_mean']:,.3f} us per rank (GPU)")
+    print(f"exposed comm  {summary['exposed_comm_us_mean']:,.3f} us per rank (finish - GPU compute)")
+    for note in res.notes[:5]:
+        print(f"note          {note}")
+    if res.unknown_deps:
+        print(f"note          {res.unknown_deps} dependency reference(s) to ids not in the trace were ignored")
+    return 0
 
 
 def _missing_sub(parser) -> int:

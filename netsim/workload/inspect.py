@@ -247,3 +247,8 @@ def node_table(path_or_prefix: str | os.PathLike) -> pd.DataFrame:
         cols["data_deps"], cols["ctrl_deps"] = _objects(t.dep_tuples("data")), _objects(t.dep_tuples("ctrl"))
         frames.append(pd.DataFrame(cols))
     return pd.concat(frames, ignore_index=True)
+
+
+def read_workload(path_or_prefix: str | os.PathLike) -> dict[int, NodeTable]:
+    """Every rank's node table (byte-identical files parsed once and shared)."""
+    return _tables(path_or_prefix)[0]

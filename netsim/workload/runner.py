@@ -1,0 +1,339 @@
+"""Execute a Chakra workload: every rank walks its dependency DAG on one SimPy clock.
+
+Per rank, a node is *ready* when all its dependencies are done (``data_deps``
+and, unless disabled, ``ctrl_deps``; ids missing from the file are ignored and
+counted).  Ready nodes issue in file order onto three lanes, at most one node
+in flight per lane, as ASTRA-sim does: the CPU lane (``is_cpu_op`` compute and
+host-side comm nodes), the GPU compute lane, and the GPU comm lane (collectives
+and sends).  Receives, memory and metadata nodes take no lane.
+
+* **Collectives** match across ranks by communicator group and per-group issue
+  order; type and size must agree.  A collective starts for each member as it
+  arrives (no barrier): transfers begin as soon as both of their endpoints
+  are in.
+* **Send/recv** match by (src, dst, tag) in FIFO order; a send completes when
+  its last byte lands, a receive when its message has landed.
+* **Compute** takes ``duration_micros``, or the roofline
+  ``num_ops / min(peak, mem_bw * num_ops / tensor_size)`` from the topology's GPU
+  preset when the duration is 0 (0 with nothing to compute costs 1 ns, as in
+  ASTRA-sim).
+
+A workload whose ranks cannot all finish ends with a
+:class:`~netsim.errors.DeadlockError` naming every stuck rank, its blocked
+nodes and what they wait for: never a hang.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict, deque
+from dataclasses import dataclass, field
+
+import numpy as np
+import simpy
+
+from netsim.collectives import chain, direct, ring
+from netsim.collectives.executor import CollectiveRun
+from netsim.errors import DeadlockError, InputError
+from netsim.network.analytical import AnalyticalNetwork
+from netsim.network.flow import FlowNetwork
+from netsim.topology.model import Topology
+from netsim.workload.chakra_schema import CommType, NodeType
+from netsim.workload.chakra_types import MISSING, NodeTable
+from netsim.workload.groups import CommGroups
+
+MODELS = {"flow": FlowNetwork, "analytical": AnalyticalNetwork}
+CPU, GPU, COMM = 0, 1, 2
+
+
+def collective_schedule(comm_type: int, comm_size: int, n: int):
+    """The schedule for a Chakra collective (``comm_size`` is Chakra's per-rank buffer)."""
+    t = CommType(comm_type)
+    if t == CommType.ALL_REDUCE:
+        return ring.ring_all_reduce(n, comm_size)
+    if t == CommType.ALL_GATHER:  # Chakra: per-rank input shard; nccl-tests S = total output
+        return ring.ring_all_gather(n, comm_size * n)
+    if t in (CommType.REDUCE_SCATTER, CommType.REDUCE_SCATTER_BLOCK):
+        return ring.ring_reduce_scatter(n, comm_size)
+    if t == CommType.ALL_TO_ALL:
+        return direct.direct_all_to_all(n, comm_size)
+    if t == CommType.BROADCAST:
+        return chain.chain_broadcast(n, comm_size)
+    if t == CommType.REDUCE:
+        return chain.chain_reduce(n, comm_size)
+    if t == CommType.BARRIER:
+        return ring.ring_all_reduce(n, 8 * n)
+    raise InputError(f"unsupported collective {t.name}", field="comm_type")
+
+
+@dataclass
+class _Rank:
+    rank: int
+    table: NodeTable
+    children: list[list[int]]
+    indeg: np.ndarray
+    ready: deque = field(default_factory=deque)
+    lanes: list = field(default_factory=lambda: [None, None, None])
+    waiting: dict = field(default_factory=dict)  # node -> what it waits for
+    done: int = 0
+    finish: float = 0.0
+    compute_s: float = 0.0
+    coll_seq: dict = field(default_factory=lambda: defaultdict(int))
+
+
+@dataclass
+class WorkloadResult:
+    """Per-rank outcome (seconds) and the executed-op rows."""
+
+    finish: np.ndarray
+    compute: np.ndarray
+    ops: list[tuple] = field(default_factory=list)  # (rank, node_id, name, kind, start, end)
+    unknown_deps: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def exposed_comm(self) -> np.ndarray:
+        """ASTRA-sim's definition: finish minus the sum of GPU compute time."""
+        return self.finish - self.compute
+
+
+class WorkloadRun:
+    """Run ``tables`` (rank -> NodeTable) on ``topo``; see the module docstring."""
+
+    def __init__(self, topo: Topology, tables: dict[int, NodeTable], groups: CommGroups,
+                 model: str = "flow", *, ctrl_deps: bool = True):
+        n = len(tables)
+        if n > topo.n_gpus:
+            raise InputError(f"the workload has {n} ranks but the topology only {topo.n_gpus} GPUs",
+                             source="--topology")
+        self.env = simpy.Environment()
+        self.net = MODELS[model](self.env, topo)
+        self.topo, self.groups = topo, groups
+        self.unknown = 0
+        self.notes: list[str] = []
+        self.ranks = [self._prepare_rank(r, tables[r], ctrl_deps) for r in sorted(tables)]
+        self._colls: dict[tuple, dict] = {}
+        self._mail: dict[tuple, deque] = defaultdict(deque)
+        self._recv_wait: dict[tuple, deque] = defaultdict(deque)
+        self.ops: list[tuple] = []
+
+    # --------------------------------------------------------------- set-up
+    def _prepare_rank(self, rank: int, t: NodeTable, ctrl: bool) -> _Rank:
+        """Gate on data ∪ ctrl deps; if only the ctrl edges make a cycle, use data deps alone."""
+        if not ctrl or t.ctrl_deps.size == 0:
+            return self._prepare(rank, t, False)
+        unknown = self.unknown
+        try:
+            return self._prepare(rank, t, True)
+        except InputError as exc:
+            if "dependency cycle" not in str(exc):
+                raise
+            self.unknown = unknown
+            self.notes.append(f"rank {rank}: ctrl_deps contradict data_deps ({exc.message}); "
+                              "gated on data_deps only")
+            return self._prepare(rank, t, False)
+
+    def _prepare(self, rank: int, t: NodeTable, ctrl: bool) -> _Rank:
+        index = {int(v): i for i, v in enumerate(t.id.tolist())}
+        if len(index) != len(t):
+            raise InputError("node ids are not unique", source=t.source, field="id")
+        children: list[list[int]] = [[] for _ in range(len(t))]
+        indeg = np.zeros(len(t), dtype=np.int64)
+        kinds = [(t.data_ptr, t.data_deps)] + ([(t.ctrl_ptr, t.ctrl_deps)] if ctrl else [])
+        for i in range(len(t)):
+            deps = set()
+            for ptr, dep in kinds:
+                deps.update(dep[ptr[i]:ptr[i + 1]].tolist())
+            for d in deps:
+                j = index.get(int(d))
+                if j is None or j == i:
+                    self.unknown += j is None
+                    continue
+                children[j].append(i)
+                indeg[i] += 1
+        _check_acyclic(t, children, indeg.copy())
+        st = _Rank(rank, t, children, indeg)
+        st.ready.extend(np.flatnonzero(indeg == 0).tolist())
+        return st
+
+    # ------------------------------------------------------------ execution
+    def run(self) -> WorkloadResult:
+        """Simulate to completion; raises DeadlockError if some rank cannot finish."""
+        for st in self.ranks:
+            self._issue(st)
+        self.env.run()
+        stuck = [st for st in self.ranks if st.done < len(st.table)]
+        if stuck:
+            raise DeadlockError(self._deadlock_report(stuck))
+        return WorkloadResult(np.array([st.finish for st in self.ranks]),
+                              np.array([st.compute_s for st in self.ranks]), self.ops, self.unknown,
+                              self.notes)
+
+    def _issue(self, st: _Rank) -> None:
+        """Start every ready node whose lane is free, in file order."""
+        keep = deque()
+        while st.ready:
+            i = st.ready.popleft()
+            lane = self._lane(st.table, i)
+            if lane is not None and st.lanes[lane] is not None:
+                keep.append(i)
+                continue
+            if lane is not None:
+                st.lanes[lane] = i
+            self._start(st, i, lane)
+        st.ready = keep
+
+    @staticmethod
+    def _lane(t: NodeTable, i: int) -> int | None:
+        typ, cpu = int(t.type[i]), int(t.is_cpu_op[i]) == 1
+        if typ == NodeType.COMP_NODE:
+            return CPU if cpu else GPU
+        if typ == NodeType.COMM_COLL_NODE:
+            return CPU if cpu or int(t.comm_type[i]) == MISSING else COMM
+        if typ == NodeType.COMM_SEND_NODE:
+            return COMM
+        return None
+
+    def _start(self, st: _Rank, i: int, lane: int | None) -> None:
+        t, now = st.table, self.env.now
+        typ = int(t.type[i])
+        done = lambda: self._finish(st, i, lane, now)  # noqa: E731
+        if typ == NodeType.COMM_COLL_NODE and lane == COMM:
+            self._collective(st, i, done)
+        elif typ == NodeType.COMM_SEND_NODE:
+            self._send(st, i, done)
+        elif typ == NodeType.COMM_RECV_NODE:
+            self._recv(st, i, done)
+        elif typ in (NodeType.METADATA_NODE, NodeType.INVALID_NODE):
+            done()
+        else:
+            dur = self._compute_time(t, i) if typ == NodeType.COMP_NODE else float(t.duration_micros[i]) * 1e-6
+            if typ == NodeType.COMP_NODE and lane == GPU:
+                st.compute_s += dur
+            self.net.call_at(now + dur, done)
+
+    def _compute_time(self, t: NodeTable, i: int) -> float:
+        dur = float(t.duration_micros[i]) * 1e-6
+        if dur > 0:
+            return dur
+        ops, size = int(t.num_ops[i]), int(t.tensor_size[i])
+        peak, bw = self.topo.meta.get("peak_flops"), self.topo.meta.get("mem_bw_Bps")
+        if ops > 0 and peak:
+            perf = min(peak, bw * ops / size) if size > 0 and bw else peak
+            return ops / perf
+        return 1e-9
+
+    def _finish(self, st: _Rank, i: int, lane: int | None, start: float) -> None:
+        st.waiting.pop(i, None)
+        if lane is not None:
+            st.lanes[lane] = None
+        st.done += 1
+        st.finish = max(st.finish, self.env.now)
+        self.ops.append((st.rank, int(st.table.id[i]), st.table.name[i], int(st.table.type[i]), start, self.env.now))
+        for c in st.children[i]:
+            st.indeg[c] -= 1
+            if st.indeg[c] == 0:
+                st.ready.append(c)
+        self._issue(st)
+
+    # --------------------------------------------------------- communication
+    def _collective(self, st: _Rank, i: int, done) -> None:
+        t = st.table
+        pg = int(t.pg[i])
+        members = self.groups.resolve(t.pg_names[pg] if pg >= 0 else None, where=f"{t.source}: node {int(t.id[i])}")
+        if st.rank not in members:
+            raise InputError(f"rank {st.rank} issues a collective on group {members} it is not in",
+                             source=t.source, field=f"node {int(t.id[i])}")
+        seq = st.coll_seq[members]
+        st.coll_seq[members] += 1
+        ctype, size = int(t.comm_type[i]), int(t.comm_size[i])
+        key = (members, seq)
+        inst = self._colls.get(key)
+        if inst is None:
+            sched = collective_schedule(ctype, max(size, 0), len(members))
+            inst = {"type": ctype, "size": size, "first": (st.rank, int(t.id[i])), "done": {}, "arrived": set()}
+            inst["run"] = CollectiveRun(self.env, self.net, sched, np.array(members), deferred=True,
+                                        on_rank_done=lambda loc, _t, k=key: self._coll_done(k, loc))
+            self._colls[key] = inst
+        elif (inst["type"], inst["size"]) != (ctype, size):
+            r0, n0 = inst["first"]
+            raise InputError(
+                f"mismatched collectives: rank {r0} node {n0} issued {CommType(inst['type']).name} of "
+                f"{inst['size']} B as #{seq} on group {list(members)}, rank {st.rank} node {int(t.id[i])} "
+                f"issued {CommType(ctype).name} of {size} B", source=t.source, field="comm_type/comm_size")
+        inst["done"][members.index(st.rank)] = done
+        inst["arrived"].add(st.rank)
+        st.waiting[i] = ("collective", key)
+        inst["run"].arrive(members.index(st.rank))
+
+    def _coll_done(self, key: tuple, local: np.ndarray) -> None:
+        inst = self._colls[key]
+        for loc in local.tolist():
+            inst["done"].pop(loc)()
+
+    def _send(self, st: _Rank, i: int, done) -> None:
+        t = st.table
+        dst, tag, size = int(t.comm_dst[i]), int(t.comm_tag[i]), int(t.comm_size[i])
+        if not 0 <= dst < len(self.ranks):
+            raise InputError(f"comm_dst {dst} is not a rank of the workload", source=t.source,
+                             field=f"node {int(t.id[i])}")
+        key = (st.rank, dst, 0 if tag == MISSING else tag)
+        st.waiting[i] = ("send", key)
+        ev = self.net.transfer(st.rank, dst, max(size, 0))
+        ev.callbacks.append(lambda _e: (self._deliver(key), done()))
+
+    def _deliver(self, key: tuple) -> None:
+        if self._recv_wait[key]:
+            self._recv_wait[key].popleft()()
+        else:
+            self._mail[key].append(self.env.now)
+
+    def _recv(self, st: _Rank, i: int, done) -> None:
+        t = st.table
+        src, tag = int(t.comm_src[i]), int(t.comm_tag[i])
+        key = (src, st.rank, 0 if tag == MISSING else tag)
+        if self._mail[key]:
+            self._mail[key].popleft()
+            done()
+        else:
+            st.waiting[i] = ("recv", key)
+            self._recv_wait[key].append(done)
+
+    # ------------------------------------------------------------- reports
+    def _deadlock_report(self, stuck: list[_Rank]) -> str:
+        lines = [f"deadlock: {len(stuck)} of {len(self.ranks)} ranks cannot finish "
+                 f"(at t = {self.env.now * 1e6:.3f} us)"]
+        for st in stuck[:16]:
+            t = st.table
+            what = []
+            for i, (kind, key) in list(st.waiting.items())[:4]:
+                label = f"node {int(t.id[i])} {t.name[i]!r}"
+                if kind == "collective":
+                    inst = self._colls[key]
+                    missing = sorted(set(key[0]) - inst["arrived"])
+                    what.append(f"{label} {CommType(inst['type']).name} #{key[1]} on group {list(key[0])} "
+                                f"waits for ranks {missing[:8]}{'...' if len(missing) > 8 else ''}")
+                else:
+                    what.append(f"{label} {kind} (src {key[0]}, dst {key[1]}, tag {key[2]}) has no matching "
+                                f"{'send' if kind == 'recv' else 'receive'}")
+            pending = len(t) - st.done
+            lines.append(f"  rank {st.rank}: {pending} node(s) not done; " + ("; ".join(what) or
+                         f"{len(st.ready)} ready node(s) blocked behind a busy lane"))
+        if len(stuck) > 16:
+            lines.append(f"  ... and {len(stuck) - 16} more ranks")
+        return "\n".join(lines)
+
+
+def _check_acyclic(t: NodeTable, children: list[list[int]], indeg: np.ndarray) -> None:
+    queue = deque(np.flatnonzero(indeg == 0).tolist())
+    seen = 0
+    while queue:
+        i = queue.popleft()
+        seen += 1
+        for c in children[i]:
+            indeg[c] -= 1
+            if indeg[c] == 0:
+                queue.append(c)
+    if seen < len(t):
+        cyc = np.flatnonzero(indeg > 0)[:5]
+        raise InputError(f"dependency cycle among nodes {[int(t.id[c]) for c in cyc]}",
+                         source=t.source, field="data_deps/ctrl_deps")
