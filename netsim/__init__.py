@@ -13,4 +13,17 @@ __version__ = "0.1.0"
 from netsim.errors import InputError, NetsimError  # noqa: F401
 from netsim.topology import Topology, load_topology, summarize  # noqa: F401
 
-__all__ = ["InputError", "NetsimError", "Topology", "__version__", "load_topology", "summarize"]
+
+# Imported eagerly on purpose: the function shares its name with the submodule, and binding it
+# after the submodule is loaded keeps ``netsim.bench`` the function for good.
+from netsim.bench import bench  # noqa: E402,F401
+
+
+def simulate(*args, **kwargs):
+    """Run a Chakra workload; see :func:`netsim.workload.cli.simulate`."""
+    from netsim.workload.cli import simulate as _simulate
+    return _simulate(*args, **kwargs)
+
+
+__all__ = ["InputError", "NetsimError", "Topology", "__version__", "bench", "load_topology", "simulate",
+           "summarize"]

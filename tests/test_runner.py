@@ -43,6 +43,12 @@ def test_dag_order_and_lanes(tmp_path):
     assert order.index(4) > order.index(1)
 
 
+def test_more_streams_overlap_compute(tmp_path):
+    nodes = [comp(1, 100), comp(2, 50)]
+    res = simulate(TOPO, workload(tmp_path, [nodes]), streams=2)
+    assert res.finish[0] * 1e6 == pytest.approx(100.0)
+
+
 def test_collective_time_and_overlap(tmp_path):
     n, size = 4, 4_000_000
     nodes = [comp(1, 1000), ar(2, size), comp(3, 10, deps=(2,))]

@@ -26,11 +26,14 @@ def register_cli(sub) -> None:
     run.add_argument("--comm-groups", default=None, help="ASTRA-sim comm-group JSON")
     run.add_argument("--model", default="flow", choices=["flow", "analytical"], help="network model")
     run.add_argument("--no-ctrl-deps", action="store_true", help="gate on data_deps only")
+    run.add_argument("--streams", type=int, default=1,
+                     help="nodes in flight per lane (CPU, GPU compute, GPU comm); ASTRA-sim uses 1")
     run.add_argument("--json", action="store_true", help="machine-readable summary")
     run.set_defaults(func=_cmd_run)
 
 
-def simulate(topology, workload, comm_groups=None, model: str = "flow", ctrl_deps: bool = True):
+def simulate(topology, workload, comm_groups=None, model: str = "flow", ctrl_deps: bool = True,
+             streams: int = 1):
     """Python API of ``netsim run``: returns a :class:`~netsim.workload.runner.WorkloadResult`."""
     from netsim.topology.model import Topology
     from netsim.topology.spec import load_topology
@@ -41,13 +44,14 @@ def simulate(topology, workload, comm_groups=None, model: str = "flow", ctrl_dep
     topo = topology if isinstance(topology, Topology) else load_topology(topology)
     tables = read_workload(workload)
     groups = CommGroups.from_json(comm_groups, len(tables))
-    return WorkloadRun(topo, tables, groups, model, ctrl_deps=ctrl_deps).run()
+    return WorkloadRun(topo, tables, groups, model, ctrl_deps=ctrl_deps, streams=streams).run()
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
     import numpy as np
 
-    res = simulate(args.topology, args.workload, args.comm_groups, args.model, not args.no_ctrl_deps)
+    res = simulate(args.topology, args.workload, args.comm_groups, args.model, not args.no_ctrl_deps,
+                   args.streams)
     fin, exp = res.finish * 1e6, res.exposed_comm * 1e6
     summary = {"ranks": int(fin.size), "iteration_us": float(fin.max()),
                "finish_us": {"min": float(fin.min()), "median": float(np.median(fin)), "max": float(fin.max())},

@@ -3,7 +3,7 @@
 Per rank, a node is *ready* when all its dependencies are done (``data_deps``
 and, unless disabled, ``ctrl_deps``; ids missing from the file are ignored and
 counted).  Ready nodes issue in file order onto three lanes, at most one node
-in flight per lane, as ASTRA-sim does: the CPU lane (``is_cpu_op`` compute and
+in flight per lane, as ASTRA-sim does (``streams`` raises that limit): the CPU lane (``is_cpu_op`` compute and
 host-side comm nodes), the GPU compute lane, and the GPU comm lane (collectives
 and sends).  Receives, memory and metadata nodes take no lane.
 
@@ -72,7 +72,7 @@ class _Rank:
     children: list[list[int]]
     indeg: np.ndarray
     ready: deque = field(default_factory=deque)
-    lanes: list = field(default_factory=lambda: [None, None, None])
+    lanes: list = field(default_factory=lambda: [0, 0, 0])  # nodes in flight per lane
     waiting: dict = field(default_factory=dict)  # node -> what it waits for
     done: int = 0
     finish: float = 0.0
@@ -100,7 +100,10 @@ class WorkloadRun:
     """Run ``tables`` (rank -> NodeTable) on ``topo``; see the module docstring."""
 
     def __init__(self, topo: Topology, tables: dict[int, NodeTable], groups: CommGroups,
-                 model: str = "flow", *, ctrl_deps: bool = True):
+                 model: str = "flow", *, ctrl_deps: bool = True, streams: int = 1):
+        if streams < 1:
+            raise InputError(f"expected at least 1 stream per lane, got {streams}", source="--streams")
+        self.streams = streams
         n = len(tables)
         if n > topo.n_gpus:
             raise InputError(f"the workload has {n} ranks but the topology only {topo.n_gpus} GPUs",
@@ -174,11 +177,11 @@ class WorkloadRun:
         while st.ready:
             i = st.ready.popleft()
             lane = self._lane(st.table, i)
-            if lane is not None and st.lanes[lane] is not None:
+            if lane is not None and st.lanes[lane] >= self.streams:
                 keep.append(i)
                 continue
             if lane is not None:
-                st.lanes[lane] = i
+                st.lanes[lane] += 1
             self._start(st, i, lane)
         st.ready = keep
 
@@ -225,7 +228,7 @@ class WorkloadRun:
     def _finish(self, st: _Rank, i: int, lane: int | None, start: float) -> None:
         st.waiting.pop(i, None)
         if lane is not None:
-            st.lanes[lane] = None
+            st.lanes[lane] -= 1
         st.done += 1
         st.finish = max(st.finish, self.env.now)
         self.ops.append((st.rank, int(st.table.id[i]), st.table.name[i], int(st.table.type[i]), start, self.env.now))
