@@ -27,7 +27,7 @@ import simpy
 from netsim.collectives.fastpath import MAX_PERIOD as _MAX_PERIOD
 from netsim.collectives.fastpath import run_fixed, uniform_advance
 from netsim.collectives.schedule import Schedule, Step
-from netsim.network.base import Network
+from netsim.network.base import Network, call_late
 from netsim.topology.model import csr_gather
 
 
@@ -43,6 +43,7 @@ class _PhaseIndex:
     touch_ptr: np.ndarray
     touch: np.ndarray
     degree: np.ndarray
+    routes: tuple | None = None  # CSR paths of every transfer, computed on first use
 
 
 def _index(schedule: Schedule) -> list[_PhaseIndex]:
@@ -97,6 +98,7 @@ class CollectiveRun:
         self.fast_forward = fast_forward
         self.on_rank_done = on_rank_done  # called as on_rank_done(local_ranks, t)
         self._deferred = deferred
+        self._pending: list[tuple] = []  # same-instant arrivals and deliveries, handled as one batch
         self._hist: dict[int, np.ndarray] = {}
         self._count: dict[int, int] = {}
         self.stats = {"steps_skipped": 0, "batches": 0}
@@ -106,7 +108,27 @@ class CollectiveRun:
     def arrive(self, local_rank: int) -> None:
         """A deferred run: ``local_rank`` joins now (its transfers may start as peers join)."""
         self.start[local_rank] = self.env.now
-        self._enter(np.array([local_rank]), np.zeros(1, dtype=np.int64))
+        self._coalesce(("arrive", local_rank))
+
+    def _coalesce(self, item: tuple) -> None:
+        if not self._pending:
+            call_late(self.env, self._flush)
+        self._pending.append(item)
+
+    def _flush(self) -> None:
+        """Handle everything that happened at this instant: deliveries per step, then arrivals."""
+        items, self._pending = self._pending, []
+        steps: dict[int, tuple] = {}
+        for item in items:
+            if item[0] == "deliver":
+                _, ph, g, idx = item
+                prev = steps.get(g)
+                steps[g] = (ph, idx if prev is None else np.concatenate([prev[1], idx]))
+        for g in sorted(steps):
+            self._delivered(steps[g][0], g, steps[g][1])
+        arrivals = [item[1] for item in items if item[0] == "arrive"]
+        if arrivals:
+            self._enter(np.array(arrivals, dtype=np.int64), np.zeros(len(arrivals), dtype=np.int64))
 
     def _begin(self) -> None:
         if self._deferred:
@@ -174,14 +196,18 @@ class CollectiveRun:
     def _submit(self, ph: _PhaseIndex, g: int, idx: np.ndarray) -> None:
         st = ph.step
         key = None if st.key is None else st.key[idx]
+        if ph.routes is None:
+            ph.routes = self.net.topo.routes(self.ranks[st.src], self.ranks[st.dst], st.key)
+        routes = ph.routes if idx.size == st.n_transfers and np.array_equal(idx, np.arange(idx.size)) \
+            else csr_gather(ph.routes[0], ph.routes[1], idx)
 
         def delivered(local: np.ndarray, t: float, idx=idx) -> None:
             if st.overhead_s > 0:
-                self._at(t + st.overhead_s, lambda: self._delivered(ph, g, idx[local]))
+                self._at(t + st.overhead_s, lambda: self._coalesce(("deliver", ph, g, idx[local])))
             else:
-                self._delivered(ph, g, idx[local])
+                self._coalesce(("deliver", ph, g, idx[local]))
 
-        self.net.submit(self.ranks[st.src[idx]], self.ranks[st.dst[idx]], st.nbytes[idx], delivered, key)
+        self.net.submit(self.ranks[st.src[idx]], self.ranks[st.dst[idx]], st.nbytes[idx], delivered, key, routes)
 
     def _delivered(self, ph: _PhaseIndex, g: int, idx: np.ndarray) -> None:
         st, n = ph.step, self.sched.nranks

@@ -28,6 +28,18 @@ from netsim.topology.model import Topology
 
 DoneCallback = Callable[[np.ndarray, float], None]
 
+#: Priority of work that must run after every ordinary event of the same instant
+#: (SimPy: URGENT=0, NORMAL=1), so that same-instant requests are handled as one batch.
+LATE = 2
+
+
+def call_late(env: simpy.Environment, fn: Callable[[], None]) -> None:
+    """Call ``fn`` at the current time, after all ordinary events of this instant."""
+    ev = env.event()
+    ev.callbacks.append(lambda _e: fn())
+    ev._ok, ev._value = True, None  # a pre-triggered event, scheduled by hand below
+    env.schedule(ev, priority=LATE)
+
 
 @dataclass(frozen=True)
 class TransferRecord:
@@ -54,8 +66,12 @@ class Network:
 
     # ------------------------------------------------------------- the seam
     def submit(self, src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray, on_done: DoneCallback,
-               key: np.ndarray | None = None) -> None:
-        """Start transfers now; ``on_done(indices, t)`` fires as (groups of) them complete."""
+               key: np.ndarray | None = None, routes: tuple[np.ndarray, np.ndarray] | None = None) -> None:
+        """Start transfers now; ``on_done(indices, t)`` fires as (groups of) them complete.
+
+        ``routes`` (CSR ``(indptr, links)``, one path per transfer) skips routing when the
+        caller already has the paths (collectives route each step pattern once).
+        """
         raise NotImplementedError
 
     def transfer(self, src: int, dst: int, nbytes: float, key: int = 0) -> simpy.Event:

@@ -20,12 +20,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from netsim.network.base import DoneCallback, Network
+from netsim.network.base import DoneCallback, Network, call_late
 from netsim.network.maxmin import max_min_rates
 from netsim.topology.model import csr_gather
 
-#: Runs after ordinary events at the same time (SimPy: URGENT=0, NORMAL=1).
-_LATE = 2
 #: A flow with at most this fraction of its bytes left is finished (float drift).
 _RTOL = 1e-9
 
@@ -58,12 +56,12 @@ class FlowNetwork(Network):
         self.stats["events"] = 0
 
     # ----------------------------------------------------------------- API
-    def submit(self, src, dst, nbytes, on_done: DoneCallback, key=None) -> None:
+    def submit(self, src, dst, nbytes, on_done: DoneCallback, key=None, routes=None) -> None:
         """See :meth:`Network.submit`."""
         src, dst = np.asarray(src, np.int64), np.asarray(dst, np.int64)
         size = np.asarray(nbytes, dtype=np.float64).copy()
         self.stats["transfers"] += int(src.size)
-        indptr, links = self.topo.routes(src, dst, key)
+        indptr, links = routes if routes is not None else self.topo.routes(src, dst, key)
         latency = self.topo.path_latency(indptr, links)
         local = (indptr[1:] == indptr[:-1]) | (size <= 0)
         if local.any():  # nothing to move through the network
@@ -84,10 +82,7 @@ class FlowNetwork(Network):
         if self._update_scheduled:
             return
         self._update_scheduled = True
-        ev = self.env.event()
-        ev.callbacks.append(self._update)
-        ev._ok, ev._value = True, None
-        self.env.schedule(ev, priority=_LATE)
+        call_late(self.env, self._update)
 
     def _advance(self) -> None:
         """Drain flows up to now (flows are frozen while ``_t`` is ahead of now after a shift)."""
@@ -103,7 +98,7 @@ class FlowNetwork(Network):
         self._t = max(self._t, self.env.now) + dt
         super().shift(dt)
 
-    def _update(self, _event=None) -> None:
+    def _update(self) -> None:
         self._update_scheduled = False
         self.stats["events"] += 1
         self._advance()
