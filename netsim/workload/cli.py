@@ -30,6 +30,21 @@ def register_cli(sub) -> None:
                      help="nodes in flight per lane (CPU, GPU compute, GPU comm); ASTRA-sim uses 1")
     run.add_argument("--json", action="store_true", help="machine-readable summary")
     run.set_defaults(func=_cmd_run)
+    wl = sub.add_parser("workload", help="generate workloads as Chakra traces")
+    wsub = wl.add_subparsers(dest="workload_command", metavar="SUBCOMMAND")
+    llm = wsub.add_parser("llm", help="one training iteration of a TP/PP/DP(/EP) LLM, 1F1B")
+    llm.add_argument("--model", required=True,
+                     help="gpt3-175b, llama3-70b, llama3-405b, mixtral-8x7b, deepseek-v3 or a YAML file")
+    for flag in ("tp", "pp", "dp"):
+        llm.add_argument(f"--{flag}", type=int, required=True, help=f"{flag.upper()} degree")
+    llm.add_argument("--ep", type=int, default=1, help="expert-parallel degree (divides dp)")
+    llm.add_argument("--microbatches", type=int, default=None, help="microbatches per iteration (default 2*pp)")
+    llm.add_argument("--seq", type=int, default=4096, help="sequence length")
+    llm.add_argument("--micro-batch", type=int, default=1, help="sequences per microbatch")
+    llm.add_argument("--out", required=True, help="output folder: llm.<rank>.et and comm_groups.json")
+    llm.add_argument("--overwrite", action="store_true", help="replace an existing workload in --out")
+    llm.set_defaults(func=_cmd_llm)
+    wl.set_defaults(func=lambda args: _missing_sub(wl))
 
 
 def simulate(topology, workload, comm_groups=None, model: str = "flow", ctrl_deps: bool = True,
@@ -75,7 +90,22 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _missing_sub(parser) -> int:
-    raise InputError("expected a subcommand: inspect", source="netsim trace")
+    raise InputError("expected a subcommand (see --help)", source=parser.prog)
+
+
+def _cmd_llm(args: argparse.Namespace) -> int:
+    from netsim.workload.generate.llm import write_llm_workload
+
+    out = Path(args.out)
+    if (out / "comm_groups.json").exists() and not args.overwrite:
+        raise InputError("already holds a workload; pass --overwrite to replace it", source=str(out))
+    prefix = write_llm_workload(out, args.model, tp=args.tp, pp=args.pp, dp=args.dp, ep=args.ep,
+                                microbatches=args.microbatches or 2 * args.pp, seq=args.seq,
+                                micro_batch=args.micro_batch)
+    n = args.tp * args.pp * args.dp
+    print(f"wrote {n} ranks: {prefix}.<rank>.et and {out / 'comm_groups.json'}")
+    print(f"run:  netsim run --topology TOPOLOGY --workload {prefix} --comm-groups {out / 'comm_groups.json'}")
+    return 0
 
 
 def _cmd_inspect(args: argparse.Namespace) -> int:
