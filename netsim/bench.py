@@ -11,8 +11,6 @@ nccl-tests' definitions of size, algbw and busbw.
 from __future__ import annotations
 
 import argparse
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,6 +27,7 @@ from netsim.errors import InputError
 from netsim.network.analytical import AnalyticalNetwork
 from netsim.network.flow import FlowNetwork
 from netsim.results import nccl_table as nt
+from netsim.results.io import write_parquet_atomic
 from netsim.topology.model import Topology
 from netsim.topology.spec import load_topology
 
@@ -188,19 +187,5 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     if args.json_path:
         nt.write_nccl_json(args.json_path, cfg.op, rows, config=config)
     if args.out:
-        _write_parquet(args.out, nt.rows_to_frame(cfg.op, rows, cfg.gpus))
+        write_parquet_atomic(args.out, nt.rows_to_frame(cfg.op, rows, cfg.gpus))
     return 0
-
-
-def _write_parquet(path: str, frame) -> None:
-    """Atomic write: a temporary file in the same directory, then rename."""
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
-    os.close(fd)
-    try:
-        frame.to_parquet(tmp, index=False)
-        os.replace(tmp, target)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)

@@ -113,11 +113,11 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
 
     summary = summarize_trace(args.path)
     if args.parquet:
-        from netsim.bench import _write_parquet
+        from netsim.results.io import write_parquet_atomic
 
         if Path(args.parquet).exists() and not args.overwrite:
             raise InputError("exists; pass --overwrite to replace it", source=args.parquet)
-        _write_parquet(args.parquet, node_table(args.path))
+        write_parquet_atomic(args.parquet, node_table(args.path))
     if args.json:
         coll = [{"comm_type": k[0], "comm_size": k[1], "pg_name": k[2], "count": v}
                 for k, v in summary["collectives"].items()]
