@@ -59,7 +59,7 @@ def format_summary(s: dict) -> str:
              f"switches      {s['switches']:,}" + (
                  "  (" + ", ".join(f"{k} {v:,}" for k, v in s["switches_by_tier"].items()) + ")"
                  if "switches_by_tier" in s else ""),
-             f"nodes         " + ", ".join(f"{k} {v:,}" for k, v in s["nodes_by_kind"].items()),
+             "nodes         " + ", ".join(f"{k} {v:,}" for k, v in s["nodes_by_kind"].items()),
              f"links         {s['links']:,} directed  (" + ", ".join(
                  f"{k} {v:,}" for k, v in s["links_by_kind"].items()) + ")",
              f"scale-up      {s['scaleup_GBps_per_gpu']:g} GB/s per GPU per direction ({s['scaleup']}"

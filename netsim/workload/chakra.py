@@ -52,29 +52,13 @@ from typing import Any
 
 from netsim.errors import InputError
 from netsim.workload.chakra_decode import (  # noqa: F401  (re-exported)
-    _INT64_MAX,
-    _assemble,
-    _AttrDecoder,
-    _Chunk,
     _chunk_nodes,
-    _concat_csr,
-    _legacy_error,
-    _patch_csr,
     _Reader,
     _read_table,
 )
 from netsim.workload.chakra_scan import (  # noqa: F401  (re-exported)
-    _ATTR_TAG,
-    _HEAD_KINDS,
-    _MAX_LEN,
     _frame,
     _load,
-    _ranges,
-    _read_len,
-    _scan_heads,
-    _split_attrs,
-    _unpack,
-    _varints,
 )
 from netsim.workload.chakra_schema import (  # noqa: F401  (re-exported)
     NORMALIZED_ATTRS,
@@ -90,15 +74,11 @@ from netsim.workload.chakra_schema import (  # noqa: F401  (re-exported)
     write_attr,
 )
 from netsim.workload.chakra_types import (  # noqa: F401  (re-exported)
-    _INT_COLS,
-    _SEND_RECV,
     MISSING,
     EtMetadata,
     EtNode,
     EtTrace,
     NodeTable,
-    _attr_column,
-    _tuples,
 )
 from netsim.workload.chakra_write import (  # noqa: F401  (re-exported)
     _attr_record,
