@@ -25,7 +25,7 @@ import numpy as np
 import simpy
 
 from netsim.collectives.fastpath import MAX_PERIOD as _MAX_PERIOD
-from netsim.collectives.fastpath import run_fixed, uniform_advance
+from netsim.collectives.fastpath import run_fixed, step_routes, uniform_advance
 from netsim.collectives.schedule import Schedule, Step
 from netsim.network.base import Network, call_late
 from netsim.topology.model import csr_gather
@@ -43,6 +43,8 @@ class _PhaseIndex:
     touch_ptr: np.ndarray
     touch: np.ndarray
     degree: np.ndarray
+    es: np.ndarray  # the ranks each transfer belongs to (Step.endpoints)
+    ed: np.ndarray
     routes: tuple | None = None  # CSR paths of every transfer, computed on first use
 
 
@@ -50,13 +52,14 @@ def _index(schedule: Schedule) -> list[_PhaseIndex]:
     out, first = [], 0
     for ph in schedule.phases:
         st, n = ph.step, schedule.nranks
-        ends = np.concatenate([st.src, st.dst])
+        es, ed = st.endpoints()
+        ends = np.concatenate([es, ed])
         tid = np.concatenate([np.arange(st.n_transfers)] * 2)
         order = np.argsort(ends, kind="stable")
         degree = np.bincount(ends, minlength=n)
         ptr = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(degree, out=ptr[1:])
-        out.append(_PhaseIndex(st, first, ph.repeat, ptr, tid[order], degree))
+        out.append(_PhaseIndex(st, first, ph.repeat, ptr, tid[order], degree, es, ed))
         first += ph.repeat
     return out
 
@@ -188,7 +191,7 @@ class CollectiveRun:
         self.rem[r] = ph.degree[r]
         idle = r[ph.degree[r] == 0]
         cand = np.unique(csr_gather(ph.touch_ptr, ph.touch, r)[1])
-        ready = cand[(self.cur[st.src[cand]] == g) & (self.cur[st.dst[cand]] == g)]
+        ready = cand[(self.cur[ph.es[cand]] == g) & (self.cur[ph.ed[cand]] == g)]
         if ready.size:
             self._submit(ph, g, ready)
         return idle
@@ -197,7 +200,7 @@ class CollectiveRun:
         st = ph.step
         key = None if st.key is None else st.key[idx]
         if ph.routes is None:
-            ph.routes = self.net.topo.routes(self.ranks[st.src], self.ranks[st.dst], st.key)
+            ph.routes = step_routes(self.net.topo, self.ranks, st)
         routes = ph.routes if idx.size == st.n_transfers and np.array_equal(idx, np.arange(idx.size)) \
             else csr_gather(ph.routes[0], ph.routes[1], idx)
 
@@ -207,11 +210,12 @@ class CollectiveRun:
             else:
                 self._coalesce(("deliver", ph, g, idx[local]))
 
-        self.net.submit(self.ranks[st.src[idx]], self.ranks[st.dst[idx]], st.nbytes[idx], delivered, key, routes)
+        nbytes = st.nbytes[idx] * st.wire if st.wire != 1.0 else st.nbytes[idx]
+        self.net.submit(self.ranks[st.src[idx]], self.ranks[st.dst[idx]], nbytes, delivered, key, routes)
 
     def _delivered(self, ph: _PhaseIndex, g: int, idx: np.ndarray) -> None:
-        st, n = ph.step, self.sched.nranks
-        hits = np.bincount(st.src[idx], minlength=n) + np.bincount(st.dst[idx], minlength=n)
+        n = self.sched.nranks
+        hits = np.bincount(ph.es[idx], minlength=n) + np.bincount(ph.ed[idx], minlength=n)
         touched = np.flatnonzero(hits)
         self.rem[touched] -= hits[touched]
         done = touched[self.rem[touched] == 0]

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from netsim.collectives.schedule import Schedule, Step
+from netsim.collectives.schedule import PATH, UP, DOWN, Schedule, Step
 from netsim.network.analytical import AnalyticalNetwork
 from netsim.network.base import Network
 from netsim.network.flow import FlowNetwork
@@ -35,14 +35,34 @@ from netsim.network.maxmin import max_min_rates
 MAX_PERIOD = 4
 
 
+def step_routes(topo, ranks: np.ndarray, step: Step) -> tuple[np.ndarray, np.ndarray]:
+    """CSR paths of every transfer of ``step`` (group ranks mapped through ``ranks``), with
+    UP/DOWN transfers cut to their first/last link."""
+    indptr, links = topo.routes(ranks[step.src], ranks[step.dst], step.key)
+    if step.hop is None or not (step.hop != PATH).any():
+        return indptr, links
+    lengths = np.diff(indptr)
+    if (lengths[step.hop != PATH] == 0).any():
+        raise ValueError("an UP/DOWN transfer needs a peer other than itself")
+    keep = np.ones(links.size, dtype=bool)
+    pos = np.arange(links.size) - np.repeat(indptr[:-1], lengths)
+    hop = np.repeat(step.hop, lengths)
+    keep[(hop == UP) & (pos > 0)] = False
+    keep[(hop == DOWN) & (pos < np.repeat(lengths, lengths) - 1)] = False
+    new_len = np.where(step.hop == PATH, lengths, 1)
+    return np.concatenate(([0], np.cumsum(new_len))).astype(indptr.dtype), links[keep]
+
+
 def fixed_durations(net: Network, step: Step, ranks: np.ndarray) -> np.ndarray | None:
     """Per-transfer seconds (overhead included) if they cannot depend on timing, else ``None``."""
     src, dst = ranks[step.src], ranks[step.dst]
+    wire = step.nbytes * step.wire
     if isinstance(net, AnalyticalNetwork):
-        return net.durations(src, dst, step.nbytes, step.key) + step.overhead_s
+        routes = None if net.astra else step_routes(net.topo, ranks, step)
+        return net.durations(src, dst, wire, step.key, routes) + step.overhead_s
     if not isinstance(net, FlowNetwork):
         return None
-    indptr, links = net.topo.routes(src, dst, step.key)
+    indptr, links = step_routes(net.topo, ranks, step)
     lengths = np.diff(indptr)
     pair = np.repeat(src * net.topo.n_gpus + dst, lengths)
     order = np.lexsort((pair, links))
@@ -54,7 +74,7 @@ def fixed_durations(net: Network, step: Step, ranks: np.ndarray) -> np.ndarray |
     net.stats["rate_solves"] += 1
     lat = net.topo.path_latency(indptr, links)
     with np.errstate(divide="ignore"):
-        dur = np.where(lengths == 0, 0.0, lat + step.nbytes / rates)
+        dur = np.where(lengths == 0, 0.0, lat + wire / rates)
     return np.where(step.nbytes <= 0, 0.0, dur) + step.overhead_s
 
 
@@ -91,8 +111,9 @@ class _Pattern:
     """Precomputed gathers of one step pattern."""
 
     def __init__(self, step: Step, n: int, dur: np.ndarray):
-        order = np.argsort(step.src, kind="stable")
-        self.src, self.dst, self.dur = step.src[order], step.dst[order], dur[order]
+        src, dst = step.endpoints()
+        order = np.argsort(src, kind="stable")
+        self.src, self.dst, self.dur = src[order], dst[order], dur[order]
         self.n = n
         self.delay = step.delay_s if step.n_transfers == 0 else 0.0
         self.permutation = (np.unique(self.src).size == self.src.size

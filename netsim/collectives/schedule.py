@@ -20,6 +20,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 
+#: ``Step.hop`` values.  PATH: the whole route from src to dst.  UP: only the first link
+#: of that route (GPU -> its switch); ``dst`` is just a routing hint (any peer in the same
+#: switch domain), the transfer belongs to ``src`` alone.  DOWN: only the last link
+#: (switch -> GPU); ``src`` is the hint and the transfer belongs to ``dst`` alone.
+#: In-switch reduction (NVLS) is written with UP/DOWN transfers.
+PATH, UP, DOWN = 0, 1, 2
+
+
 @dataclass(frozen=True, eq=False)
 class Step:
     """One step pattern: transfers ``src[i] -> dst[i]`` of ``nbytes[i]`` bytes.
@@ -28,6 +36,9 @@ class Step:
     delay_s: for a transfer-less step, time every rank spends in it.
     reduce: whether receivers reduce what they get (reported, and costed via overhead_s).
     key: per-transfer ECMP key (e.g. channel id), or None.
+    hop: per-transfer PATH/UP/DOWN (see above), or None for whole routes.
+    wire: bytes on the wire per payload byte (protocol framing, e.g. 2.0 for NCCL LL);
+        ``nbytes`` stays the payload so byte accounting is protocol-independent.
     """
 
     src: np.ndarray
@@ -37,12 +48,28 @@ class Step:
     delay_s: float = 0.0
     reduce: bool = False
     key: np.ndarray | None = None
+    hop: np.ndarray | None = None
+    wire: float = 1.0
 
     @staticmethod
     def delay(seconds: float) -> "Step":
         """A step with no transfers that costs every rank ``seconds``."""
         empty = np.zeros(0, dtype=np.int64)
         return Step(empty, empty, np.zeros(0), delay_s=float(seconds))
+
+    def owners(self) -> tuple[np.ndarray, np.ndarray]:
+        """Masks: transfers whose ``src`` takes part, and whose ``dst`` takes part."""
+        if self.hop is None:
+            every = np.ones(self.src.size, dtype=bool)
+            return every, every
+        return self.hop != DOWN, self.hop != UP
+
+    def endpoints(self) -> tuple[np.ndarray, np.ndarray]:
+        """The ranks each transfer belongs to, for dependencies: (src, dst) with UP
+        transfers as (src, src) and DOWN transfers as (dst, dst)."""
+        if self.hop is None:
+            return self.src, self.dst
+        return np.where(self.hop == DOWN, self.dst, self.src), np.where(self.hop == UP, self.src, self.dst)
 
     @property
     def n_transfers(self) -> int:
@@ -77,15 +104,17 @@ class Schedule:
         return int(sum(p.repeat for p in self.phases))
 
     def bytes_sent(self) -> np.ndarray:
-        """Bytes each rank sends over the whole schedule."""
+        """Bytes each rank sends over the whole schedule (UP transfers included, DOWN not)."""
         out = np.zeros(self.nranks)
         for p in self.phases:
-            np.add.at(out, p.step.src, p.step.nbytes * p.repeat)
+            own = p.step.owners()[0]
+            np.add.at(out, p.step.src[own], p.step.nbytes[own] * p.repeat)
         return out
 
     def bytes_received(self) -> np.ndarray:
-        """Bytes each rank receives over the whole schedule."""
+        """Bytes each rank receives over the whole schedule (DOWN transfers included, UP not)."""
         out = np.zeros(self.nranks)
         for p in self.phases:
-            np.add.at(out, p.step.dst, p.step.nbytes * p.repeat)
+            own = p.step.owners()[1]
+            np.add.at(out, p.step.dst[own], p.step.nbytes[own] * p.repeat)
         return out

@@ -100,7 +100,8 @@ class WorkloadRun:
     """Run ``tables`` (rank -> NodeTable) on ``topo``; see the module docstring."""
 
     def __init__(self, topo: Topology, tables: dict[int, NodeTable], groups: CommGroups,
-                 model: str = "flow", *, ctrl_deps: bool = True, streams: int = 1):
+                 model: str = "flow", *, ctrl_deps: bool = True, streams: int = 1,
+                 schedule_fn=None, network=None):
         if streams < 1:
             raise InputError(f"expected at least 1 stream per lane, got {streams}", source="--streams")
         self.streams = streams
@@ -109,7 +110,9 @@ class WorkloadRun:
             raise InputError(f"the workload has {n} ranks but the topology only {topo.n_gpus} GPUs",
                              source="--topology")
         self.env = simpy.Environment()
-        self.net = MODELS[model](self.env, topo)
+        # schedule_fn(comm_type, comm_size, members) -> Schedule; network(env, topo) -> Network
+        self.schedule_fn = schedule_fn or (lambda ct, size, members: collective_schedule(ct, size, len(members)))
+        self.net = (network or MODELS[model])(self.env, topo)
         self.topo, self.groups = topo, groups
         self.unknown = 0
         self.notes: list[str] = []
@@ -252,7 +255,7 @@ class WorkloadRun:
         key = (members, seq)
         inst = self._colls.get(key)
         if inst is None:
-            sched = collective_schedule(ctype, max(size, 0), len(members))
+            sched = self.schedule_fn(ctype, max(size, 0), members)
             inst = {"type": ctype, "size": size, "first": (st.rank, int(t.id[i])), "done": {}, "arrived": set()}
             inst["run"] = CollectiveRun(self.env, self.net, sched, np.array(members), deferred=True,
                                         on_rank_done=lambda loc, _t, k=key: self._coll_done(k, loc))
