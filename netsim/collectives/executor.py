@@ -211,7 +211,8 @@ class CollectiveRun:
                 self._coalesce(("deliver", ph, g, idx[local]))
 
         nbytes = st.nbytes[idx] * st.wire if st.wire != 1.0 else st.nbytes[idx]
-        self.net.submit(self.ranks[st.src[idx]], self.ranks[st.dst[idx]], nbytes, delivered, key, routes)
+        cap = None if np.isinf(st.rate_cap) else st.rate_cap
+        self.net.submit(self.ranks[st.src[idx]], self.ranks[st.dst[idx]], nbytes, delivered, key, routes, cap)
 
     def _delivered(self, ph: _PhaseIndex, g: int, idx: np.ndarray) -> None:
         n = self.sched.nranks

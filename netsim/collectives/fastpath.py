@@ -59,7 +59,8 @@ def fixed_durations(net: Network, step: Step, ranks: np.ndarray) -> np.ndarray |
     wire = step.nbytes * step.wire
     if isinstance(net, AnalyticalNetwork):
         routes = None if net.astra else step_routes(net.topo, ranks, step)
-        return net.durations(src, dst, wire, step.key, routes) + step.overhead_s
+        cap = None if np.isinf(step.rate_cap) else step.rate_cap
+        return net.durations(src, dst, wire, step.key, routes, cap) + step.overhead_s
     if not isinstance(net, FlowNetwork):
         return None
     indptr, links = step_routes(net.topo, ranks, step)
@@ -70,7 +71,8 @@ def fixed_durations(net: Network, step: Step, ranks: np.ndarray) -> np.ndarray |
     shared = (lk[1:] == lk[:-1]) & (pr[1:] != pr[:-1])
     if shared.any():
         return None
-    rates = max_min_rates(indptr, links, net.topo.link_bw)
+    cap = None if np.isinf(step.rate_cap) else np.full(src.size, step.rate_cap)
+    rates = max_min_rates(indptr, links, net.topo.link_bw, rate_cap=cap)
     net.stats["rate_solves"] += 1
     lat = net.topo.path_latency(indptr, links)
     with np.errstate(divide="ignore"):

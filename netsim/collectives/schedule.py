@@ -39,6 +39,8 @@ class Step:
     hop: per-transfer PATH/UP/DOWN (see above), or None for whole routes.
     wire: bytes on the wire per payload byte (protocol framing, e.g. 2.0 for NCCL LL);
         ``nbytes`` stays the payload so byte accounting is protocol-independent.
+    rate_cap: most B/s (wire bytes) one transfer can move whatever the links offer, e.g.
+        one NCCL channel driven by one thread block; inf = no cap.
     """
 
     src: np.ndarray
@@ -50,6 +52,7 @@ class Step:
     key: np.ndarray | None = None
     hop: np.ndarray | None = None
     wire: float = 1.0
+    rate_cap: float = float("inf")
 
     @staticmethod
     def delay(seconds: float) -> "Step":

@@ -37,13 +37,15 @@ class AnalyticalNetwork(Network):
             self._bw_Bpns = np.array([d["bw_Bps"] / 1e9 for d in dims])
 
     def durations(self, src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray,
-                  key: np.ndarray | None = None, routes=None) -> np.ndarray:
+                  key: np.ndarray | None = None, routes=None, cap=None) -> np.ndarray:
         """Seconds each transfer takes (no contention)."""
         if self.astra:
             return self._astra_ns(src, dst, nbytes) * 1e-9
         indptr, links = routes if routes is not None else self.topo.routes(src, dst, key)
         lat = self.topo.path_latency(indptr, links)
         bw = self.topo.path_bottleneck(indptr, links)
+        if cap is not None:
+            bw = np.minimum(bw, cap)
         return np.where(src == dst, 0.0, lat + nbytes / bw)
 
     def _astra_ns(self, src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray) -> np.ndarray:
@@ -65,12 +67,12 @@ class AnalyticalNetwork(Network):
             pending &= ~here
         return out
 
-    def submit(self, src, dst, nbytes, on_done: DoneCallback, key=None, routes=None) -> None:
+    def submit(self, src, dst, nbytes, on_done: DoneCallback, key=None, routes=None, cap=None) -> None:
         """See :meth:`Network.submit`."""
         src, dst = np.asarray(src, np.int64), np.asarray(dst, np.int64)
         nbytes = np.asarray(nbytes, dtype=np.float64)
         self.stats["transfers"] += int(src.size)
-        ends = self.env.now + self.durations(src, dst, nbytes, key, routes)
+        ends = self.env.now + self.durations(src, dst, nbytes, key, routes, cap)
         self._deliver(np.arange(src.size), ends, on_done)
 
 

@@ -66,8 +66,12 @@ class Network:
 
     # ------------------------------------------------------------- the seam
     def submit(self, src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray, on_done: DoneCallback,
-               key: np.ndarray | None = None, routes: tuple[np.ndarray, np.ndarray] | None = None) -> None:
+               key: np.ndarray | None = None, routes: tuple[np.ndarray, np.ndarray] | None = None,
+               cap: np.ndarray | float | None = None) -> None:
         """Start transfers now; ``on_done(indices, t)`` fires as (groups of) them complete.
+
+        ``cap`` bounds each transfer's rate (B/s): what one sender can push whatever the
+        links offer (e.g. one NCCL channel = one thread block).
 
         ``routes`` (CSR ``(indptr, links)``, one path per transfer) skips routing when the
         caller already has the paths (collectives route each step pattern once).

@@ -38,6 +38,7 @@ class _Batch:
     rate: np.ndarray
     alive: np.ndarray
     on_done: DoneCallback
+    cap: np.ndarray | None = None  # per-flow rate cap (B/s), None = uncapped
 
 
 class FlowNetwork(Network):
@@ -56,7 +57,7 @@ class FlowNetwork(Network):
         self.stats["events"] = 0
 
     # ----------------------------------------------------------------- API
-    def submit(self, src, dst, nbytes, on_done: DoneCallback, key=None, routes=None) -> None:
+    def submit(self, src, dst, nbytes, on_done: DoneCallback, key=None, routes=None, cap=None) -> None:
         """See :meth:`Network.submit`."""
         src, dst = np.asarray(src, np.int64), np.asarray(dst, np.int64)
         size = np.asarray(nbytes, dtype=np.float64).copy()
@@ -69,8 +70,10 @@ class FlowNetwork(Network):
         if local.all():
             return
         self._advance()
+        if cap is not None:
+            cap = np.broadcast_to(np.asarray(cap, dtype=np.float64), size.shape).copy()
         self._batches.append(_Batch(indptr, links, size, size.copy(), latency, np.zeros(src.size),
-                                    ~local, on_done))
+                                    ~local, on_done, cap))
         self._schedule_update()
 
     def active_flows(self) -> int:
@@ -124,12 +127,16 @@ class FlowNetwork(Network):
         parts = [csr_gather(b.indptr, b.links, np.flatnonzero(b.alive)) for b in self._batches]
         lengths = np.concatenate([np.diff(ip) for ip, _ in parts])
         links = np.concatenate([lk for _, lk in parts])
-        key = hash((lengths.tobytes(), links.tobytes()))
+        caps = None
+        if any(b.cap is not None for b in self._batches):
+            caps = np.concatenate([(b.cap if b.cap is not None else np.full(b.size.size, np.inf))[b.alive]
+                                   for b in self._batches])
+        key = hash((lengths.tobytes(), links.tobytes(), None if caps is None else caps.tobytes()))
         rates = self._cache.get(key)
         if rates is None:
             indptr = np.zeros(lengths.size + 1, dtype=np.int64)
             np.cumsum(lengths, out=indptr[1:])
-            rates = max_min_rates(indptr, links, self.topo.link_bw)
+            rates = max_min_rates(indptr, links, self.topo.link_bw, rate_cap=caps)
             self.stats["rate_solves"] += 1
             if len(self._cache) >= self._cache_size:
                 self._cache.pop(next(iter(self._cache)))
