@@ -26,7 +26,7 @@ def test_bench_table(capsys):
     assert [int(r.split()[0]) for r in rows] == [1 << 20, 1 << 25, 1 << 30]
     assert all(r.split()[4] == "-1" and r.split()[8] == "N/A" for r in rows)
     busbw = float(rows[-1].split()[7])
-    assert 400 < busbw <= 450  # ring on NVLink4: approaches the 450 GB/s line rate
+    assert 360 < busbw <= 371  # anchor: 8xH100 ring ~370 GB/s busbw (18 x 20.6 GB/s achievable)
     assert any(line.startswith("# Avg bus bandwidth") for line in out)
     assert "algorithm ring" in out[0]
 

@@ -21,13 +21,14 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable
 
+import numpy as np
 import yaml
 
 from netsim import units
 from netsim.errors import InputError
 from netsim.topology.builders import GPU_PRESETS, SCALEUP_PRESETS, nvlink_mesh, nvswitch_domain
 from netsim.topology.fattree import Tier, fat_tree
-from netsim.topology.model import Topology
+from netsim.topology.model import LINK_KINDS, Topology
 from netsim.topology.multidim import DIM_KINDS, Dim, multi_dim
 
 
@@ -196,6 +197,33 @@ def _scale_out(v, src, f):
     return _from_mapping(ScaleOutSpec, v, src, f)
 
 
+#: Achievable data rate / line rate per link kind (``efficiency:`` in a topology file).
+#: NVLink: NCCL's effective per-link bandwidth over the per-link line rate (NCCL
+#: ``src/graph/topo.h`` SM70/SM80 20.0, SM90 20.6, SM100 40.1 GB/s per 25/25/50 GB/s link):
+#: packet headers, flow control and the GPU's copy engines.  InfiniBand: ~48 GB/s per NDR
+#: 400G NIC (nccl-tests#290, #267: 46-49 GB/s; IB headers alone cost 0.6 % at 4 KiB MTU, the
+#: rest is RDMA/PCIe DMA overhead).  RoCE: ib_write_bw 380-385 Gb/s on 400G.  PCIe: 63 GB/s
+#: per Gen5 x16 direction is already a data rate.
+NVLINK_EFFICIENCY = {"V100": 20.0 / 25, "A100": 20.0 / 25, "H100": 20.6 / 25, "B200": 40.1 / 50,
+                     "GB200": 40.1 / 50}
+DEFAULT_EFFICIENCY = {"ib": 0.96, "ethernet": 0.955, "pcie": 1.0}
+
+
+def _efficiency(v, src, f):
+    if not isinstance(v, dict):
+        raise InputError("expected a mapping of link kind to efficiency, e.g. {nvlink: 0.82, ib: 0.96}",
+                         source=src, field=f)
+    out = {}
+    for kind, e in v.items():
+        if kind not in ("nvlink", "ib", "ethernet", "pcie"):
+            raise InputError(f"expected one of nvlink, ib, ethernet, pcie, got {kind!r}", source=src,
+                             field=f"{f}.{kind}")
+        if isinstance(e, bool) or not isinstance(e, (int, float)) or not 0 < e <= 1:
+            raise InputError(f"expected a number in (0, 1], got {e!r}", source=src, field=f"{f}.{kind}")
+        out[kind] = float(e)
+    return out
+
+
 @dataclass(frozen=True)
 class TopologySpec:
     """A whole topology file.
@@ -206,6 +234,8 @@ class TopologySpec:
     nodes: how many scale-up domains.
     scale_out: the fabric joining them (required when nodes > 1).
     dims: an ASTRA-sim style multi-dimensional network instead of node/scale_out.
+    efficiency: achievable data rate / line rate per link kind (defaults: see
+        :data:`NVLINK_EFFICIENCY`, :data:`DEFAULT_EFFICIENCY`; ``dims`` networks: 1).
     """
 
     name: str = _opt(_str, "topology")
@@ -214,6 +244,7 @@ class TopologySpec:
     nodes: int = _opt(_pos_int, 1)
     scale_out: ScaleOutSpec | None = _opt(_scale_out)
     dims: tuple | None = _opt(_dims)
+    efficiency: dict | None = _opt(_efficiency)
 
 
 # ---------------------------------------------------------------- building
@@ -287,7 +318,26 @@ def _tier(t: TierSpec, down_bw: float, source: str, where: str) -> Tier:
 
 
 def build_topology(spec: TopologySpec, source: str = "<topology>") -> Topology:
-    """Build the :class:`Topology` a validated spec describes."""
+    """Build the :class:`Topology` a validated spec describes (link_bw = achievable data rate)."""
+    topo = _build(spec, source)
+    if spec.dims is not None and not spec.efficiency:
+        return topo
+    eff = {**DEFAULT_EFFICIENCY, "nvlink": NVLINK_EFFICIENCY.get(topo.meta.get("gpu_model"), 0.8),
+           **(spec.efficiency or {})}
+    return apply_efficiency(topo, eff)
+
+
+def apply_efficiency(topo: Topology, eff: dict[str, float]) -> Topology:
+    """Scale every link's bandwidth by its kind's efficiency; line rates stay in ``meta``."""
+    from dataclasses import replace
+    factor = np.ones(len(LINK_KINDS))
+    for kind, e in eff.items():
+        factor[LINK_KINDS.index(kind)] = e
+    meta = {**topo.meta, "link_efficiency": dict(eff)}
+    return replace(topo, link_bw=topo.link_bw * factor[topo.link_kind], meta=meta)
+
+
+def _build(spec: TopologySpec, source: str) -> Topology:
     if spec.dims is not None:
         dims = [Dim(d.kind, d.npus, d.bw, d.latency) for d in spec.dims]
         _check_dims(dims, source, "dims")
