@@ -11,18 +11,15 @@ nccl-tests' definitions of size, algbw and busbw.
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 import simpy
 
 from netsim import units
-from netsim.collectives.chain import chain_broadcast, chain_reduce
-from netsim.collectives.direct import direct_all_to_all, send_recv
+from netsim.collectives import plan as plan_mod
 from netsim.collectives.executor import run_collective
-from netsim.collectives.ring import ring_all_gather, ring_all_reduce, ring_reduce_scatter
-from netsim.collectives.schedule import Schedule
 from netsim.errors import InputError
 from netsim.network.analytical import AnalyticalNetwork
 from netsim.network.flow import FlowNetwork
@@ -33,16 +30,8 @@ from netsim.topology.spec import load_topology
 
 MODELS = {"flow": FlowNetwork, "analytical": AnalyticalNetwork}
 
-#: Algorithms available per op (``auto`` picks the first).
-ALGORITHMS = {
-    "all_reduce": {"ring": ring_all_reduce},
-    "all_gather": {"ring": ring_all_gather},
-    "reduce_scatter": {"ring": ring_reduce_scatter},
-    "alltoall": {"direct": direct_all_to_all},
-    "broadcast": {"ring": chain_broadcast},
-    "reduce": {"ring": chain_reduce},
-    "sendrecv": {"p2p": send_recv},
-}
+#: ``--algo`` names per op (``auto``, the default, chooses like NCCL).
+ALGORITHMS = plan_mod.ALGORITHMS
 
 
 @dataclass(frozen=True)
@@ -50,8 +39,10 @@ class BenchConfig:
     """One bench invocation.
 
     op: nccl-tests op name. algo: algorithm name or ``auto``. gpus: ranks used (first N of the
-    topology). model: ``flow`` or ``analytical``. dtype: nccl-tests data type. channels: parallel
-    rings for ring algorithms.
+    topology). model: ``flow`` or ``analytical``. dtype: nccl-tests data type. channels: NCCL
+    channels (default: NCCL's count, reduced for small sizes like NCCL). protocol: force
+    LL/LL128/Simple. skew: ``zipf:ALPHA`` or ``uniform`` expert load (all-to-all becomes
+    alltoallv). skew_matrix: file with an n x n byte matrix (alltoallv). seed: skew seed.
     """
 
     op: str
@@ -59,7 +50,11 @@ class BenchConfig:
     gpus: int | None = None
     model: str = "flow"
     dtype: str = "float"
-    channels: int = 1
+    channels: int | None = None
+    protocol: str | None = None
+    skew: str | None = None
+    skew_matrix: str | None = None
+    seed: int = 0
 
 
 def sweep_sizes(min_bytes: int, max_bytes: int, factor: int | None = None, increment: int | None = None) -> list[int]:
@@ -85,31 +80,32 @@ def sweep_sizes(min_bytes: int, max_bytes: int, factor: int | None = None, incre
     return sizes
 
 
-def build_schedule(cfg: BenchConfig, nranks: int, size_bytes: float) -> Schedule:
-    """The schedule ``cfg`` asks for, for an nccl-tests size ``size_bytes``."""
-    algos = ALGORITHMS[cfg.op]
-    name = next(iter(algos)) if cfg.algo == "auto" else cfg.algo
-    if name not in algos:
-        raise InputError(f"algorithm {cfg.algo!r} is not available for {cfg.op}; expected one of "
-                         f"auto, {', '.join(algos)}", source="--algo")
-    fn = algos[name]
-    if name == "ring" and cfg.op in ("all_reduce", "all_gather", "reduce_scatter"):
-        return fn(nranks, size_bytes, channels=cfg.channels)
-    return fn(nranks, size_bytes)
+def build_plan(topo: Topology, cfg: BenchConfig, size_bytes: float) -> plan_mod.Plan:
+    """The shaped schedule ``cfg`` asks for, for an nccl-tests size ``size_bytes``."""
+    n = cfg.gpus or topo.n_gpus
+    matrix = None
+    if cfg.op == "alltoall" and (cfg.skew or cfg.skew_matrix):
+        from netsim.collectives import skew
+        if cfg.skew_matrix:
+            matrix = skew.load_matrix(cfg.skew_matrix, n)
+        else:
+            matrix = skew.skewed_matrix(n, size_bytes, cfg.skew, seed=cfg.seed)
+    return plan_mod.plan(topo, np.arange(n), cfg.op, size_bytes, cfg.algo, channels=cfg.channels,
+                         protocol=cfg.protocol, matrix=matrix)
 
 
 def run_one(topo: Topology, cfg: BenchConfig, nbytes: int) -> tuple[nt.BenchRow, dict]:
     """Simulate one size; returns the table row and the executor/network counters."""
     n = cfg.gpus or topo.n_gpus
     size, _count, _per_rank = nt.size_and_count(cfg.op, nbytes, n, cfg.dtype)
-    schedule = build_schedule(cfg, n, float(size))
+    p = build_plan(topo, cfg, float(size))
     net = MODELS[cfg.model](simpy.Environment(), topo)
-    result = run_collective(net, schedule, np.arange(n))
+    result = run_collective(net, p.schedule, np.arange(n))
     time_s = result.time
     if time_s <= 0:  # zero bytes: nccl-tests still reports a launch; keep a tiny positive time
         time_s = 1e-9
-    row = nt.make_row(cfg.op, nbytes, n, time_s, dtype=cfg.dtype, algorithm=schedule.algorithm)
-    return row, {**result.stats, **net.summary()}
+    row = nt.make_row(cfg.op, nbytes, n, time_s, dtype=cfg.dtype, algorithm=p.label)
+    return row, {**result.stats, **net.summary(), "nccl_predicted_us": p.predicted_us}
 
 
 def bench(topology: str | Topology, op: str, sizes: list[int], **kwargs) -> list[nt.BenchRow]:
@@ -128,12 +124,17 @@ def _validated(cfg: BenchConfig, topo: Topology) -> BenchConfig:
                          source="--gpus")
     if cfg.dtype not in nt.DTYPE_SIZES:
         raise InputError(f"expected one of {', '.join(nt.DTYPE_SIZES)}, got {cfg.dtype!r}", source="-d")
-    if cfg.channels < 1:
-        raise InputError(f"expected a positive channel count, got {cfg.channels}", source="--channels")
-    if cfg.algo != "auto" and cfg.algo not in ALGORITHMS[cfg.op]:
-        raise InputError(f"algorithm {cfg.algo!r} is not available for {cfg.op}; expected one of "
-                         f"auto, {', '.join(ALGORITHMS[cfg.op])}", source="--algo")
-    return BenchConfig(cfg.op, cfg.algo, n, cfg.model, cfg.dtype, cfg.channels)
+    if cfg.channels is not None and not 1 <= cfg.channels <= 64:
+        raise InputError(f"expected 1..64 channels (NCCL's MAXCHANNELS), got {cfg.channels}", source="--channels")
+    plan_mod.check_algorithm(cfg.op, cfg.algo)
+    if (cfg.skew or cfg.skew_matrix) and cfg.op != "alltoall":
+        raise InputError(f"skew applies to alltoall only, not {cfg.op}", source="--skew")
+    if cfg.skew and cfg.skew_matrix:
+        raise InputError("give --skew or --skew-matrix, not both", source="--skew")
+    if cfg.skew:
+        from netsim.collectives.skew import parse_skew
+        parse_skew(cfg.skew)
+    return replace(cfg, gpus=n)
 
 
 # ---------------------------------------------------------------- the CLI
@@ -159,7 +160,11 @@ def register_cli(sub) -> None:
     p.add_argument("--gpus", type=int, default=None, help="use the first N GPUs (default all)")
     p.add_argument("--model", default="flow", help="flow (congestion-aware, default) or analytical")
     p.add_argument("-d", "--datatype", default="float", help="nccl-tests data type (default float)")
-    p.add_argument("--channels", type=int, default=1, help="parallel rings for ring algorithms")
+    p.add_argument("--channels", type=int, default=None, help="NCCL channels (default: NCCL's choice)")
+    p.add_argument("--proto", default=None, help="force NCCL protocol LL, LL128 or Simple (default: NCCL's choice)")
+    p.add_argument("--skew", default=None, help="alltoall expert-load skew: zipf:ALPHA or uniform (alltoallv)")
+    p.add_argument("--skew-matrix", default=None, help="alltoall per-pair byte matrix file (.npy or .csv)")
+    p.add_argument("--seed", type=int, default=0, help="seed for --skew (default 0)")
     p.add_argument("-J", "--json", dest="json_path", default=None, help="write nccl-tests-style JSON")
     p.add_argument("--out", default=None, help="write the rows as Parquet")
     p.add_argument("--overwrite", action="store_true", help="replace existing output files")
@@ -169,7 +174,8 @@ def register_cli(sub) -> None:
 def _cmd_bench(args: argparse.Namespace) -> int:
     topo = load_topology(args.topology)
     cfg = _validated(BenchConfig(nt.canonical_op(args.op), args.algo, args.gpus, args.model,
-                                 args.datatype, args.channels), topo)
+                                 args.datatype, args.channels, args.proto, args.skew, args.skew_matrix,
+                                 args.seed), topo)
     maxb = args.maxbytes if args.maxbytes is not None else args.minbytes
     sizes = sweep_sizes(args.minbytes, maxb, args.stepfactor, args.stepbytes)
     for path in (args.json_path, args.out):

@@ -104,6 +104,7 @@ class CollectiveRun:
         self._pending: list[tuple] = []  # same-instant arrivals and deliveries, handled as one batch
         self._hist: dict[int, np.ndarray] = {}
         self._count: dict[int, int] = {}
+        self._jumps: list[int] = []  # steps skipped by each fast-forward, in order
         self.stats = {"steps_skipped": 0, "batches": 0}
         self._begin()
 
@@ -124,7 +125,9 @@ class CollectiveRun:
         steps: dict[int, tuple] = {}
         for item in items:
             if item[0] == "deliver":
-                _, ph, g, idx = item
+                _, ph, g, idx, epoch = item
+                if epoch < len(self._jumps):  # submitted before a fast-forward: that step moved on
+                    g += sum(self._jumps[epoch:])
                 prev = steps.get(g)
                 steps[g] = (ph, idx if prev is None else np.concatenate([prev[1], idx]))
         for g in sorted(steps):
@@ -204,11 +207,13 @@ class CollectiveRun:
         routes = ph.routes if idx.size == st.n_transfers and np.array_equal(idx, np.arange(idx.size)) \
             else csr_gather(ph.routes[0], ph.routes[1], idx)
 
+        epoch = len(self._jumps)
+
         def delivered(local: np.ndarray, t: float, idx=idx) -> None:
             if st.overhead_s > 0:
-                self._at(t + st.overhead_s, lambda: self._coalesce(("deliver", ph, g, idx[local])))
+                self._at(t + st.overhead_s, lambda: self._coalesce(("deliver", ph, g, idx[local], epoch)))
             else:
-                self._coalesce(("deliver", ph, g, idx[local]))
+                self._coalesce(("deliver", ph, g, idx[local], epoch))
 
         nbytes = st.nbytes[idx] * st.wire if st.wire != 1.0 else st.nbytes[idx]
         cap = None if np.isinf(st.rate_cap) else st.rate_cap
@@ -279,6 +284,7 @@ class CollectiveRun:
         self._hist = {k + m: v + dt for k, v in self._hist.items()}
         self._count = {k + m: v for k, v in self._count.items()}
         self.stats["steps_skipped"] += m
+        self._jumps.append(m)
         return m, dt
 
 

@@ -1,0 +1,218 @@
+"""From (topology, ranks, op, size, algorithm) to the schedule that runs.
+
+:func:`plan` picks the algorithm (``auto``: NCCL's cost model, :mod:`netsim.collectives.nccl`),
+builds its pure schedule for the group's shape (nodes, GPUs per node) and *shapes* it
+with the chosen protocol: a launch delay (NCCL's base latency), protocol framing on the
+wire, per-channel throughput caps and NCCL's per-hop latency spread over the schedule's
+dependent steps (minus the physical latency the network charges by itself).
+
+>>> from netsim.topology.spec import load_topology  # doctest: +SKIP
+>>> p = plan(load_topology("topologies/dgx-h100.yaml"), range(8), "all_reduce", 1 << 30)  # doctest: +SKIP
+>>> p.label  # doctest: +SKIP
+'nvls/Simple'
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from netsim.collectives import nccl
+from netsim.collectives.fastpath import step_routes
+from netsim.collectives.schedule import Phase, Schedule, Step
+from netsim.errors import InputError
+from netsim.topology.model import Topology
+
+#: ``--algo`` names per op; ``auto`` is always accepted.
+ALGORITHMS: dict[str, tuple[str, ...]] = {
+    "all_reduce": ("ring", "tree", "halving_doubling", "hierarchical", "nvls", "nvls_tree"),
+    "all_gather": ("ring", "halving_doubling", "hierarchical", "nvls"),
+    "reduce_scatter": ("ring", "halving_doubling", "hierarchical", "nvls"),
+    "alltoall": ("direct", "hierarchical", "node_limited"),
+    "broadcast": ("ring",),
+    "reduce": ("ring",),
+    "sendrecv": ("p2p",),
+}
+#: p2p (all-to-all, send/recv) protocol: NCCL uses LL up to NCCL_P2P_LL_THRESHOLD, else Simple.
+P2P_LL_THRESHOLD = 16 << 10
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A schedule ready to run, and why it was chosen."""
+
+    schedule: Schedule
+    algorithm: str
+    protocol: str
+    channels: int
+    predicted_us: float | None  # NCCL's own estimate (None for non-NCCL algorithms)
+
+    @property
+    def label(self) -> str:
+        return f"{self.algorithm}/{self.protocol}"
+
+
+def check_algorithm(op: str, algo: str) -> None:
+    """InputError unless ``algo`` is ``auto`` or available for ``op``."""
+    if algo != "auto" and algo not in ALGORITHMS.get(op, ()):
+        raise InputError(f"algorithm {algo!r} is not available for {op}; expected one of "
+                         f"auto, {', '.join(ALGORITHMS.get(op, ()))}", source="--algo")
+
+
+def plan(topo: Topology, ranks, op: str, nbytes: float, algo: str = "auto", *,
+         channels: int | None = None, protocol: str | None = None, matrix: np.ndarray | None = None,
+         shaped: bool = True) -> Plan:
+    """The schedule for ``op`` of nccl-tests size ``nbytes`` over ``ranks`` (topology ranks).
+
+    channels: NCCL channels (default: NCCL's count for the group, reduced for small sizes).
+    protocol: force LL / LL128 / Simple (default: NCCL's choice).
+    matrix: per-pair bytes for all-to-all (alltoallv).
+    shaped: apply protocol effects (False: the bare algorithm on the bare network).
+    """
+    ranks = np.asarray(ranks, dtype=np.int64)
+    check_algorithm(op, algo)
+    n = int(ranks.size)
+    info = nccl.CommInfo.from_topology(topo, ranks, channels)
+    g = info.local_size if _node_aligned(ranks, info.local_size) else None
+    if op in ("alltoall", "sendrecv"):
+        return _p2p_plan(topo, ranks, op, nbytes, algo, info, g, matrix, protocol, shaped)
+    if algo == "auto":
+        choice = nccl.choose(op, nbytes, info)
+    else:
+        choice = nccl.protocol_for(algo, op, nbytes, info)
+    if protocol is not None:
+        choice = _with_protocol(choice, op, nbytes, info, protocol)
+    name = algo if algo != "auto" else choice.algorithm
+    nc = channels if channels is not None else choice.channels
+    sched, depth, sched_channels = _build(op, name, n, nbytes, g, nc, choice.protocol)
+    if not shaped:
+        return Plan(sched, name, "none", sched_channels, None)
+    sched = shape(sched, topo, ranks, choice, depth, nc, sched_channels, f"{name}/{choice.protocol}")
+    return Plan(sched, name, choice.protocol, nc, choice.time_us if name == choice.algorithm else None)
+
+
+def _node_aligned(ranks: np.ndarray, g: int) -> bool:
+    """Whole nodes, in order: ranks are k·g .. k·g+g-1 for consecutive node slots."""
+    n = ranks.size
+    if g <= 1 or n <= g or n % g:
+        return False
+    local = ranks.reshape(-1, g)
+    return bool((local - local[:, :1] == np.arange(g)).all() and (local[:, 0] % g == 0).all())
+
+
+def _with_protocol(choice, op, nbytes, info, protocol):
+    if protocol not in nccl.PROTOCOLS:
+        raise InputError(f"expected one of {', '.join(nccl.PROTOCOLS)}, got {protocol!r}", source="--proto")
+    for c in nccl.candidates(op, nbytes, info) + nccl.candidates("all_reduce", nbytes, info):
+        if c.algorithm == choice.algorithm and c.protocol == protocol:
+            return c
+    raise InputError(f"{choice.algorithm} has no {protocol} protocol in NCCL", source="--proto")
+
+
+def _build(op: str, name: str, n: int, nbytes: float, g: int | None, nc: int, proto: str):
+    """(schedule, dependent steps one piece of data crosses, channels inside the schedule)."""
+    from netsim.collectives import chain, ring
+    if name == "ring":
+        if op == "broadcast":
+            s = chain.chain_broadcast(n, nbytes)
+            return s, n - 1, 1
+        if op == "reduce":
+            s = chain.chain_reduce(n, nbytes)
+            return s, n - 1, 1
+        fn = {"all_reduce": ring.ring_all_reduce, "all_gather": ring.ring_all_gather,
+              "reduce_scatter": ring.ring_reduce_scatter}[op]
+        s = fn(n, nbytes, channels=nc, local_size=g)
+        return s, s.n_steps, nc
+    if name == "tree":
+        from netsim.collectives.tree import tree_all_reduce
+        s1 = tree_all_reduce(n, nbytes, local_size=g or 1, chunks=1)
+        s = tree_all_reduce(n, nbytes, local_size=g or 1, chunks=_pieces(nbytes, nc, proto))
+        return s, s1.n_steps, 1
+    if name == "halving_doubling":
+        from netsim.collectives import halving_doubling as hd
+        fn = {"all_reduce": hd.hd_all_reduce, "all_gather": hd.hd_all_gather,
+              "reduce_scatter": hd.hd_reduce_scatter}[op]
+        s = fn(n, nbytes)
+        return s, s.n_steps, 1
+    if name == "hierarchical":
+        if g is None:
+            raise InputError("hierarchical needs whole nodes: a multiple of the GPUs per node, "
+                             "node-aligned", source="--gpus")
+        from netsim.collectives.hierarchical import hierarchical
+        s = hierarchical(op, n, nbytes, local_size=g, channels=nc)
+        return s, s.n_steps, nc
+    if name == "nvls":
+        from netsim.collectives import nvls
+        fn = {"all_reduce": nvls.nvls_all_reduce, "all_gather": nvls.nvls_all_gather,
+              "reduce_scatter": nvls.nvls_reduce_scatter}[op]
+        s1 = fn(n, nbytes, chunks=1)
+        s = fn(n, nbytes, chunks=_pieces(nbytes, nc, proto))
+        return s, s1.n_steps, 1
+    if name == "nvls_tree":
+        if g is None:
+            raise InputError("nvls_tree needs whole nodes", source="--gpus")
+        from netsim.collectives.nvls import nvls_tree_all_reduce
+        s = nvls_tree_all_reduce(n, nbytes, local_size=g)
+        return s, s.n_steps, 1
+    raise InputError(f"unknown algorithm {name!r}", source="--algo")
+
+
+def _pieces(nbytes: float, nc: int, proto: str) -> int:
+    """Pipeline pieces: one NCCL chunk per channel per piece, 1..64."""
+    return int(max(1, min(64, np.ceil(nbytes / (nc * nccl.CHUNK_BYTES[proto])))))
+
+
+def _p2p_plan(topo, ranks, op, nbytes, algo, info, g, matrix, protocol, shaped) -> Plan:
+    from netsim.collectives import direct
+    n = int(ranks.size)
+    name = "direct" if algo == "auto" else algo
+    if op == "sendrecv":
+        sched, name = direct.send_recv(n, nbytes), "p2p"
+    elif name == "direct":
+        if matrix is not None:
+            from netsim.collectives.alltoall import alltoallv
+            sched = alltoallv(n, matrix)
+        else:
+            sched = direct.direct_all_to_all(n, nbytes)
+    elif name == "hierarchical":
+        if g is None:
+            raise InputError("hierarchical all-to-all needs whole nodes", source="--gpus")
+        from netsim.collectives.alltoall import hierarchical_all_to_all
+        sched = hierarchical_all_to_all(n, nbytes, local_size=g, matrix=matrix)
+    else:
+        if g is None:
+            raise InputError("node_limited all-to-all needs whole nodes", source="--gpus")
+        from netsim.collectives.alltoall import node_limited_all_to_all
+        from netsim.collectives.skew import skewed_matrix
+        m = matrix if matrix is not None else skewed_matrix(n, nbytes, "uniform")
+        sched = node_limited_all_to_all(n, m, local_size=g)
+    proto = protocol or ("LL" if nbytes / max(n, 1) <= P2P_LL_THRESHOLD else "Simple")
+    if not shaped:
+        return Plan(sched, name, "none", 1, None)
+    p = nccl.PROTOCOLS.index(proto)
+    inter = info.nnodes > 1
+    hop = nccl._HW_LAT["net" if inter else "nvlink"]["ring"][p]
+    choice = nccl.Choice(name, proto, float("nan"), nccl._BASE_LAT["ring"][p] + hop, nccl._BASE_LAT["ring"][p],
+                         0.0, info.channels, float("inf"))
+    sched = shape(sched, topo, ranks, choice, max(sched.n_steps, 1), info.channels, 1, f"{name}/{proto}")
+    return Plan(sched, name, proto, info.channels, None)
+
+
+def shape(sched: Schedule, topo: Topology, ranks: np.ndarray, choice: nccl.Choice, depth: int,
+          nc: int, sched_channels: int, label: str) -> Schedule:
+    """Apply a protocol: launch delay, wire framing, channel caps, per-hop latency."""
+    wire = nccl.WIRE[choice.protocol]
+    per_step = max(0.0, (choice.latency_us - choice.base_us) * 1e-6 / max(depth, 1))
+    cap = choice.channel_cap_GBps * 1e9 * wire * nc / max(sched_channels, 1)
+    phases = [Phase(Step.delay(choice.base_us * 1e-6))] if choice.base_us > 0 else []
+    for ph in sched.phases:
+        st = ph.step
+        if st.n_transfers == 0:
+            phases.append(ph)
+            continue
+        indptr, links = step_routes(topo, ranks, st)
+        phys = float(topo.path_latency(indptr, links).max()) if links.size else 0.0
+        phases.append(Phase(replace(st, overhead_s=st.overhead_s + max(0.0, per_step - phys), wire=wire,
+                                    rate_cap=min(st.rate_cap, cap)), ph.repeat))
+    return Schedule(sched.op, label, sched.nranks, sched.nbytes, tuple(phases))
