@@ -10,7 +10,7 @@ from netsim.workload.chakra import read_et
 from netsim.workload.chakra_schema import CommType, NodeType
 from netsim.workload.cli import simulate
 from netsim.workload.generate import MODEL_PRESETS, ModelSpec, generate_llm, load_model_spec, write_llm_workload
-from netsim.workload.generate.llm import one_f_one_b
+from netsim.workload.generate.llm import stage_layers, one_f_one_b
 
 TOPO = Path(__file__).resolve().parents[1] / "topologies" / "dgx-h100.yaml"
 SMALL = ModelSpec("small", layers=4, hidden=1024, ffn=4096, heads=16, vocab=32000)
@@ -115,9 +115,17 @@ def test_pp1_tp1_dp1_is_pure_compute():
     assert all(n.type == NodeType.COMP_NODE for n in per_rank[0])
 
 
+def test_uneven_pipeline_split_follows_llama3():
+    assert [len(r) for r in stage_layers(126, 16)] == [7] + [8] * 14 + [7]
+    assert [len(r) for r in stage_layers(4, 3)] == [1, 2, 1]
+    per_rank, _ = generate_llm(SMALL, tp=1, pp=3, dp=1, microbatches=2, seq=64)
+    fwd = [sum(".fwd." in n.name and n.name.endswith(".attn") for n in nodes) for nodes in per_rank]
+    assert fwd == [2, 4, 2]  # 2 microbatches x layers of the stage
+
+
 def test_bad_arguments():
     with pytest.raises(InputError):
-        generate_llm(SMALL, tp=1, pp=3, dp=1, microbatches=2, seq=64)
+        generate_llm(SMALL, tp=1, pp=5, dp=1, microbatches=2, seq=64)
     with pytest.raises(InputError):
         generate_llm(SMALL_MOE, tp=1, pp=1, dp=4, ep=3, microbatches=2, seq=64)
     with pytest.raises(InputError):

@@ -33,6 +33,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Mapping
 
+import numpy as np
+
 from netsim.errors import InputError
 from netsim.workload.chakra import write_workload
 from netsim.workload.chakra_schema import CommType, NodeType
@@ -225,6 +227,26 @@ class _Builder:
                   comm_size=int(size), is_cpu_op=False)
 
 
+def stage_layers(layers: int, pp: int) -> list[range]:
+    """Layers of each pipeline stage.  Uneven counts follow Llama 3 (arXiv:2407.21783 §3.3.2):
+    every stage gets ``ceil(layers/pp)`` and the surplus is taken from the first and last
+    stages (which also hold the embedding and the LM head), alternately.
+
+    >>> [len(r) for r in stage_layers(126, 16)]
+    [7, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 7]
+    """
+    counts = [-(-layers // pp)] * pp
+    surplus, i = sum(counts) - layers, 0
+    while surplus:
+        stage = i // 2 if i % 2 == 0 else pp - 1 - i // 2
+        if counts[stage] > 1:
+            counts[stage] -= 1
+            surplus -= 1
+        i = (i + 1) % (2 * pp)
+    starts = np.concatenate(([0], np.cumsum(counts)))
+    return [range(int(a), int(b)) for a, b in zip(starts[:-1], starts[1:])]
+
+
 def one_f_one_b(stage: int, pp: int, microbatches: int) -> list[tuple[str, int]]:
     """The 1F1B order of one stage: a list of ``("F" | "B", microbatch)``.
 
@@ -275,9 +297,8 @@ def generate_llm(spec: ModelSpec | str, *, tp: int, pp: int, dp: int, ep: int = 
     spec = load_model_spec(spec)
     _check_positive(tp=tp, pp=pp, dp=dp, ep=ep, microbatches=microbatches, seq=seq, micro_batch=micro_batch,
                     dtype_bytes=dtype_bytes)
-    if spec.layers % pp:
-        raise InputError(f"{spec.layers} layers do not split evenly over pp={pp} stages", source="argument",
-                         field="pp")
+    if spec.layers < pp:
+        raise InputError(f"{spec.layers} layers cannot fill pp={pp} stages", source="argument", field="pp")
     if dp % ep:
         raise InputError(f"ep={ep} must divide dp={dp}", source="argument", field="ep")
     if spec.is_moe and spec.experts % ep:
@@ -288,7 +309,7 @@ def generate_llm(spec: ModelSpec | str, *, tp: int, pp: int, dp: int, ep: int = 
 
     tokens = micro_batch * seq
     act = tokens * spec.hidden * dtype_bytes
-    per_stage = spec.layers // pp
+    stages = stage_layers(spec.layers, pp)
     local_experts = spec.experts // ep if spec.is_moe else 0
     attn_ops = 2 * tokens * spec.attn_params // tp
     attn_w = spec.attn_params * dtype_bytes // tp
@@ -337,7 +358,7 @@ def generate_llm(spec: ModelSpec | str, *, tp: int, pp: int, dp: int, ep: int = 
             if phase == "F":
                 if not first:
                     b.recv(f"mb{m}.recv_act", prev_rank, 2 * m, act, r)
-                for layer in range(stage * per_stage, (stage + 1) * per_stage):
+                for layer in stages[stage]:
                     attention(f"mb{m}.fwd.L{layer}", 1)
                     mlp(f"mb{m}.fwd.L{layer}", 1)
                 if last:
@@ -349,13 +370,13 @@ def generate_llm(spec: ModelSpec | str, *, tp: int, pp: int, dp: int, ep: int = 
                     b.comp(f"mb{m}.bwd.lm_head", 4 * tokens * embed_params // tp, embed_params * dtype_bytes // tp)
                 else:
                     b.recv(f"mb{m}.recv_grad", next_rank, 2 * m + 1, act, r)
-                for layer in reversed(range(stage * per_stage, (stage + 1) * per_stage)):
+                for layer in reversed(stages[stage]):
                     mlp(f"mb{m}.bwd.L{layer}", 2)
                     attention(f"mb{m}.bwd.L{layer}", 2)
                 if not first:
                     b.send(f"mb{m}.send_grad", prev_rank, 2 * m + 1, act, r)
         if "dp" in g:
-            params = per_stage * layer_params + embed_params * (int(first) + int(last))
+            params = len(stages[stage]) * layer_params + embed_params * (int(first) + int(last))
             b.coll("dp.grad_allreduce", CommType.ALL_REDUCE, params * dtype_bytes // tp, g["dp"])
         per_rank.append(b.nodes)
     return per_rank, groups
