@@ -19,7 +19,7 @@ def test_generate_then_run(tmp_path, capsys):
 
 
 def test_bad_parallelism_is_one_line(tmp_path, capsys):
-    assert main(["workload", "llm", "--model", "llama3-70b", "--tp", "2", "--pp", "3", "--dp", "1",
+    assert main(["workload", "llm", "--model", "llama3-70b", "--tp", "2", "--pp", "100", "--dp", "1",
                  "--out", str(tmp_path / "x")]) == 2
     err = capsys.readouterr().err.strip()
-    assert "pp=3" in err and "\n" not in err
+    assert "pp=100" in err and "\n" not in err
