@@ -1,0 +1,226 @@
+"""``netsim astra``: ASTRA-sim's command line as a drop-in, plus ``export`` and ``compare``.
+
+::
+
+    netsim astra --workload-configuration=PREFIX --system-configuration=SYS.json \\
+                 --network-configuration=NET.yml [--remote-memory-configuration=MEM.json] \\
+                 [--comm-group-configuration=GROUPS.json] [--out DIR] [--model analytical|congestion-aware|flow]
+    netsim astra export --topology TOPO.yaml --out DIR
+    netsim astra compare --astra-bin PATH ...the same flags... [--out DIR]
+
+Flags take ``--flag=value`` or ``--flag value``.  Unknown flags are accepted with a
+note on stderr (ASTRA-sim's parser accepts them silently).  Results go to stdout as
+ASTRA-sim's lines; notes go to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from netsim.errors import InputError
+
+#: ASTRA-sim's analytical frontend flags (``CmdLineParser.cc``) and their defaults.
+ASTRA_FLAGS = {"workload-configuration": None, "system-configuration": None, "network-configuration": None,
+               "remote-memory-configuration": None, "comm-group-configuration": "empty",
+               "logging-configuration": "empty", "logging-folder": "log", "num-queues-per-dim": "1",
+               "compute-scale": "1", "comm-scale": "1", "injection-scale": "1", "rendezvous-protocol": "false"}
+_BOOL = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # noqa: D401 - argparse API
+        raise InputError(message, source=self.prog)
+
+
+def register_cli(sub) -> None:
+    """Add ``netsim astra`` (its own parser: every ``--flag`` is handed over untouched)."""
+    p = sub.add_parser("astra", prefix_chars="+", add_help=False,
+                       help="ASTRA-sim drop-in: run its inputs (--workload-configuration=... etc.), "
+                            "'export' a topology, 'compare' with the real binary")
+    p.add_argument("argv", nargs="*")
+    p.set_defaults(func=lambda args: main(args.argv))
+
+
+def _astra_parser(prog: str, required: bool = True) -> _Parser:
+    p = _Parser(prog=prog, allow_abbrev=False, description="ASTRA-sim inputs, ASTRA-sim results.")
+    for flag, default in ASTRA_FLAGS.items():
+        kw = {"default": default, "metavar": "VALUE"}
+        if default is None and flag != "remote-memory-configuration":
+            kw["required"] = required
+        if flag == "rendezvous-protocol":
+            kw.update(nargs="?", const="true")
+        p.add_argument(f"--{flag}", **kw)
+    p.add_argument("--model", default=None, choices=["analytical", "congestion-aware", "flow"],
+                   help="network model (default analytical: ASTRA-sim's congestion-unaware backend)")
+    p.add_argument("--engine", default="auto", choices=["auto", "full", "symmetric"],
+                   help="simulate every rank, or one rank of a rank-symmetric run (auto: when exact)")
+    p.add_argument("--out", default=None, help="also write the results dataset (Parquet) to this folder")
+    p.add_argument("--overwrite", action="store_true", help="replace this run in --out")
+    return p
+
+
+def main(argv: list[str]) -> int:
+    """Entry of ``netsim astra ...``; returns the exit status."""
+    argv = [a for a in argv if a != "--debug"]
+    if argv and argv[0] == "export":
+        return _export(argv[1:])
+    if argv and argv[0] == "compare":
+        return _compare(argv[1:])
+    args, opts = parse_astra_args(_astra_parser("netsim astra"), argv)
+    res = run_from_args(args, opts)
+    sys.stdout.write("\n".join(res.lines()) + "\n")
+    if args.out:
+        path = write_dataset(args.out, res, opts, args, overwrite=args.overwrite)
+        _note(f"wrote the results dataset to {path}")
+    return 0
+
+
+def parse_astra_args(parser: _Parser, argv: list[str]):
+    """Parse, note unknown flags (accepted like ASTRA-sim does), validate values."""
+    args, unknown = parser.parse_known_args(argv)
+    for extra in unknown:
+        _note(f"ignoring unknown option {extra!r} (ASTRA-sim accepts unknown options silently)")
+    try:
+        opts = {"num_queues_per_dim": int(args.num_queues_per_dim),
+                "injection_scale": float(args.injection_scale)}
+        for flag in ("compute_scale", "comm_scale"):
+            if float(getattr(args, flag)) != 1.0:
+                _note(f"--{flag.replace('_', '-')} is unused by ASTRA-sim's analytical frontend; ignored")
+    except ValueError as exc:
+        raise InputError(f"expected a number ({exc})", source="netsim astra") from None
+    value = str(args.rendezvous_protocol).lower()
+    if value not in _BOOL:
+        raise InputError(f"expected true or false, got {args.rendezvous_protocol!r}", source="--rendezvous-protocol")
+    opts["rendezvous"] = _BOOL[value]
+    if args.logging_configuration != "empty" or args.logging_folder != "log":
+        _note("--logging-configuration/--logging-folder: netsim prints the info-level lines and writes no log.log")
+    return args, opts
+
+
+def run_from_args(args, opts):
+    """Run what the parsed flags describe (notes to stderr)."""
+    from netsim.astra.run import run_astra
+
+    res = run_astra(args.workload_configuration, args.system_configuration, args.network_configuration,
+                    args.remote_memory_configuration, args.comm_group_configuration, model=args.model or "analytical",
+                    engine=args.engine, **opts)
+    for note in res.notes:
+        _note(note)
+    return res
+
+
+def dataset_config(res, opts: dict, args) -> dict:
+    """The run's configuration as stored in the ``runs`` table (absolute paths)."""
+    def path(p):
+        return None if p is None or p == "empty" else str(Path(p).resolve())
+
+    return {"tool": "netsim astra", "workload": path(args.workload_configuration),
+            "system": path(args.system_configuration), "network": path(args.network_configuration),
+            "remote_memory": path(args.remote_memory_configuration), "comm_groups": path(args.comm_group_configuration),
+            "model": args.model or "analytical", **opts}
+
+
+def write_dataset(out: str, res, opts: dict, args, *, overwrite: bool = False, extra: dict | None = None) -> Path:
+    """``ranks``, ``ops`` and ``runs`` tables of one run (plus ``extra`` tables) via netsim.results.dataset."""
+    import pandas as pd
+
+    from netsim.results.dataset import run_id_for, runs_row, write_run
+
+    config = dataset_config(res, opts, args)
+    rid = run_id_for(config)
+    tables = {"ranks": ranks_table(res), "ops": ops_table(res), **(extra or {})}
+    tables["runs"] = runs_row(config, wall_time_s=res.stats.get("wall_s", float("nan")), engine=res.engine)
+    write_run(out, rid, {k: v if not isinstance(v, list) else pd.DataFrame(v) for k, v in tables.items()},
+              config, overwrite=overwrite)
+    return Path(out)
+
+
+def ranks_table(res):
+    """One row per rank: finish, GPU compute, comm busy time, exposed comm, idle (ns)."""
+    import numpy as np
+    import pandas as pd
+
+    n = res.npus
+    idle = []
+    for r in range(n):
+        rows = res.rows.get(r, res.rows.get(0, []))
+        busy = _union([(row[6], row[7]) for row in rows])
+        idle.append(float(res.finish[r]) - busy)
+    comm = res.times.get("Comm", np.zeros(n))
+    return pd.DataFrame({"rank": np.arange(n, dtype=np.int32), "finish_ns": res.finish.astype(float),
+                         "compute_ns": res.gpu.astype(float), "comm_ns": np.asarray(comm, dtype=float),
+                         "exposed_comm_ns": res.exposed.astype(float), "idle_ns": idle,
+                         "ops": [len(res.rows.get(r, res.rows.get(0, []))) for r in range(n)]})
+
+
+def ops_table(res):
+    """One row per executed node (rank 0's rows stand for every rank of a symmetric run)."""
+    import pandas as pd
+
+    recs = []
+    for r in range(res.npus):
+        ids = res.ids.get(r)
+        for row, nid, name, kind, op, nbytes, s, e in res.rows.get(r, res.rows.get(0, [])):
+            recs.append((r, nid if ids is None else int(ids[row]), name, kind, op, nbytes, float(s), float(e)))
+    return pd.DataFrame(recs, columns=["rank", "node_id", "name", "kind", "comm_type", "bytes", "start_ns", "end_ns"])
+
+
+def _union(iv: list[tuple]) -> float:
+    from netsim.astra.workload import _union as union
+
+    return float(union(iv))
+
+
+def _note(text: str) -> None:
+    print(f"netsim astra: note: {text}", file=sys.stderr)
+
+
+def _export(argv: list[str]) -> int:
+    from netsim.astra.export import export_topology
+
+    p = _Parser(prog="netsim astra export", allow_abbrev=False,
+                description="write ASTRA-sim network YAML + system JSON approximating a netsim topology")
+    p.add_argument("--topology", required=True, help="netsim topology YAML (or ASTRA-sim network YAML)")
+    p.add_argument("--out", required=True, help="output folder (network.yml, system.json, remote_memory.json)")
+    p.add_argument("--overwrite", action="store_true", help="replace existing files in --out")
+    args = p.parse_args(argv)
+    written, lost = export_topology(args.topology, args.out, overwrite=args.overwrite)
+    for f in written:
+        print(f"wrote {f}")
+    for line in lost:
+        print(f"approximation: {line}")
+    return 0
+
+
+def _compare(argv: list[str]) -> int:
+    from netsim.astra.compare import compare
+
+    p = _astra_parser("netsim astra compare")
+    p.add_argument("--astra-bin", default=os.environ.get("ASTRA_SIM_BIN"),
+                   help="ASTRA-sim binary (default: $ASTRA_SIM_BIN)")
+    p.add_argument("--timeout", type=float, default=3600.0, help="seconds to wait for the binary")
+    args, opts = parse_astra_args(p, argv)
+    summary = compare(args, opts, _astra_argv(argv))
+    print(summary)
+    return 0
+
+
+def _astra_argv(argv: list[str]) -> list[str]:
+    """The ASTRA-sim flags among ``argv``, as ``--flag=value`` (netsim's own flags dropped)."""
+    out, i = [], 0
+    while i < len(argv):
+        a = argv[i]
+        name = a[2:].split("=", 1)[0] if a.startswith("--") else None
+        if name in ASTRA_FLAGS:
+            if "=" in a:
+                out.append(a)
+            elif name == "rendezvous-protocol" and (i + 1 >= len(argv) or argv[i + 1].startswith("--")):
+                out.append(f"--{name}=true")
+            else:
+                out.append(f"--{name}={argv[i + 1]}" if i + 1 < len(argv) else a)
+                i += 1
+        i += 1
+    return out

@@ -1,0 +1,135 @@
+"""ASTRA-sim's congestion-aware analytical backend: store-and-forward, one FIFO per link.
+
+(astra-network-analytical ``congestion_aware/{Link,Device,Chunk}.cpp``, our own code.)
+Links are unidirectional.  A message ("chunk") follows its route hop by hop; at each
+hop it waits for the link (first come, first served), occupies it for
+``trunc(size / bw)`` ns and reaches the next device ``trunc(latency + size / bw)`` ns
+after it started: every hop pays the full serialization, there is no packetization
+and a switch has no internal limit.  Routes: Ring takes the shorter direction
+(clockwise on ties), FullyConnected is direct, Switch goes NPU -> switch -> NPU.
+Like ASTRA-sim 518bd513 this backend is 1-D only.
+
+:class:`StoreAndForward` is the ``transmit`` callable of netsim's ASTRA-sim system
+layer; :class:`StoreAndForwardNetwork` puts the same model behind netsim's
+:class:`~netsim.network.base.Network` seam so netsim's own collectives can use it.
+
+>>> from netsim.astra.engine import AstraNetwork, HeapClock, NetDim
+>>> clock = HeapClock()
+>>> links = StoreAndForward(clock, AstraNetwork("x", (NetDim("Switch", 4, 50.0, 500.0),)))
+>>> done = []
+>>> for dst in (1, 2):
+...     links(0, dst, 32768, lambda: done.append(clock.now))
+>>> clock.run(); done          # the second message queues behind the first on NPU 0's up-link
+[2220, 2830]
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Callable
+
+import numpy as np
+
+from netsim.astra.engine import AstraNetwork, SimPyClock, load_network
+from netsim.errors import InputError
+from netsim.network.base import Network
+
+
+class _Link:
+    __slots__ = ("clock", "lat", "bw", "busy", "pending", "owner")
+
+    def __init__(self, clock, lat: float, bw: float, owner: "StoreAndForward"):
+        self.clock, self.lat, self.bw, self.owner = clock, lat, bw, owner
+        self.busy = False
+        self.pending: deque = deque()
+
+    def send(self, chunk: list) -> None:
+        if self.busy:
+            self.pending.append(chunk)
+        else:
+            self._transmit(chunk)
+
+    def _transmit(self, chunk: list) -> None:
+        self.busy = True
+        now, size = self.clock.now, chunk[2]
+        self.clock.at(now + int(self.lat + float(size) / self.bw), lambda: self.owner._arrived(chunk))
+        self.clock.at(now + int(float(size) / self.bw), self._free)
+
+    def _free(self) -> None:
+        self.busy = False
+        if self.pending:
+            self._transmit(self.pending.popleft())
+
+
+class StoreAndForward:
+    """``transmit(src, dst, size, on_arrival)`` of the congestion-aware model (1-D networks)."""
+
+    def __init__(self, clock, net: AstraNetwork):
+        if len(net.dims) != 1:
+            raise InputError(f"the congestion-aware model supports 1-D networks only, got {len(net.dims)} "
+                             "dimension(s) (ASTRA-sim's congestion-aware backend exits with status 255); use "
+                             "--model analytical or --model flow", source=net.source, field="topology")
+        d = net.dims[0]
+        self.clock, self.kind, self.n = clock, d.kind, d.npus
+        self.bw = d.bw * (1 << 30) / 1_000_000_000
+        self.lat = d.latency
+        self.links: dict[tuple[int, int], _Link] = {}
+
+    def route(self, src: int, dst: int) -> list[int]:
+        """Device ids from ``src`` to ``dst`` (the switch of a Switch network is device ``n``)."""
+        if self.kind == "Switch":
+            return [src, self.n, dst]
+        if self.kind == "FullyConnected":
+            return [src, dst]
+        cw = (dst - src) % self.n
+        step = -1 if self.n - cw < cw else 1
+        path, cur = [src], src
+        while cur != dst:
+            cur = (cur + step) % self.n
+            path.append(cur)
+        return path
+
+    def _link(self, a: int, b: int) -> _Link:
+        link = self.links.get((a, b))
+        if link is None:
+            link = self.links[(a, b)] = _Link(self.clock, self.lat, self.bw, self)
+        return link
+
+    def __call__(self, src: int, dst: int, size: int, on_arrival: Callable[[], None]) -> None:
+        route = self.route(src, dst)
+        chunk = [route, 0, size, on_arrival]
+        self._link(route[0], route[1]).send(chunk)
+
+    def _arrived(self, chunk: list) -> None:
+        chunk[1] += 1
+        route, i = chunk[0], chunk[1]
+        if i == len(route) - 1:
+            chunk[3]()
+        else:
+            self._link(route[i], route[i + 1]).send(chunk)
+
+
+class StoreAndForwardNetwork(Network):
+    """The store-and-forward model behind netsim's :class:`~netsim.network.base.Network` seam
+    (a topology loaded from a 1-D ASTRA-sim network YAML; sizes are rounded up to bytes)."""
+
+    model = "congestion-aware"
+
+    def __init__(self, env, topo):
+        super().__init__(env, topo)
+        self._links = StoreAndForward(SimPyClock(env), load_network(topo))
+
+    def can_shift(self, owner: object) -> bool:
+        """Never: link queues are real state, fast-forward would corrupt them."""
+        return False
+
+    def submit(self, src, dst, nbytes, on_done, key=None, routes=None) -> None:
+        """See :meth:`Network.submit` (one store-and-forward chunk per transfer)."""
+        src, dst = np.asarray(src, np.int64), np.asarray(dst, np.int64)
+        nbytes = np.asarray(nbytes, dtype=np.float64)
+        self.stats["transfers"] += int(src.size)
+        for i, (s, d, b) in enumerate(zip(src.tolist(), dst.tolist(), nbytes.tolist())):
+            if s == d or b <= 0:
+                self._deliver(np.array([i]), np.array([self.env.now]), on_done)
+            else:
+                self._links(s, d, int(np.ceil(b)), lambda i=i: on_done(np.array([i]), self.env.now))

@@ -1,0 +1,349 @@
+"""Python API of ``netsim astra``: run a Chakra workload with ASTRA-sim's semantics.
+
+>>> from netsim.astra import run_astra                                     # doctest: +SKIP
+>>> res = run_astra("microbenchmarks/all_reduce/8npus_1MB/all_reduce",     # doctest: +SKIP
+...                 "Ring_4chunks.json", "Ring_8npus.yml")
+>>> res.finish.tolist()                                                    # doctest: +SKIP
+[64440, 64440, 64440, 64440, 64440, 64440, 64440, 64440]
+
+Models: ``analytical`` (ASTRA-sim's congestion-unaware backend, exact), ``congestion-aware``
+(its store-and-forward per-link FIFO backend, 1-D networks) and ``flow`` (netsim's
+max-min fair :class:`~netsim.network.flow.FlowNetwork` on any topology).
+
+Engines: ``full`` simulates every rank.  ``symmetric`` (chosen automatically when it
+is exact: analytical model, identical per-rank traces, world-group collectives with
+ring / direct / halvingDoubling, no point-to-point traffic) simulates rank 0 only and
+mirrors its peers through the network's symmetry (:class:`~netsim.astra.engine.MirrorFabric`),
+so a 4,096-NPU ring costs what one rank costs.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from netsim.astra.custom import CustomAlgorithm, load_custom_table
+from netsim.astra.engine import (AnalyticalLinks, AstraNetwork, Fabric, FlowLinks, HeapClock, MirrorFabric,
+                                 SimPyClock, load_network)
+from netsim.astra.memory import RemoteMemory, RemoteMemoryConfig, load_memory
+from netsim.astra.symmetry import symmetric_mirror
+from netsim.astra.system import OPS, SystemConfig, load_system
+from netsim.astra.sysl import LogicalTopology, RingTopo, Sys
+from netsim.astra.system import Algorithm as Algo
+from netsim.astra.workload import TYPES, Workload
+from netsim.errors import DeadlockError, InputError
+from netsim.workload.groups import CommGroups, _norm
+
+MODELS = ("analytical", "congestion-aware", "flow")
+
+
+@dataclass
+class AstraResult:
+    """Per-rank results in ASTRA-sim's units (cycles = ns); arrays are indexed by rank."""
+
+    finish: np.ndarray
+    exposed: np.ndarray
+    gpu: np.ndarray
+    wall: np.ndarray
+    times: dict[str, np.ndarray]
+    overlap: np.ndarray
+    roofline: np.ndarray | None
+    order: list[int]
+    log: list  # text lines and, where a rank reports, its rank (int)
+    notes: list[str]
+    model: str
+    engine: str
+    stats: dict = field(default_factory=dict)
+    rows: dict[int, list] = field(default_factory=dict)
+    ids: dict[int, np.ndarray] = field(default_factory=dict)  # symmetric runs: every rank's node ids
+
+    @property
+    def npus(self) -> int:
+        return int(self.finish.size)
+
+    def lines(self) -> list[str]:
+        """ASTRA-sim's stdout lines (without log prefixes)."""
+        from netsim.astra.output import format_lines
+
+        return format_lines(self)
+
+
+class Group:
+    """A communicator group: ``members`` in JSON order (ASTRA-sim builds the ring in that order)."""
+
+    def __init__(self, key: str, members: list[int]):
+        self.key, self.members = key, members
+        self.sorted = sorted(set(members))
+        self._pos = {r: i for i, r in enumerate(self.sorted)}
+        self._streams: dict[int, int] = {}
+        self.plans: dict[tuple, tuple] = {}
+
+    def position(self, rank: int) -> int:
+        return self._pos[rank]
+
+    def next_stream(self, rank: int) -> int:
+        n = self._streams.get(rank, 0)
+        self._streams[rank] = n + 1
+        return n
+
+
+class Context:
+    """What all ranks of one run share: configs, clock, network, matching, groups, outputs."""
+
+    def __init__(self, system: SystemConfig, network: AstraNetwork, memory: RemoteMemoryConfig, groups: dict,
+                 model: str, queues_per_dim: int = 1, injection_scale: float = 1.0, rendezvous: bool = False,
+                 mirror=None):
+        if model not in MODELS:
+            raise InputError(f"expected one of {', '.join(MODELS)}, got {model!r}", source="--model")
+        if queues_per_dim < 1:
+            raise InputError(f"expected at least 1, got {queues_per_dim}", source="--num-queues-per-dim")
+        self.system, self.network, self.model = system, network, model
+        self.npus = network.npus
+        self.queues_per_dim, self.rendezvous = queues_per_dim, rendezvous
+        self.endpoint_delay = system.endpoint_delay(injection_scale)
+        if model == "flow":
+            import simpy
+
+            self.clock = SimPyClock(simpy.Environment())
+            transmit = FlowLinks(self.clock, network)
+        else:
+            self.clock = HeapClock()
+            if model == "analytical":
+                transmit = AnalyticalLinks(self.clock, network)
+            else:
+                from netsim.astra.congestion import StoreAndForward
+
+                transmit = StoreAndForward(self.clock, network)
+        self.fabric = Fabric(self.clock, transmit) if mirror is None else MirrorFabric(self.clock, network, mirror)
+        self.sys: dict[int, Sys] = {}
+        self.memory = RemoteMemory(memory, self.npus, lambda r, d, fn: self.sys[r].register(d, fn))
+        self.groups = groups
+        self.log: list[str] = []
+        self.notes: list[str] = []
+        self.reports: list[Workload] = []
+        self._custom: dict[tuple, object] = {}
+
+    def note(self, text: str) -> None:
+        if text not in self.notes:
+            self.notes.append(text)
+
+    def reduction_ns(self, size: int) -> int:
+        bw = self.system.local_mem_bw_GBps * 1000000000
+        if bw <= 0:
+            raise InputError("must be > 0: a reducing message costs 3 * bytes / local-mem-bw (ASTRA-sim divides by "
+                             "zero here)", source=self.system.source, field="local-mem-bw")
+        return 3 * int(float(size) / bw * 1e9)
+
+    # ---------------------------------------------------------- messages
+    def send(self, src: int, dst: int, tag, size: int, cb) -> None:
+        if self.rendezvous:  # an 8,192-byte handshake from the receiver first
+            self.fabric.recv(dst, src, ("r", tag), 8192, lambda: self.fabric.send(src, dst, tag, size, cb))
+        else:
+            self.fabric.send(src, dst, tag, size, cb)
+
+    def recv(self, src: int, dst: int, tag, size: int, cb) -> None:
+        if self.rendezvous:
+            self.fabric.send(dst, src, ("r", tag), 8192, lambda: self.fabric.recv(src, dst, tag, size, cb))
+        else:
+            self.fabric.recv(src, dst, tag, size, cb)
+
+    # -------------------------------------------------------- collectives
+    def group(self, pg_name, rank: int, where: str):
+        """The node's communicator group (None = world); netsim's policy, see the module docs."""
+        if pg_name is None or pg_name == "":
+            return None
+        key = _norm(pg_name)
+        g = self.groups.get(key)
+        if g is None:
+            if key == "0":
+                return None
+            raise InputError(f"pg_name {pg_name!r} names no communicator group (ASTRA-sim: 'communicator group "
+                             "not found'); pass --comm-group-configuration with that id", source=where, field="pg_name")
+        if key == "0":
+            if len(g.sorted) == self.npus:
+                return None
+            self.note("pg_name '0' names the JSON group '0' (a sub-group) here; ASTRA-sim would treat it as the "
+                      "world group (and asserts on a JSON key '0')")
+        if rank not in g._pos:
+            raise InputError(f"rank {rank} issues a collective on group {key!r} {g.sorted} it is not in "
+                             "(ASTRA-sim asserts)", source=where, field="pg_name")
+        return g
+
+    def implementation(self, op: str, node_id: int):
+        cfg = self.system
+        if node_id in cfg.per_node_custom:
+            return cfg.per_node_custom[node_id], "per-node-custom-implementation"
+        if op in cfg.custom:
+            return cfg.custom[op], f"{OPS[op]}-implementation-custom"
+        algos = cfg.algorithms(op)
+        if not algos:
+            raise InputError(f"missing; the workload has a {op.upper()} but the system configuration gives no "
+                             f"algorithm for it (ASTRA-sim throws 'No collective implementation found')",
+                             source=cfg.source, field=f"{OPS[op]}-implementation")
+        return algos, None
+
+    def collective(self, sys: Sys, op, size, involved, group, prio, node_id, done) -> None:
+        if group is None:
+            impl, key = self.implementation(op, node_id)
+            topo, pos, members = sys.logical[op], sys.id, None
+        else:
+            plan = group.plans.get((sys.id, op))
+            if plan is None:
+                impl, key = self.implementation(op, node_id)
+                if len(group.sorted) == self.npus:
+                    topo, involved = sys.logical[op], [True] * 10
+                else:
+                    topo = LogicalTopology.single(RingTopo(len(group.members), members=group.members, local=True))
+                    involved = [True]
+                    n = len(group.members)
+                    self.log.append(f"custom ring, id: {sys.id}, dimension: local total nodes in ring: {n} "
+                                    f"index in ring: {group.members.index(sys.id)} total nodes in ring {n}")
+                    if key is None and len(impl) > 1:
+                        impl = (Algo("ring"),)
+                plan = group.plans[(sys.id, op)] = (impl, key, topo, involved)
+            impl, key, topo, involved = plan
+            pos, members = group.position(sys.id), group.members
+        if key is not None:
+            table = self._custom.get((impl, pos))
+            if table is None:
+                table = self._custom[(impl, pos)] = load_custom_table(impl, pos, key, self.system.source)
+            algo = CustomAlgorithm(table, sys.id, members, size, self)
+            sys.generate(op, size, None, None, involved, prio, group, done, custom=algo)
+        else:
+            sys.generate(op, size, topo, impl, involved, prio, group, done)
+
+    def rank_finished(self, wl: Workload) -> None:
+        self.reports.append(wl)
+        self.log.append(wl.rank)  # where its result lines go
+
+
+def load_groups(path, npus: int) -> dict[str, Group]:
+    """ASTRA-sim comm-group JSON -> groups (validated by :class:`~netsim.workload.groups.CommGroups`)."""
+    if path is None or "empty" in str(path):
+        return {}
+    src = str(path)
+    try:
+        data = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise InputError("no such file", source=src) from None
+    except json.JSONDecodeError as exc:
+        raise InputError(f"not valid JSON ({exc.msg} at line {exc.lineno})", source=src) from None
+    if not isinstance(data, dict):
+        raise InputError("expected an object mapping group ids to rank lists", source=src)
+    CommGroups(data, npus, src)  # validation: non-empty integer lists of existing ranks
+    return {_norm(str(k)): Group(_norm(str(k)), list(v)) for k, v in data.items()}
+
+
+def _tables(workload, npus: int, notes: list[str]) -> dict:
+    if not isinstance(workload, dict):
+        from netsim.astra.traces import read_traces
+
+        return read_traces(workload, npus, notes)
+    missing = [r for r in range(npus) if r not in workload]
+    if missing:
+        raise InputError(f"no trace for rank {missing[0]}; the network has {npus} NPUs and ASTRA-sim reads one "
+                         "trace per NPU", source="--workload-configuration")
+    return {r: workload[r] for r in range(npus)}
+
+
+def run_astra(workload, system, network, memory=None, comm_groups=None, *, model: str = "analytical",
+              num_queues_per_dim: int = 1, injection_scale: float = 1.0, rendezvous: bool = False,
+              engine: str = "auto") -> AstraResult:
+    """Run a workload (trace prefix or {rank: NodeTable}) with ASTRA-sim's system layer.
+
+    ``system``/``network``/``memory``: paths or loaded configs (``network`` may be any
+    netsim topology for ``model="flow"``); ``comm_groups``: comm-group JSON path;
+    ``engine``: ``auto``, ``full`` or ``symmetric`` (see the module docstring).
+    """
+    t0 = time.perf_counter()
+    system = system if isinstance(system, SystemConfig) else load_system(system)
+    network = load_network(network)
+    memory = memory if isinstance(memory, RemoteMemoryConfig) else load_memory(memory)
+    notes = list(system.notes) + list(memory.notes)
+    npus = network.npus
+    tables = _tables(workload, npus, notes)
+    groups = load_groups(comm_groups, npus)
+    if system.track_local_mem:
+        notes.append(_check_inputs(tables[0], system.source))
+    mirror, why = symmetric_mirror(tables, system, network, memory, groups, model, rendezvous)
+    if engine not in ("auto", "full", "symmetric"):
+        raise InputError(f"expected auto, full or symmetric, got {engine!r}", source="--engine")
+    if engine == "symmetric" and mirror is None:
+        raise InputError(f"the symmetric engine does not apply: {why}", source="--engine")
+    use_mirror = mirror if engine != "full" else None
+    ctx = Context(system, network, memory, groups, model, num_queues_per_dim, injection_scale, rendezvous,
+                  use_mirror)
+    ranks = [0] if use_mirror is not None else list(range(npus))
+    loads = []
+    for r in ranks:
+        ctx.sys[r] = Sys(r, ctx)
+        loads.append(Workload(ctx.sys[r], tables[r], ctx))
+    for wl in loads:
+        wl.fire()
+    ctx.clock.run()
+    stuck = [wl for wl in loads if not wl.finished]
+    if stuck:
+        raise DeadlockError(_deadlock(stuck, ctx))
+    res = _collect(ctx, loads, npus, use_mirror is not None)
+    if use_mirror is not None:
+        res.ids = {r: tables[r].id for r in range(npus)}
+    res.notes = notes + ctx.notes
+    res.stats = {"wall_s": time.perf_counter() - t0, "events": ctx.clock.events, "messages": ctx.fabric.messages,
+                 "simulated_ranks": len(ranks)}
+    return res
+
+
+def _check_inputs(table, source: str) -> str:
+    """ASTRA-sim's local-memory tracker needs every node's ``inputs`` tensors (checked on rank 0)."""
+    from netsim.workload.chakra import iter_records
+    from netsim.workload.chakra_schema import chakra_classes
+
+    node_cls = chakra_classes().Node
+    for k, rec in enumerate(iter_records(table.source)):
+        if k == 0:
+            continue  # GlobalMetadata
+        node = node_cls.FromString(rec)
+        if not node.HasField("inputs"):
+            raise InputError(f"track-local-mem 1 needs each node's 'inputs' tensors, but node {node.id} of "
+                             f"{table.source} has none (ASTRA-sim stops with \"Attribute 'inputs' not found in "
+                             f"node {node.id}\"); set it to 0", source=source, field="track-local-mem")
+    return "track-local-mem: netsim does not track local memory (no peak-memory line, no memory trace file)"
+
+
+def _collect(ctx: Context, loads: list[Workload], npus: int, mirrored: bool) -> AstraResult:
+    order = [wl.rank for wl in ctx.reports]
+    stats = {wl.rank: wl.stats for wl in loads}
+    log = ctx.log
+    if mirrored:
+        stats = {r: stats[0] for r in range(npus)}
+        order = list(range(npus))
+        log = [x for x in log if not isinstance(x, int)] + order
+    dtype = np.int64 if ctx.clock.exact else float
+
+    def col(get) -> np.ndarray:
+        vals = [get(stats[r]) for r in range(npus)]
+        return np.array(vals, dtype=object if dtype is np.int64 and max(vals, default=0) >= 2**63 else dtype)
+
+    times = {k: col(lambda s, k=k: s.times.get(k, 0)) for k in TYPES if any(k in s.times for s in stats.values())}
+    roof = None
+    if ctx.system.roofline_enabled:
+        roof = np.array([stats[r].roofline for r in range(npus)], dtype=float)
+    rows = {r: stats[r].rows for r in ([0] if mirrored else range(npus))}
+    return AstraResult(col(lambda s: s.finish), col(lambda s: s.exposed), col(lambda s: s.gpu),
+                       col(lambda s: s.wall), times, col(lambda s: s.overlap), roof, order, log, [], ctx.model,
+                       "symmetric" if mirrored else "full", rows=rows)
+
+
+def _deadlock(stuck: list[Workload], ctx: Context) -> str:
+    lines = [f"deadlock: {len(stuck)} rank(s) never finish (at t = {ctx.clock.now} ns); ASTRA-sim would stop "
+             "without printing their results"]
+    for wl in stuck[:8]:
+        pending = sorted(wl.ongoing | wl.free)[:4]
+        names = ", ".join(f"node {int(wl.t.id[i])} {wl.t.name[i]!r}" for i in pending)
+        lines.append(f"  rank {wl.rank}: waiting on {names}")
+    lines.append(f"  {ctx.fabric.pending()} message(s) without a matching send/receive")
+    return "\n".join(lines)
