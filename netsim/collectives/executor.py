@@ -307,7 +307,9 @@ def run_collective(network: Network, schedule: Schedule, ranks=None, start=None,
         starts = np.full(schedule.nranks, t0) if start is None else np.asarray(start, dtype=float)
         fixed = run_fixed(network, schedule, ranks, starts)
         if fixed is not None:
-            network.env.run(until=max(float(fixed["finish"].max()), t0) if fixed["finish"].size else t0)
+            end = float(fixed["finish"].max()) if fixed["finish"].size else t0
+            if end > network.env.now:
+                network.env.run(until=end)
             stats = {"steps_skipped": fixed["steps_skipped"], "steps_simulated": fixed["steps_simulated"],
                      "mode": "vectorized"}
             return CollectiveResult(schedule, ranks, starts, fixed["finish"], stats)

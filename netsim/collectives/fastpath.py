@@ -30,6 +30,7 @@ from netsim.network.analytical import AnalyticalNetwork
 from netsim.network.base import Network
 from netsim.network.flow import FlowNetwork
 from netsim.network.maxmin import max_min_rates
+from netsim.topology.model import csr_gather
 
 #: Longest step period (in steps) the skip-ahead looks for.
 MAX_PERIOD = 4
@@ -65,25 +66,46 @@ def fixed_durations(net: Network, step: Step, ranks: np.ndarray) -> np.ndarray |
         return None
     indptr, links = step_routes(net.topo, ranks, step)
     lengths = np.diff(indptr)
-    pair = np.repeat(src * net.topo.n_gpus + dst, lengths)
-    order = np.lexsort((pair, links))
-    lk, pr = links[order], pair[order]
-    shared = (lk[1:] == lk[:-1]) & (pr[1:] != pr[:-1])
     cap = None if np.isinf(step.rate_cap) else np.full(src.size, step.rate_cap)
-    rates = max_min_rates(indptr, links, net.topo.link_bw, rate_cap=cap)
-    if shared.any():
-        # Flows of different pairs share links.  Their durations are still fixed when, started
-        # together, they all drain at the same instant (no flow's end frees capacity for
-        # another): exact for ranks in lockstep, as symmetric steps of a lone collective are.
-        moving = (lengths > 0) & (wire > 0)
-        drain = wire[moving] / rates[moving]
-        if drain.size and np.ptp(drain) > 1e-9 * drain.max():
-            return None
-    net.stats["rate_solves"] += 1
+    moving = (lengths > 0) & (wire > 0)
+    drain = _lockstep_drain(net, indptr, links, wire, cap, moving)
+    if drain is None:
+        return None
     lat = net.topo.path_latency(indptr, links)
-    with np.errstate(divide="ignore"):
-        dur = np.where(lengths == 0, 0.0, lat + wire / rates)
-    return np.where(step.nbytes <= 0, 0.0, dur) + step.overhead_s
+    return np.where(lengths == 0, 0.0, lat + drain) + step.overhead_s
+
+
+#: Most rate re-solves one step may need before the executor simulates it event by event.
+MAX_DRAIN_ROUNDS = 8
+
+
+def _lockstep_drain(net, indptr, links, wire, cap, moving) -> np.ndarray | None:
+    """Seconds each transfer of a step needs when they all start together and run alone.
+
+    Max-min rates are solved, the flows that drain first are removed, and the rest re-solved
+    (a handful of rounds for the symmetric patterns of collectives; ``None`` beyond
+    :data:`MAX_DRAIN_ROUNDS`).  Exact when the step's flows do not share links (each drains
+    at its own bottleneck rate whatever the timing) and when ranks run the step in lockstep,
+    as the steps of a collective running alone on a symmetric fabric do.
+    """
+    drain = np.zeros(wire.size)
+    rem = wire.astype(np.float64).copy()
+    active = np.flatnonzero(moving)
+    t = 0.0
+    for _ in range(MAX_DRAIN_ROUNDS):
+        if not active.size:
+            return drain
+        ip, lk = csr_gather(indptr, links, active)
+        rates = max_min_rates(ip, lk, net.topo.link_bw, rate_cap=None if cap is None else cap[active])
+        net.stats["rate_solves"] += 1
+        left = rem[active] / rates
+        dt = float(left.min())
+        done = left <= dt * (1 + 1e-9)
+        t += dt
+        drain[active[done]] = t
+        rem[active] -= rates * dt
+        active = active[~done]
+    return drain if not active.size else None
 
 
 class _Index:

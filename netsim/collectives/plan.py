@@ -111,7 +111,11 @@ def _with_protocol(choice, op, nbytes, info, protocol):
 
 
 def _build(op: str, name: str, n: int, nbytes: float, g: int | None, nc: int, proto: str):
-    """(schedule, dependent steps one piece of data crosses, channels inside the schedule)."""
+    """(schedule, steps that share NCCL's latency, channels inside the schedule).
+
+    NCCL's latency (base + per-hop terms) is spread over every step of the schedule, so the
+    shaped run pays exactly NCCL's latency and pipelined schedules keep their bandwidth:
+    (pieces + depth - 1) steps of one piece each approach S/B as pieces grow."""
     from netsim.collectives import chain, ring
     if name == "ring":
         if op == "broadcast":
@@ -126,9 +130,9 @@ def _build(op: str, name: str, n: int, nbytes: float, g: int | None, nc: int, pr
         return s, s.n_steps, nc
     if name == "tree":
         from netsim.collectives.tree import tree_all_reduce
-        s1 = tree_all_reduce(n, nbytes, local_size=g or 1, chunks=1)
-        s = tree_all_reduce(n, nbytes, local_size=g or 1, chunks=_pieces(nbytes, nc, proto))
-        return s, s1.n_steps, 1
+        ch = max(1, min(nc, g or 1))  # channel chains start on different GPUs, hence NICs
+        s = tree_all_reduce(n, nbytes, local_size=g or 1, chunks=_pieces(nbytes, nc, proto), channels=ch)
+        return s, s.n_steps, ch
     if name == "halving_doubling":
         from netsim.collectives import halving_doubling as hd
         fn = {"all_reduce": hd.hd_all_reduce, "all_gather": hd.hd_all_gather,
@@ -146,9 +150,8 @@ def _build(op: str, name: str, n: int, nbytes: float, g: int | None, nc: int, pr
         from netsim.collectives import nvls
         fn = {"all_reduce": nvls.nvls_all_reduce, "all_gather": nvls.nvls_all_gather,
               "reduce_scatter": nvls.nvls_reduce_scatter}[op]
-        s1 = fn(n, nbytes, chunks=1)
         s = fn(n, nbytes, chunks=_pieces(nbytes, nc, proto))
-        return s, s1.n_steps, 1
+        return s, s.n_steps, 1
     if name == "nvls_tree":
         if g is None:
             raise InputError("nvls_tree needs whole nodes", source="--gpus")
@@ -159,7 +162,11 @@ def _build(op: str, name: str, n: int, nbytes: float, g: int | None, nc: int, pr
 
 
 def _pieces(nbytes: float, nc: int, proto: str) -> int:
-    """Pipeline pieces: one NCCL chunk per channel per piece, 1..64."""
+    """Pipeline pieces: one NCCL chunk per channel per piece, 1..64.  LL and LL128 stream in
+    lines of 16 and 128 bytes, so they pipeline as finely as the schedule allows (64 pieces
+    of at least 1 KiB)."""
+    if proto != "Simple":
+        return int(max(1, min(64, nbytes // 1024)))
     return int(max(1, min(64, np.ceil(nbytes / (nc * nccl.CHUNK_BYTES[proto])))))
 
 
@@ -203,6 +210,8 @@ def shape(sched: Schedule, topo: Topology, ranks: np.ndarray, choice: nccl.Choic
           nc: int, sched_channels: int, label: str) -> Schedule:
     """Apply a protocol: launch delay, wire framing, channel caps, per-hop latency."""
     wire = nccl.WIRE[choice.protocol]
+    if choice.algorithm in ("nvls", "nvls_tree"):  # multimem load-reduce/store efficiency (NCCL nvlsEfficiency)
+        wire /= nccl._NVLS_EFF.get(nccl.CommInfo.from_topology(topo, ranks).arch, 0.85)
     per_step = max(0.0, (choice.latency_us - choice.base_us) * 1e-6 / max(depth, 1))
     cap = choice.channel_cap_GBps * 1e9 * wire * nc / max(sched_channels, 1)
     phases = [Phase(Step.delay(choice.base_us * 1e-6))] if choice.base_us > 0 else []
