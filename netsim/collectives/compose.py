@@ -315,3 +315,30 @@ def on_groups(op: str, algorithm: str, n: int, nbytes: float, block: Schedule, g
         s = block if where is None else placed(block, where[q], parent_blocks)
         parts.append((s, row))
     return parallel(op, algorithm, n, nbytes, parts)
+
+
+def pipeline(algorithm: str, piece: Schedule, pieces: int, nbytes: float | None = None) -> Schedule:
+    """Software-pipeline ``pieces`` copies of ``piece`` (the schedule of one piece of data).
+
+    Piece *p* runs the k-th step of ``piece`` in step ``p + k``, so stages of different
+    pieces overlap (NCCL runs NVLS-Tree's intra-node reduce, inter-node tree and intra-node
+    broadcast concurrently on successive chunks): ``pieces + m - 1`` steps for an m-step
+    piece, the steady middle one repeated phase.
+    """
+    check_int(pieces, "pieces")
+    steps = [ph.step for ph in piece.phases for _ in range(ph.repeat)]
+    if any(st.n_transfers == 0 for st in steps):
+        raise InputError("cannot pipeline a schedule with delay steps", source="argument", field="piece")
+    m, ident = len(steps), np.arange(piece.nranks)
+    phases: list[Phase] = []
+    t = 0
+    while t < pieces + m - 1:
+        active = [steps[t - p] for p in range(pieces) if 0 <= t - p < m]
+        if t == m - 1 and pieces >= m:  # steady state: every step of the piece is in flight
+            phases.append(Phase(_merge([(st, ident) for st in steps]), pieces - m + 1))
+            t = pieces
+            continue
+        phases.append(Phase(_merge([(st, ident) for st in active])))
+        t += 1
+    total = piece.nbytes * pieces if nbytes is None else nbytes
+    return Schedule(piece.op, algorithm, piece.nranks, total, tuple(phases))

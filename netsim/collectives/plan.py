@@ -155,9 +155,12 @@ def _build(op: str, name: str, n: int, nbytes: float, g: int | None, nc: int, pr
     if name == "nvls_tree":
         if g is None:
             raise InputError("nvls_tree needs whole nodes", source="--gpus")
+        from netsim.collectives.compose import pipeline
         from netsim.collectives.nvls import nvls_tree_all_reduce
-        s = nvls_tree_all_reduce(n, nbytes, local_size=g)
-        return s, s.n_steps, 1
+        k = _pieces(nbytes, nc, proto)
+        piece = nvls_tree_all_reduce(n, nbytes / k, local_size=g, chunks=1, channels=max(1, min(nc, g)))
+        s = pipeline("nvls_tree", piece, k, nbytes)
+        return s, s.n_steps, max(1, min(nc, g))
     raise InputError(f"unknown algorithm {name!r}", source="--algo")
 
 
