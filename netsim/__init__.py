@@ -17,6 +17,7 @@ from netsim.topology import Topology, load_topology, summarize  # noqa: F401
 # Imported eagerly on purpose: the function shares its name with the submodule, and binding it
 # after the submodule is loaded keeps ``netsim.bench`` the function for good.
 from netsim.bench import bench  # noqa: E402,F401
+from netsim.results.dataset import open_results  # noqa: E402,F401  (pyarrow loads on first use)
 
 
 def simulate(*args, **kwargs):
@@ -25,5 +26,5 @@ def simulate(*args, **kwargs):
     return _simulate(*args, **kwargs)
 
 
-__all__ = ["InputError", "NetsimError", "Topology", "__version__", "bench", "load_topology", "simulate",
-           "summarize"]
+__all__ = ["InputError", "NetsimError", "Topology", "__version__", "bench", "load_topology", "open_results",
+           "simulate", "summarize"]

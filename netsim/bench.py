@@ -166,7 +166,9 @@ def register_cli(sub) -> None:
     p.add_argument("--skew-matrix", default=None, help="alltoall per-pair byte matrix file (.npy or .csv)")
     p.add_argument("--seed", type=int, default=0, help="seed for --skew (default 0)")
     p.add_argument("-J", "--json", dest="json_path", default=None, help="write nccl-tests-style JSON")
-    p.add_argument("--out", default=None, help="write the rows as Parquet")
+    p.add_argument("--out", default=None, metavar="DIR",
+                   help="write a results dataset (collectives per size + runs; netsim.open_results(DIR)); "
+                        "a path ending in .parquet gets the nccl-tests rows as one Parquet table instead")
     p.add_argument("--overwrite", action="store_true", help="replace existing output files")
     p.set_defaults(func=_cmd_bench)
 
@@ -178,9 +180,18 @@ def _cmd_bench(args: argparse.Namespace) -> int:
                                  args.seed), topo)
     maxb = args.maxbytes if args.maxbytes is not None else args.minbytes
     sizes = sweep_sizes(args.minbytes, maxb, args.stepfactor, args.stepbytes)
-    for path in (args.json_path, args.out):
+    to_dataset = bool(args.out) and not str(args.out).endswith(".parquet")  # FILE.parquet: the one-table format
+    for path in (args.json_path, None if to_dataset else args.out):
         if path and Path(path).exists() and not args.overwrite:
             raise InputError("exists; pass --overwrite to replace it", source=path)
+    if to_dataset:
+        import dataclasses
+        import time
+
+        from netsim.results import dataset, record
+        run_config = {"command": "bench", "topology": str(args.topology), **dataclasses.asdict(cfg), "sizes": sizes}
+        dataset.check_writable(args.out, dataset.run_id_for(run_config), args.overwrite)
+        t0 = time.perf_counter()
     rows = [run_one(topo, cfg, s)[0] for s in sizes]
     algos = sorted({r.algorithm for r in rows})
     title = (f"netsim bench: {topo.name}, {cfg.gpus} GPUs, model {cfg.model}, "
@@ -192,6 +203,9 @@ def _cmd_bench(args: argparse.Namespace) -> int:
               "algo": cfg.algo, "channels": cfg.channels}
     if args.json_path:
         nt.write_nccl_json(args.json_path, cfg.op, rows, config=config)
-    if args.out:
+    if to_dataset:
+        record.write_bench_run(args.out, run_config, cfg.op, rows, cfg.gpus, time.perf_counter() - t0,
+                               overwrite=args.overwrite)
+    elif args.out:
         write_parquet_atomic(args.out, nt.rows_to_frame(cfg.op, rows, cfg.gpus))
     return 0

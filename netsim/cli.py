@@ -50,7 +50,9 @@ def build_parser() -> argparse.ArgumentParser:
 def _extra_commands() -> list[Callable]:
     """Subcommands contributed by other modules (each adds its own parser)."""
     registers = []
-    for module, name in (("netsim.bench", "register_cli"), ("netsim.workload.cli", "register_cli")):
+    for module, name in (("netsim.bench", "register_cli"), ("netsim.workload.cli", "register_cli"),
+                         ("netsim.analysis.cli", "register_cli"), ("netsim.sweep.cli", "register_cli"),
+                         ("netsim.astra.cli", "register_cli")):
         try:
             mod = __import__(module, fromlist=[name])
         except ModuleNotFoundError as exc:

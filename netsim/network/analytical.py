@@ -10,6 +10,14 @@ with ``hops`` = ring distance (Ring), 1 (FullyConnected) or 2 (Switch), and
     delay_ns = trunc(hops * latency_ns + bytes / (bw_GiBps * 2**30 / 1e9))
 
 so results agree with ASTRA-sim to the nanosecond.
+
+Link counters (no contention, so they describe offered load): ``link_bytes``
+as in :class:`~netsim.network.base.Network`; ``link_busy_s`` = the sum of the
+serialization times (duration minus path latency; the whole ASTRA-sim delay on
+ASTRA topologies) of the transfers crossing the link, which may exceed the
+elapsed time when transfers overlap (reports cap it at the makespan);
+``link_peak_flows`` = the most transfers submitted together (one batch, one
+instant) that cross the link, a lower bound on true concurrency.
 """
 
 from __future__ import annotations
@@ -39,14 +47,20 @@ class AnalyticalNetwork(Network):
     def durations(self, src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray,
                   key: np.ndarray | None = None, routes=None, cap=None) -> np.ndarray:
         """Seconds each transfer takes (no contention)."""
+        return self._timing(src, dst, nbytes, key, routes, cap)[0]
+
+    def _timing(self, src, dst, nbytes, key=None, routes=None, cap=None) -> tuple[np.ndarray, np.ndarray]:
+        """Durations and serialization times (the ASTRA-sim delay counts as both)."""
         if self.astra:
-            return self._astra_ns(src, dst, nbytes) * 1e-9
+            d = self._astra_ns(src, dst, nbytes) * 1e-9
+            return d, d
         indptr, links = routes if routes is not None else self.topo.routes(src, dst, key)
         lat = self.topo.path_latency(indptr, links)
         bw = self.topo.path_bottleneck(indptr, links)
         if cap is not None:
             bw = np.minimum(bw, cap)
-        return np.where(src == dst, 0.0, lat + nbytes / bw)
+        ser = nbytes / bw
+        return np.where(src == dst, 0.0, lat + ser), ser
 
     def _astra_ns(self, src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray) -> np.ndarray:
         out = np.zeros(src.size)
@@ -72,8 +86,25 @@ class AnalyticalNetwork(Network):
         src, dst = np.asarray(src, np.int64), np.asarray(dst, np.int64)
         nbytes = np.asarray(nbytes, dtype=np.float64)
         self.stats["transfers"] += int(src.size)
-        ends = self.env.now + self.durations(src, dst, nbytes, key, routes, cap)
-        self._deliver(np.arange(src.size), ends, on_done)
+        routes = routes if routes is not None else self.topo.routes(src, dst, key)
+        dur, ser = self._timing(src, dst, nbytes, key, routes, cap)
+        self._count(routes, nbytes, ser)
+        self._deliver(np.arange(src.size), self.env.now + dur, on_done)
+
+    def _count(self, routes, nbytes: np.ndarray, busy: np.ndarray) -> None:
+        """Link counters: bytes; busy += serialization time; peak = transfers of one batch."""
+        indptr, links = routes
+        if not links.size:
+            return
+        if indptr.size == 2:  # one path never repeats a link
+            self.link_bytes[links] += nbytes[0]
+            self.link_busy_s[links] += busy[0]
+            self.link_peak_flows[links] = np.maximum(self.link_peak_flows[links], 1)
+            return
+        lengths = self._account(indptr, links, nbytes)
+        np.add.at(self.link_busy_s, links, np.repeat(busy, lengths))
+        used, counts = np.unique(links, return_counts=True)
+        self.link_peak_flows[used] = np.maximum(self.link_peak_flows[used], counts)
 
 
 def astra_message_ns(bytes_: float, hops: int, latency_ns: float, bw_gib: float) -> int:

@@ -14,6 +14,13 @@ Implementations: :class:`~netsim.network.analytical.AnalyticalNetwork`
 (alpha-beta, no contention; ASTRA-sim congestion-unaware semantics on ASTRA
 topologies) and :class:`~netsim.network.flow.FlowNetwork` (max-min fair
 sharing of every link).
+
+Per-link counters (arrays over link ids, see :meth:`Network.link_stats`):
+``link_bytes`` (wire bytes of every submitted transfer, added along its route),
+``link_busy_s`` and ``link_peak_flows``, whose meaning depends on the model
+(documented on each model).  They count what is simulated: collectives run by the
+vectorized fast path (:func:`~netsim.collectives.fastpath.run_fixed`) bypass ``submit``,
+and steps skipped by fast-forward are not counted (the workload runner uses neither).
 """
 
 from __future__ import annotations
@@ -63,6 +70,10 @@ class Network:
         self.stats = {"transfers": 0, "deliveries": 0, "rate_solves": 0, "cache_hits": 0, "shifted_s": 0.0}
         self.exclusive = None  # the collective that owns the network alone (enables fast-forward)
         self._epoch_shift = [0.0]  # cumulative shift at the start of each epoch
+        n = topo.n_links
+        self.link_bytes = np.zeros(n)
+        self.link_busy_s = np.zeros(n)
+        self.link_peak_flows = np.zeros(n, dtype=np.int32)
 
     # ------------------------------------------------------------- the seam
     def submit(self, src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray, on_done: DoneCallback,
@@ -114,6 +125,20 @@ class Network:
         self.stats["shifted_s"] += dt
 
     # ------------------------------------------------------------- helpers
+    def _account(self, indptr: np.ndarray, links: np.ndarray, nbytes: np.ndarray) -> np.ndarray:
+        """Add each transfer's bytes to the links of its path; returns the path lengths."""
+        lengths = indptr[1:] - indptr[:-1]
+        if links.size:
+            if lengths.size == 1:  # one path never repeats a link
+                self.link_bytes[links] += nbytes[0]
+            else:
+                np.add.at(self.link_bytes, links, np.repeat(nbytes, lengths))
+        return lengths
+
+    def link_stats(self) -> dict[str, np.ndarray]:
+        """Per-link counters: ``bytes``, ``busy_s``, ``peak_flows`` (arrays over link ids)."""
+        return {"bytes": self.link_bytes, "busy_s": self.link_busy_s, "peak_flows": self.link_peak_flows}
+
     def _deliver(self, indices: np.ndarray, times: np.ndarray, on_done: DoneCallback) -> None:
         """Call ``on_done`` once per distinct time in ``times`` (absolute seconds)."""
         if indices.size == 0:

@@ -12,6 +12,11 @@ Batching: all submissions made at one simulated instant are solved once
 that drain at the same instant finish as one batch.  Rate solutions are
 cached by the pattern of active paths, so repeated steps of a collective
 reuse them.
+
+Link counters: ``link_bytes`` as in :class:`~netsim.network.base.Network`;
+``link_busy_s`` = time during which at least one flow was draining through the
+link (accumulated between rate solves); ``link_peak_flows`` = the most flows
+that drained through the link at once (counted at every rate solve).
 """
 
 from __future__ import annotations
@@ -52,7 +57,8 @@ class FlowNetwork(Network):
         self._t = 0.0
         self._gen = 0
         self._update_scheduled = False
-        self._cache: dict[int, np.ndarray] = {}
+        self._cache: dict[int, tuple] = {}  # path pattern -> (rates, links in use, flows per link)
+        self._active = np.zeros(0, dtype=np.int64)  # links with a draining flow since the last solve
         self._cache_size = cache_size
         self.stats["events"] = 0
 
@@ -64,7 +70,7 @@ class FlowNetwork(Network):
         self.stats["transfers"] += int(src.size)
         indptr, links = routes if routes is not None else self.topo.routes(src, dst, key)
         latency = self.topo.path_latency(indptr, links)
-        local = (indptr[1:] == indptr[:-1]) | (size <= 0)
+        local = (self._account(indptr, links, size) == 0) | (size <= 0)
         if local.any():  # nothing to move through the network
             self._deliver(np.flatnonzero(local), self.env.now + np.where(size > 0, 0.0, latency)[local], on_done)
         if local.all():
@@ -93,6 +99,8 @@ class FlowNetwork(Network):
         if dt > 0:
             for b in self._batches:
                 b.remaining -= b.rate * dt
+            if self._active.size:
+                self.link_busy_s[self._active] += dt
             self._t = self.env.now
 
     def shift(self, dt: float) -> None:
@@ -123,6 +131,7 @@ class FlowNetwork(Network):
 
     def _solve(self) -> None:
         if not self._batches:
+            self._active = self._active[:0]
             return
         parts = [csr_gather(b.indptr, b.links, np.flatnonzero(b.alive)) for b in self._batches]
         lengths = np.concatenate([np.diff(ip) for ip, _ in parts])
@@ -132,17 +141,20 @@ class FlowNetwork(Network):
             caps = np.concatenate([(b.cap if b.cap is not None else np.full(b.size.size, np.inf))[b.alive]
                                    for b in self._batches])
         key = hash((lengths.tobytes(), links.tobytes(), None if caps is None else caps.tobytes()))
-        rates = self._cache.get(key)
-        if rates is None:
+        hit = self._cache.get(key)
+        if hit is None:
             indptr = np.zeros(lengths.size + 1, dtype=np.int64)
             np.cumsum(lengths, out=indptr[1:])
             rates = max_min_rates(indptr, links, self.topo.link_bw, rate_cap=caps)
             self.stats["rate_solves"] += 1
             if len(self._cache) >= self._cache_size:
                 self._cache.pop(next(iter(self._cache)))
-            self._cache[key] = rates
+            hit = self._cache[key] = (rates, *np.unique(links, return_counts=True))
+            used, counts = hit[1], hit[2]  # a cached pattern has been counted already
+            self.link_peak_flows[used] = np.maximum(self.link_peak_flows[used], counts)
         else:
             self.stats["cache_hits"] += 1
+        rates, self._active = hit[0], hit[1]
         start = 0
         for b in self._batches:
             idx = np.flatnonzero(b.alive)

@@ -29,6 +29,14 @@ def register_cli(sub) -> None:
     run.add_argument("--streams", type=int, default=1,
                      help="nodes in flight per lane (CPU, GPU compute, GPU comm); ASTRA-sim uses 1")
     run.add_argument("--json", action="store_true", help="machine-readable summary")
+    run.add_argument("--out", default=None, metavar="DIR",
+                     help="write the results dataset (ops, collectives, links, ranks, runs; see open_results)")
+    run.add_argument("--overwrite", action="store_true", help="replace this run's files in --out")
+    run.add_argument("--straggler", action="append", default=[], metavar="RANK:FACTOR",
+                     help="slow RANK's compute by FACTOR (repeatable)")
+    run.add_argument("--faults", default=None, metavar="FILE.yaml",
+                     help="stragglers, launch jitter, degraded/failed links and switches (docs/faults.md)")
+    run.add_argument("--seed", type=int, default=None, help="seed of the fault draws (default: the file's, or 0)")
     run.set_defaults(func=_cmd_run)
     wl = sub.add_parser("workload", help="generate workloads as Chakra traces")
     wsub = wl.add_subparsers(dest="workload_command", metavar="SUBCOMMAND")
@@ -48,31 +56,60 @@ def register_cli(sub) -> None:
 
 
 def simulate(topology, workload, comm_groups=None, model: str = "flow", ctrl_deps: bool = True,
-             streams: int = 1):
-    """Python API of ``netsim run``: returns a :class:`~netsim.workload.runner.WorkloadResult`."""
+             streams: int = 1, *, stragglers=(), faults=None, seed: int | None = None, out=None,
+             overwrite: bool = False):
+    """Python API of ``netsim run``: returns a :class:`~netsim.workload.runner.WorkloadResult`.
+
+    ``stragglers``: ``"RANK:FACTOR"`` strings or ``(rank, factor)`` pairs; ``faults``: a faults
+    YAML path or dict (``docs/faults.md``); ``seed`` overrides its seed.  ``result.tables()``
+    gives the results tables as DataFrames; ``out`` also writes them as a dataset
+    (``netsim.results.dataset.run_id_for(result.config)`` names the run).
+    """
+    import time
+
+    from netsim.results.dataset import check_writable, run_id_for
     from netsim.topology.model import Topology
     from netsim.topology.spec import load_topology
+    from netsim.workload.faults import fault_spec, plan_faults
     from netsim.workload.groups import CommGroups
     from netsim.workload.inspect import read_workload
     from netsim.workload.runner import WorkloadRun
 
+    t0 = time.perf_counter()
+    spec = fault_spec(faults, stragglers, seed)
+    config = {"command": "run", "topology": topology.name if isinstance(topology, Topology) else str(topology),
+              "workload": str(workload), "comm_groups": None if comm_groups is None else str(comm_groups),
+              "model": model, "ctrl_deps": bool(ctrl_deps), "streams": int(streams), **spec.config()}
+    run_id = run_id_for(config)
+    if out is not None:
+        check_writable(out, run_id, overwrite)
     topo = topology if isinstance(topology, Topology) else load_topology(topology)
     tables = read_workload(workload)
     groups = CommGroups.from_json(comm_groups, len(tables))
-    return WorkloadRun(topo, tables, groups, model, ctrl_deps=ctrl_deps, streams=streams).run()
+    plan = plan_faults(spec, topo, len(tables), model)
+    res = WorkloadRun(plan.topology, tables, groups, model, ctrl_deps=ctrl_deps, streams=streams,
+                      compute_scale=plan.compute_scale, launch_delay=plan.launch_delay).run()
+    res.config, res.link_status, res.wall_time_s = config, plan.link_status, time.perf_counter() - t0
+    if out is not None:
+        res.write(out, overwrite=overwrite)
+    return res
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
     import numpy as np
 
     res = simulate(args.topology, args.workload, args.comm_groups, args.model, not args.no_ctrl_deps,
-                   args.streams)
+                   args.streams, stragglers=args.straggler, faults=args.faults, seed=args.seed, out=args.out,
+                   overwrite=args.overwrite)
     fin, exp = res.finish * 1e6, res.exposed_comm * 1e6
     summary = {"ranks": int(fin.size), "iteration_us": float(fin.max()),
                "finish_us": {"min": float(fin.min()), "median": float(np.median(fin)), "max": float(fin.max())},
                "exposed_comm_us_mean": float(exp.mean()), "compute_us_mean": float(res.compute.mean() * 1e6),
                "ops": len(res.ops), "unknown_dep_refs": res.unknown_deps, "model": args.model,
                "notes": res.notes}
+    if args.out:
+        from netsim.results.dataset import run_id_for
+        summary.update(out=str(args.out), run_id=run_id_for(res.config))
     if args.json:
         print(json.dumps(summary, indent=2))
         return 0
@@ -84,6 +121,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     print(f"exposed comm  {summary['exposed_comm_us_mean']:,.3f} us per rank (finish - GPU compute)")
     for note in res.notes[:5]:
         print(f"note          {note}")
+    if args.out:
+        print(f"results       {args.out}  (run_id {summary['run_id']}; netsim.open_results({str(args.out)!r}))")
     if res.unknown_deps:
         print(f"note          {res.unknown_deps} dependency reference(s) to ids not in the trace were ignored")
     return 0

@@ -18,6 +18,10 @@ and sends).  Receives, memory and metadata nodes take no lane.
   preset when the duration is 0 (0 with nothing to compute costs 1 ns, as in
   ASTRA-sim).
 
+**Faults** (:mod:`netsim.workload.faults`): ``compute_scale[rank]`` multiplies every
+compute node's duration on that rank; ``launch_delay[rank]`` (seconds) holds back
+the rank's first issue.
+
 A workload whose ranks cannot all finish ends with a
 :class:`~netsim.errors.DeadlockError` naming every stuck rank, its blocked
 nodes and what they wait for: never a hang.
@@ -77,18 +81,38 @@ class _Rank:
     done: int = 0
     finish: float = 0.0
     compute_s: float = 0.0
+    scale: float = 1.0  # compute slowdown factor (faults)
     coll_seq: dict = field(default_factory=lambda: defaultdict(int))
 
 
 @dataclass
 class WorkloadResult:
-    """Per-rank outcome (seconds) and the executed-op rows."""
+    """Per-rank outcome (seconds) and the executed-op rows.
+
+    ``ops`` rows are ``(rank, node_id, name, kind, start, end, row)`` (``row``: index in the
+    rank's node table).  :meth:`tables` and :meth:`write` give the results dataset
+    (:mod:`netsim.results.record`); ``run`` is the finished :class:`WorkloadRun`.
+    """
 
     finish: np.ndarray
     compute: np.ndarray
-    ops: list[tuple] = field(default_factory=list)  # (rank, node_id, name, kind, start, end)
+    ops: list[tuple] = field(default_factory=list)
     unknown_deps: int = 0
     notes: list[str] = field(default_factory=list)
+    run: "WorkloadRun | None" = field(default=None, repr=False)
+    config: dict = field(default_factory=dict, repr=False)
+    wall_time_s: float = float("nan")
+    link_status: np.ndarray | None = field(default=None, repr=False)  # per link: 0 ok, 1 degraded, 2 failed
+
+    def tables(self) -> dict:
+        """The results tables as pandas DataFrames: ops, collectives, links, ranks, runs."""
+        from netsim.results.record import RunRecorder
+        return RunRecorder(self).frames()
+
+    def write(self, out_dir, *, overwrite: bool = False):
+        """Write the results dataset under ``out_dir``; returns the run id."""
+        from netsim.results.record import RunRecorder
+        return RunRecorder(self).write(out_dir, overwrite=overwrite)
 
     @property
     def exposed_comm(self) -> np.ndarray:
@@ -101,7 +125,7 @@ class WorkloadRun:
 
     def __init__(self, topo: Topology, tables: dict[int, NodeTable], groups: CommGroups,
                  model: str = "flow", *, ctrl_deps: bool = True, streams: int = 1,
-                 schedule_fn=None, network=None):
+                 schedule_fn=None, network=None, compute_scale=None, launch_delay=None):
         if streams < 1:
             raise InputError(f"expected at least 1 stream per lane, got {streams}", source="--streams")
         self.streams = streams
@@ -121,6 +145,10 @@ class WorkloadRun:
         self._mail: dict[tuple, deque] = defaultdict(deque)
         self._recv_wait: dict[tuple, deque] = defaultdict(deque)
         self.ops: list[tuple] = []
+        self.compute_scale = _per_rank(compute_scale, 1.0, n, "compute_scale")
+        self.launch_delay = _per_rank(launch_delay, 0.0, n, "launch_delay")
+        for st in self.ranks:
+            st.scale = float(self.compute_scale[st.rank])
 
     # --------------------------------------------------------------- set-up
     def _prepare_rank(self, rank: int, t: NodeTable, ctrl: bool) -> _Rank:
@@ -165,14 +193,18 @@ class WorkloadRun:
     def run(self) -> WorkloadResult:
         """Simulate to completion; raises DeadlockError if some rank cannot finish."""
         for st in self.ranks:
-            self._issue(st)
+            delay = float(self.launch_delay[st.rank])
+            if delay > 0:
+                self.net.call_at(delay, lambda st=st: self._issue(st))
+            else:
+                self._issue(st)
         self.env.run()
         stuck = [st for st in self.ranks if st.done < len(st.table)]
         if stuck:
             raise DeadlockError(self._deadlock_report(stuck))
         return WorkloadResult(np.array([st.finish for st in self.ranks]),
                               np.array([st.compute_s for st in self.ranks]), self.ops, self.unknown,
-                              self.notes)
+                              self.notes, self)
 
     def _issue(self, st: _Rank) -> None:
         """Start every ready node whose lane is free, in file order."""
@@ -212,7 +244,7 @@ class WorkloadRun:
         elif typ in (NodeType.METADATA_NODE, NodeType.INVALID_NODE):
             done()
         else:
-            dur = self._compute_time(t, i) if typ == NodeType.COMP_NODE else float(t.duration_micros[i]) * 1e-6
+            dur = self._compute_time(t, i) * st.scale if typ == NodeType.COMP_NODE else float(t.duration_micros[i]) * 1e-6
             if typ == NodeType.COMP_NODE and lane == GPU:
                 st.compute_s += dur
             self.net.call_at(now + dur, done)
@@ -234,7 +266,7 @@ class WorkloadRun:
             st.lanes[lane] -= 1
         st.done += 1
         st.finish = max(st.finish, self.env.now)
-        self.ops.append((st.rank, int(st.table.id[i]), st.table.name[i], int(st.table.type[i]), start, self.env.now))
+        self.ops.append((st.rank, int(st.table.id[i]), st.table.name[i], int(st.table.type[i]), start, self.env.now, i))
         for c in st.children[i]:
             st.indeg[c] -= 1
             if st.indeg[c] == 0:
@@ -245,7 +277,8 @@ class WorkloadRun:
     def _collective(self, st: _Rank, i: int, done) -> None:
         t = st.table
         pg = int(t.pg[i])
-        members = self.groups.resolve(t.pg_names[pg] if pg >= 0 else None, where=f"{t.source}: node {int(t.id[i])}")
+        pg_name = t.pg_names[pg] if pg >= 0 else None
+        members = self.groups.resolve(pg_name, where=f"{t.source}: node {int(t.id[i])}")
         if st.rank not in members:
             raise InputError(f"rank {st.rank} issues a collective on group {members} it is not in",
                              source=t.source, field=f"node {int(t.id[i])}")
@@ -256,7 +289,8 @@ class WorkloadRun:
         inst = self._colls.get(key)
         if inst is None:
             sched = self.schedule_fn(ctype, max(size, 0), members)
-            inst = {"type": ctype, "size": size, "first": (st.rank, int(t.id[i])), "done": {}, "arrived": set()}
+            inst = {"type": ctype, "size": size, "first": (st.rank, int(t.id[i])), "done": {}, "arrived": set(),
+                    "group": pg_name}
             inst["run"] = CollectiveRun(self.env, self.net, sched, np.array(members), deferred=True,
                                         on_rank_done=lambda loc, _t, k=key: self._coll_done(k, loc))
             self._colls[key] = inst
@@ -327,6 +361,16 @@ class WorkloadRun:
         if len(stuck) > 16:
             lines.append(f"  ... and {len(stuck) - 16} more ranks")
         return "\n".join(lines)
+
+
+def _per_rank(values, default: float, n: int, name: str) -> np.ndarray:
+    """A per-rank float array (``default`` everywhere when ``values`` is None)."""
+    if values is None:
+        return np.full(n, default)
+    arr = np.asarray(values, dtype=np.float64)
+    if arr.shape != (n,):
+        raise ValueError(f"{name}: expected {n} per-rank values, got shape {arr.shape}")
+    return arr
 
 
 def _check_acyclic(t: NodeTable, children: list[list[int]], indeg: np.ndarray) -> None:
