@@ -132,3 +132,14 @@ def test_bad_arguments():
         generate_llm(SMALL, tp=0, pp=1, dp=1, microbatches=2, seq=64)
     with pytest.raises(InputError):
         ModelSpec("bad", layers=2, hidden=64, ffn=64, heads=2, vocab=10, experts=4, top_k=0, expert_ffn=8)
+
+
+def test_dp_gradient_buckets_overlap_backward():
+    per_rank, groups = generate_llm(SMALL, tp=1, pp=1, dp=2, microbatches=2, seq=64)
+    nodes = per_rank[0]
+    dp = [n for n in nodes if n.name.startswith("dp.grad_allreduce.L")]
+    assert len(dp) == SMALL.layers  # one bucket per layer, in the last microbatch's backward
+    dp_ids = {n.id for n in dp}
+    later = [n for n in nodes if n.id > min(dp_ids) and n.id not in dp_ids]
+    assert later and not any(set(n.data_deps) & dp_ids for n in later)  # nothing waits for them
+    assert all(n.data_deps for n in dp)  # each starts when its layer's backward is done

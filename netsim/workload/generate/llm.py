@@ -204,18 +204,22 @@ class _Builder:
 
     def __init__(self) -> None:
         self.nodes: list[EtNode] = []
+        self.tail = 0  # id of the chain's last node (side branches hang off it)
 
-    def _add(self, **kw: Any) -> None:
+    def _add(self, side: bool = False, **kw: Any) -> None:
         nid = len(self.nodes) + 1
-        deps = (nid - 1,) if nid > 1 else ()
+        deps = (self.tail,) if self.tail else ()
         self.nodes.append(EtNode(id=nid, data_deps=deps, **kw))
+        if not side:
+            self.tail = nid
 
     def comp(self, name: str, ops: int, weight_bytes: int) -> None:
         self._add(name=name, type=int(NodeType.COMP_NODE), num_ops=int(ops), tensor_size=max(int(weight_bytes), 1),
                   is_cpu_op=False)
 
-    def coll(self, name: str, ctype: CommType, size: int, group: str) -> None:
-        self._add(name=name, type=int(NodeType.COMM_COLL_NODE), comm_type=int(ctype), comm_size=int(size),
+    def coll(self, name: str, ctype: CommType, size: int, group: str, *, side: bool = False) -> None:
+        """A collective; ``side=True`` branches it off the chain (later nodes do not wait for it)."""
+        self._add(side, name=name, type=int(NodeType.COMM_COLL_NODE), comm_type=int(ctype), comm_size=int(size),
                   pg_name=group, is_cpu_op=False)
 
     def send(self, name: str, dst: int, tag: int, size: int, me: int) -> None:
@@ -354,6 +358,7 @@ def generate_llm(spec: ModelSpec | str, *, tp: int, pp: int, dp: int, ep: int = 
             b.comp(f"{tag}.attn", mult * attn_ops, attn_w)
             tp_ar(f"{tag}.attn_allreduce")
 
+        last_mb = microbatches - 1
         for phase, m in one_f_one_b(stage, pp, microbatches):
             if phase == "F":
                 if not first:
@@ -373,11 +378,14 @@ def generate_llm(spec: ModelSpec | str, *, tp: int, pp: int, dp: int, ep: int = 
                 for layer in reversed(stages[stage]):
                     mlp(f"mb{m}.bwd.L{layer}", 2)
                     attention(f"mb{m}.bwd.L{layer}", 2)
+                    if m == last_mb and "dp" in g:  # gradient bucket ready: reduce it during backward
+                        b.coll(f"dp.grad_allreduce.L{layer}", CommType.ALL_REDUCE,
+                               layer_params * dtype_bytes // tp, g["dp"], side=True)
                 if not first:
                     b.send(f"mb{m}.send_grad", prev_rank, 2 * m + 1, act, r)
-        if "dp" in g:
-            params = len(stages[stage]) * layer_params + embed_params * (int(first) + int(last))
-            b.coll("dp.grad_allreduce", CommType.ALL_REDUCE, params * dtype_bytes // tp, g["dp"])
+        if "dp" in g and (first or last):  # embedding / LM-head gradients, after the last backward
+            params = embed_params * (int(first) + int(last))
+            b.coll("dp.grad_allreduce.embed", CommType.ALL_REDUCE, params * dtype_bytes // tp, g["dp"])
         per_rank.append(b.nodes)
     return per_rank, groups
 
