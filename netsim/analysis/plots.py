@@ -1,0 +1,192 @@
+"""Matplotlib figures of the analysis DataFrames (Agg canvas; no pyplot global state).
+
+Every function takes DataFrames (the results tables or the outputs of
+:mod:`netsim.analysis`), an optional output ``path`` (PNG, SVG, PDF: by
+suffix) and returns the :class:`matplotlib.figure.Figure`.  Used by
+``netsim analyze --plots`` and the notebooks; analysis modules never plot.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from netsim.analysis.links import hottest_links, link_tiers, TIER_ORDER
+from netsim.analysis.overlap import temporal_breakdown
+from netsim.analysis.stragglers import compute_heatmap
+
+__all__ = ["plot_breakdown", "plot_heatmap", "plot_launch_skew", "plot_link_utilization", "plot_timeline",
+           "save_report_plots"]
+
+KIND_COLORS = {"compute": "#4C72B0", "collective": "#DD8452", "send": "#C44E52", "recv": "#8172B3",
+               "memory": "#937860"}
+
+
+def _figure(w: float, h: float) -> Figure:
+    fig = Figure(figsize=(w, h), layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _save(fig: Figure, path: str | os.PathLike | None) -> Figure:
+    if path is not None:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path, dpi=110)
+    return fig
+
+
+def plot_heatmap(heatmap: pd.DataFrame, path: str | os.PathLike | None = None, *,
+                 title: str = "compute time per rank and step", ops: pd.DataFrame | None = None) -> Figure:
+    """MegaScale-style heat map of :func:`~netsim.analysis.stragglers.compute_heatmap`; or pass ``ops``.
+
+    Absolute heat maps are shown in µs; relative ones (all values below 100) as ratios.
+    """
+    if ops is not None:
+        heatmap = compute_heatmap(ops)
+    relative = bool(len(heatmap)) and float(np.nanmax(heatmap.to_numpy(dtype=float), initial=0.0)) < 100
+    data = heatmap.to_numpy(dtype=float) / (1.0 if relative else 1e3)
+    fig = _figure(max(6.0, min(14.0, 0.35 * data.shape[1] + 2.5)), max(2.5, min(8.0, 0.12 * data.shape[0] + 1.5)))
+    ax = fig.add_subplot()
+    if data.size == 0:
+        ax.text(0.5, 0.5, "no compute ops", ha="center", va="center", transform=ax.transAxes)
+        ax.set_title(title)
+        return _save(fig, path)
+    im = ax.imshow(data, aspect="auto", interpolation="nearest", cmap="viridis")
+    ax.set_xlabel("step")
+    ax.set_ylabel("rank")
+    _ticks(ax.set_yticks, ax.set_yticklabels, heatmap.index.tolist())
+    _ticks(ax.set_xticks, ax.set_xticklabels, heatmap.columns.tolist())
+    fig.colorbar(im, ax=ax, label="compute time / peers' median" if relative else "compute time (µs)")
+    ax.set_title(title, fontsize="medium")
+    return _save(fig, path)
+
+
+def _ticks(set_pos, set_labels, labels: list, most: int = 32) -> None:
+    step = max(1, int(np.ceil(len(labels) / most)))
+    pos = list(range(0, len(labels), step))
+    set_pos(pos)
+    set_labels([str(labels[p]) for p in pos])
+
+
+def plot_timeline(ops: pd.DataFrame, path: str | os.PathLike | None = None, *, ranks=None,
+                  max_ranks: int = 32, title: str = "per-rank timeline") -> Figure:
+    """Gantt chart of ops per rank, colored by kind (first ``max_ranks`` ranks unless ``ranks`` given)."""
+    sel = ops if ranks is None else ops[ops["rank"].isin(list(ranks))]
+    shown = sorted(sel["rank"].unique().tolist())[:max_ranks]
+    sel = sel[sel["rank"].isin(shown)]
+    fig = _figure(10.0, max(2.5, 0.3 * len(shown) + 1.2))
+    ax = fig.add_subplot()
+    row = {r: i for i, r in enumerate(shown)}
+    t0 = float(ops["start_ns"].min()) if len(ops) else 0.0
+    kinds = sel["kind"].astype(str).to_numpy()
+    for kind in sorted(set(kinds.tolist())):
+        part = sel[kinds == kind]
+        start = (part["start_ns"].to_numpy(float) - t0) / 1e3
+        width = np.maximum((part["end_ns"] - part["start_ns"]).to_numpy(float) / 1e3, 1e-6)
+        color, label = KIND_COLORS.get(kind, "#999999"), kind
+        # compute above a rank's centre line, communication and the rest below it: one collection per row
+        for r, idx in pd.Series(np.arange(len(part))).groupby(part["rank"].to_numpy()).groups.items():
+            idx = np.asarray(idx)
+            y = row[r] + (-0.4 if kind == "compute" else 0.05)
+            ax.broken_barh(list(zip(start[idx], width[idx])), (y, 0.35), facecolors=color, label=label,
+                           linewidth=0)
+            label = None
+    ax.set_yticks(range(len(shown)))
+    ax.set_yticklabels([str(r) for r in shown])
+    ax.invert_yaxis()
+    ax.set_xlabel("time (µs)")
+    ax.set_ylabel("rank")
+    ax.set_title(title)
+    if len(sel):
+        ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="small")
+    return _save(fig, path)
+
+
+def plot_breakdown(breakdown: pd.DataFrame, path: str | os.PathLike | None = None, *,
+                   title: str = "temporal breakdown per rank", ops: pd.DataFrame | None = None) -> Figure:
+    """Stacked bars of compute / non-compute (exposed comm) / idle per rank from :func:`temporal_breakdown`."""
+    if ops is not None:
+        breakdown = temporal_breakdown(ops)
+    fig = _figure(max(5.0, min(14.0, 0.25 * len(breakdown) + 3)), 3.5)
+    ax = fig.add_subplot()
+    x = np.arange(len(breakdown))
+    bottom = np.zeros(len(breakdown))
+    for col, color, label in (("compute_ns", "#4C72B0", "compute"),
+                              ("non_compute_ns", "#DD8452", "non-compute (exposed comm)"),
+                              ("idle_ns", "#BBBBBB", "idle")):
+        v = breakdown[col].to_numpy(float) / 1e3
+        ax.bar(x, v, bottom=bottom, color=color, label=label, width=0.85)
+        bottom += v
+    _ticks(ax.set_xticks, ax.set_xticklabels, breakdown["rank"].tolist())
+    ax.set_xlabel("rank")
+    ax.set_ylabel("time (µs)")
+    ax.set_title(title)
+    ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    return _save(fig, path)
+
+
+def plot_link_utilization(links: pd.DataFrame, path: str | os.PathLike | None = None, *, k: int = 10,
+                          title: str = "link utilization") -> Figure:
+    """Left: utilization distribution per tier; right: the ``k`` hottest links."""
+    t = link_tiers(links)
+    tiers = sorted(t["tier"].unique().tolist(),
+                   key=lambda x: (TIER_ORDER.index(x) if x in TIER_ORDER else len(TIER_ORDER), x))
+    fig = _figure(11.0, 3.8)
+    ax1, ax2 = fig.subplots(1, 2, width_ratios=[1, 1.3])
+    data = [t.loc[t["tier"] == tier, "utilization"].to_numpy(float) for tier in tiers]
+    if data:
+        ax1.boxplot(data, showfliers=True)
+        ax1.set_xticks(range(1, len(tiers) + 1))
+        ax1.set_xticklabels(tiers)
+    ax1.set_ylabel("utilization")
+    ax1.set_title("per tier")
+    hot = hottest_links(links, k=k)
+    labels = [f"{s}→{d}" for s, d in zip(hot.get("src", hot.index), hot.get("dst", hot.index))]
+    ax2.barh(range(len(hot)), hot["utilization"].to_numpy(float), color="#C44E52")
+    ax2.set_yticks(range(len(hot)))
+    ax2.set_yticklabels(labels, fontsize="small")
+    ax2.invert_yaxis()
+    ax2.set_xlabel("utilization")
+    ax2.set_title(f"{len(hot)} hottest links")
+    fig.suptitle(title)
+    return _save(fig, path)
+
+
+def plot_launch_skew(skew: pd.DataFrame, path: str | os.PathLike | None = None, *,
+                     title: str = "collective launch skew") -> Figure:
+    """Launch skew (max − min issue time, µs) of every collective instance in issue order."""
+    fig = _figure(8.0, 3.2)
+    ax = fig.add_subplot()
+    for ctype, part in skew.groupby("comm_type", sort=True):
+        ax.plot(part["first_issue_ns"].to_numpy(float) / 1e3, part["skew_ns"].to_numpy(float) / 1e3, "o",
+                ms=3, label=str(ctype))
+    ax.set_xlabel("first issue (µs)")
+    ax.set_ylabel("skew (µs)")
+    ax.set_title(title)
+    if len(skew):
+        ax.legend(fontsize="small")
+    return _save(fig, path)
+
+
+def save_report_plots(outdir: str | os.PathLike, ops: pd.DataFrame, links: pd.DataFrame | None = None, *,
+                      skew: pd.DataFrame | None = None, breakdown: pd.DataFrame | None = None) -> list[Path]:
+    """Write ``heatmap.png``, ``timeline.png``, ``breakdown.png``, ``launch_skew.png`` and ``links.png``."""
+    out = Path(outdir)
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    jobs = [("heatmap.png", lambda p: plot_heatmap(compute_heatmap(ops), p)),
+            ("timeline.png", lambda p: plot_timeline(ops, p)),
+            ("breakdown.png", lambda p: plot_breakdown(temporal_breakdown(ops) if breakdown is None else breakdown, p))]
+    if skew is not None and len(skew):
+        jobs.append(("launch_skew.png", lambda p: plot_launch_skew(skew, p)))
+    if links is not None and len(links):
+        jobs.append(("links.png", lambda p: plot_link_utilization(links, p)))
+    for name, job in jobs:
+        job(out / name)
+        written.append(out / name)
+    return written

@@ -1,0 +1,379 @@
+"""Results datasets: five hive-partitioned Parquet tables, opened with one call.
+
+Layout (a sweep is many ``run_id`` partitions in one directory; one run is one)::
+
+    DIR/ops/run_id=<run_id>/part-0.parquet
+    DIR/collectives/run_id=<run_id>/part-0.parquet
+    DIR/links/run_id=<run_id>/part-0.parquet
+    DIR/ranks/run_id=<run_id>/part-0.parquet
+    DIR/runs/run_id=<run_id>/part-0.parquet      written last: it marks the run complete
+
+``run_id`` is the first 16 hex digits of the SHA-256 of :func:`canonical_config`.
+Every file carries a ``run_id`` column, dictionary-encoded strings, and the file
+metadata keys ``netsim.config`` (canonical config JSON) and ``netsim.schema_version``.
+Files are written to a hidden temporary name (``.part-0.parquet.<random>.tmp``)
+in their own folder and renamed into place, so readers never see partial files.
+Column meanings and units are listed in ``docs/faults.md`` (section "Results").
+
+>>> import tempfile, pandas as pd
+>>> d = tempfile.mkdtemp()
+>>> rid = run_id_for({"a": 1})
+>>> _ = write_run(d, rid, {"ranks": pd.DataFrame({"rank": [0], "finish_ns": [5.0]})}, {"a": 1})
+>>> res = open_results(d)
+>>> res.ranks["finish_ns"].tolist(), res.config(rid)
+([5.0], {'a': 1})
+
+``pandas.read_parquet(DIR/"ops")`` also works; with ``pyarrow.dataset`` directly pass
+``partitioning=ds.HivePartitioning.discover(infer_dictionary=True)`` (or use
+:meth:`Results.dataset`), because ``run_id`` is dictionary-encoded in the files.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Iterable
+
+from netsim.errors import InputError
+
+SCHEMA_VERSION = 1
+TABLES = ("ops", "collectives", "links", "ranks", "runs")
+PART = "part-0.parquet"
+#: Rows per Parquet row group when a whole table is written at once.
+ROW_GROUP_ROWS = 1 << 18
+
+_STR, _DICT = "string", "dict"
+#: Column name -> type code of the fixed tables (``run_id`` comes first in every file).
+COLUMNS: dict[str, dict[str, str]] = {
+    "ops": {"rank": "int32", "node_id": "int64", "name": _DICT, "kind": _DICT, "comm_type": _DICT,
+            "group": _DICT, "bytes": "int64", "start_ns": "float64", "end_ns": "float64"},
+    "collectives": {"seq": "int64", "op": _DICT, "algorithm": _DICT, "group": _DICT, "group_size": "int32",
+                    "bytes": "float64", "start_ns": "float64", "last_start_ns": "float64",
+                    "end_ns": "float64", "algbw_GBps": "float64", "busbw_GBps": "float64"},
+    "links": {"link_id": "int64", "kind": _DICT, "src": _DICT, "dst": _DICT, "src_kind": _DICT,
+              "dst_kind": _DICT, "status": _DICT, "capacity_GBps": "float64", "bytes": "float64",
+              "busy_ns": "float64", "utilization": "float64", "peak_flows": "int32"},
+    "ranks": {"rank": "int32", "host": "int32", "finish_ns": "float64", "compute_ns": "float64",
+              "comm_ns": "float64", "exposed_comm_ns": "float64", "idle_ns": "float64", "ops": "int64",
+              "compute_scale": "float64", "launch_delay_ns": "float64"},
+    "runs": {"netsim_version": _DICT, "schema_version": "int32", "wall_time_s": "float64"},
+}
+
+
+def _json_default(obj: Any) -> Any:
+    if hasattr(obj, "tolist"):  # numpy scalars and arrays
+        return obj.tolist()
+    if isinstance(obj, (set, frozenset)):
+        return sorted(obj)
+    if isinstance(obj, os.PathLike):
+        return os.fspath(obj)
+    raise TypeError(f"config value {obj!r} is not JSON-serializable")
+
+
+def canonical_config(cfg: dict) -> str:
+    """The config as JSON with sorted keys and compact separators (what ``run_id`` hashes).
+
+    >>> canonical_config({"b": 1, "a": [1, 2]})
+    '{"a":[1,2],"b":1}'
+    """
+    return json.dumps(cfg, sort_keys=True, separators=(",", ":"), default=_json_default, allow_nan=True)
+
+
+def run_id_for(cfg: dict) -> str:
+    """First 16 hex digits of the SHA-256 of :func:`canonical_config`.
+
+    >>> len(run_id_for({})), run_id_for({"a": 1}) == run_id_for({"a": 1})
+    (16, True)
+    """
+    import hashlib
+
+    return hashlib.sha256(canonical_config(cfg).encode()).hexdigest()[:16]
+
+
+def part_path(out_dir: str | os.PathLike, table: str, run_id: str) -> Path:
+    """``out_dir/<table>/run_id=<run_id>/part-0.parquet``."""
+    return Path(out_dir) / table / f"run_id={run_id}" / PART
+
+
+def is_complete(out_dir: str | os.PathLike, run_id: str) -> bool:
+    """Whether the run's ``runs`` part (always written last) exists."""
+    return part_path(out_dir, "runs", run_id).is_file()
+
+
+def existing_parts(out_dir: str | os.PathLike, run_id: str) -> list[Path]:
+    """Partition files of ``run_id`` already present in ``out_dir`` (any table)."""
+    root = Path(out_dir)
+    if not root.is_dir():
+        return []
+    return sorted(p for p in root.glob(f"*/run_id={run_id}/{PART}") if p.is_file())
+
+
+def check_writable(out_dir: str | os.PathLike, run_id: str, overwrite: bool = False) -> None:
+    """Raise :class:`InputError` if ``out_dir`` is not a folder or already holds ``run_id``."""
+    root = Path(out_dir)
+    if root.exists() and not root.is_dir():
+        raise InputError("exists and is not a results directory", source=str(root))
+    found = existing_parts(root, run_id)
+    if found and not overwrite:
+        raise InputError(f"already holds run {run_id}; pass --overwrite to replace it", source=str(found[0]))
+
+
+# ------------------------------------------------------------------ arrow
+@lru_cache(maxsize=None)
+def schema(table: str):
+    """The Arrow schema of a fixed table (``run_id`` first); ``runs`` lists only its fixed columns."""
+    import pyarrow as pa
+
+    types = {"int32": pa.int32(), "int64": pa.int64(), "float64": pa.float64(), _STR: pa.string(),
+             _DICT: pa.dictionary(pa.int32(), pa.string())}
+    cols = COLUMNS.get(table, {})
+    return pa.schema([("run_id", types[_DICT])] + [(c, types[t]) for c, t in cols.items()])
+
+
+def _as_arrow(chunk):
+    import pyarrow as pa
+
+    if isinstance(chunk, pa.Table):
+        return chunk
+    if isinstance(chunk, pa.RecordBatch):
+        return pa.Table.from_batches([chunk])
+    return pa.Table.from_pandas(chunk, preserve_index=False)
+
+
+def _conform(tbl, table: str, run_id: str):
+    """Add ``run_id``, dictionary-encode strings, cast known columns to the table's schema."""
+    import numpy as np
+    import pyarrow as pa
+
+    known = schema(table)
+    tbl = tbl.replace_schema_metadata(None)
+    if "run_id" in tbl.column_names:
+        tbl = tbl.drop_columns(["run_id"])
+    cols, fields = [], []
+    for f in known:
+        if f.name == "run_id":
+            arr = pa.DictionaryArray.from_arrays(pa.array(np.zeros(tbl.num_rows, np.int32)), pa.array([run_id]))
+        elif f.name in tbl.column_names:
+            arr = tbl.column(f.name)
+            if pa.types.is_dictionary(f.type) and not pa.types.is_dictionary(arr.type):
+                arr = arr.cast(pa.string()).dictionary_encode()
+            arr = arr.cast(f.type)
+        else:
+            arr = pa.nulls(tbl.num_rows, f.type)
+        cols.append(arr)
+        fields.append(f)
+    for name in tbl.column_names:
+        if name in known.names:
+            continue
+        arr = tbl.column(name)
+        if pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type):
+            arr = arr.cast(pa.string()).dictionary_encode()
+        cols.append(arr)
+        fields.append(pa.field(name, arr.type))
+    return pa.Table.from_arrays(cols, schema=pa.schema(fields))
+
+
+def _chunks(data) -> Iterable:
+    import pyarrow as pa
+
+    if data is None:
+        return []
+    if isinstance(data, (pa.Table, pa.RecordBatch)) or hasattr(data, "to_numpy"):
+        return [data]
+    return data
+
+
+class PartWriter:
+    """Stream one table of one run into its partition file in row groups, atomically.
+
+    The file appears under its final name only on :meth:`close`; :meth:`abort` (or an
+    exception inside ``with``) removes the temporary file.
+    """
+
+    def __init__(self, out_dir, table: str, run_id: str, config_json: str, row_group_rows: int = ROW_GROUP_ROWS):
+        import tempfile
+
+        self.table, self.run_id, self.rows = table, run_id, 0
+        self.target = part_path(out_dir, table, run_id)
+        self.target.parent.mkdir(parents=True, exist_ok=True)
+        fd, self.tmp = tempfile.mkstemp(prefix=f".{PART}.", suffix=".tmp", dir=self.target.parent)
+        os.close(fd)
+        self._meta = {"netsim.config": config_json, "netsim.schema_version": str(SCHEMA_VERSION)}
+        self._writer = None
+        self._schema = None
+        self._group = row_group_rows
+
+    def write(self, chunk) -> None:
+        """Append a DataFrame, Arrow table or record batch (cast to the first chunk's schema)."""
+        import pyarrow.parquet as pq
+
+        tbl = _conform(_as_arrow(chunk), self.table, self.run_id)
+        if self._writer is None:
+            self._schema = tbl.schema.with_metadata(self._meta)
+            self._writer = pq.ParquetWriter(self.tmp, self._schema, compression="zstd")
+        elif tbl.schema.remove_metadata() != self._schema.remove_metadata():
+            tbl = tbl.select(self._schema.names).cast(self._schema.remove_metadata())
+        self._writer.write_table(tbl.replace_schema_metadata(self._meta), row_group_size=self._group)
+        self.rows += tbl.num_rows
+
+    def close(self) -> Path:
+        """Finish the file and rename it into place."""
+        if self._writer is None:  # no chunk at all: an empty table with the known columns
+            self.write(schema(self.table).empty_table())
+        self._writer.close()
+        os.replace(self.tmp, self.target)
+        return self.target
+
+    def abort(self) -> None:
+        """Drop the temporary file."""
+        if self._writer is not None:
+            self._writer.close()
+        if os.path.exists(self.tmp):
+            os.unlink(self.tmp)
+
+    def __enter__(self) -> "PartWriter":
+        return self
+
+    def __exit__(self, exc_type, *_exc) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
+
+
+def write_run(out_dir, run_id: str, tables: dict, config: dict, *, overwrite: bool = False) -> Path:
+    """Write one run's tables (DataFrames, Arrow tables or iterables of chunks) under ``out_dir``.
+
+    ``runs`` is written last (a one-row table from ``config`` when not given), so a run is
+    complete exactly when its ``runs`` part exists.  Refuses an existing ``run_id`` unless
+    ``overwrite``; then the old ``runs`` part goes first and stale parts of tables not in
+    ``tables`` are removed.  Returns ``out_dir`` as a Path.
+    """
+    root = Path(out_dir)
+    check_writable(root, run_id, overwrite)
+    bad = [t for t in tables if not t.isidentifier() or t.startswith("_")]
+    if bad:
+        raise ValueError(f"bad table name {bad[0]!r}")
+    cfg_json = canonical_config(config)
+    names = [t for t in tables if t != "runs"]
+    if overwrite:
+        for p in existing_parts(root, run_id):
+            if p.parent.parent.name == "runs" or p.parent.parent.name not in names:
+                p.unlink()
+    for name in names + ["runs"]:
+        data = tables.get(name) if name != "runs" or "runs" in tables else [runs_row(config)]
+        with PartWriter(root, name, run_id, cfg_json) as w:
+            for chunk in _chunks(data):
+                w.write(chunk)
+    return root
+
+
+def flatten_config(cfg: dict, prefix: str = "") -> dict:
+    """Nested dicts joined with ``.``; lists and tuples as canonical JSON strings.
+
+    >>> flatten_config({"a": {"b": 1}, "c": [1, 2], "d": None})
+    {'a.b': 1, 'c': '[1,2]', 'd': None}
+    """
+    out: dict = {}
+    for key, value in cfg.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict) and value:
+            out.update(flatten_config(value, name + "."))
+        elif isinstance(value, (list, tuple, dict)):
+            out[name] = canonical_config(value)  # type: ignore[arg-type]
+        elif hasattr(value, "item"):
+            out[name] = value.item()
+        else:
+            out[name] = os.fspath(value) if isinstance(value, os.PathLike) else value
+    return out
+
+
+def runs_row(config: dict, **extra):
+    """The one-row ``runs`` table: flattened config, netsim version, schema version, ``extra``."""
+    import pandas as pd
+
+    from netsim import __version__
+
+    row = {"netsim_version": __version__, "schema_version": SCHEMA_VERSION, "wall_time_s": float("nan"),
+           **{k: v for k, v in extra.items()}}
+    for k, v in flatten_config(config).items():
+        row.setdefault(k, v)
+    return pd.DataFrame([row])
+
+
+# ------------------------------------------------------------------ reading
+class Results:
+    """A results directory: tables as pandas DataFrames (complete runs only) or Arrow datasets."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+        if not self.path.is_dir():
+            raise InputError("no such results directory", source=str(self.path))
+        self._frames: dict = {}
+
+    @property
+    def run_ids(self) -> list[str]:
+        """Ids of the complete runs, sorted."""
+        runs = self.path / "runs"
+        if not runs.is_dir():
+            return []
+        return sorted(p.parent.name[len("run_id="):] for p in runs.glob(f"run_id=*/{PART}"))
+
+    def files(self, name: str) -> list[Path]:
+        """Partition files of table ``name`` for the complete runs."""
+        return [p for p in (part_path(self.path, name, r) for r in self.run_ids) if p.is_file()]
+
+    def dataset(self, name: str):
+        """A ``pyarrow.dataset`` over table ``name`` (complete runs, hive-partitioned by run_id)."""
+        import pyarrow as pa
+        import pyarrow.dataset as ds
+        import pyarrow.parquet as pq
+
+        files = self.files(name)
+        if not files:
+            return ds.dataset(schema(name).empty_table())
+        unified = pa.unify_schemas([pq.read_schema(f).remove_metadata() for f in files],
+                                   promote_options="permissive")
+        part = ds.partitioning(pa.schema([("run_id", pa.string())]), flavor="hive")
+        return ds.dataset([str(f) for f in files], format="parquet", schema=unified, partitioning=part,
+                          partition_base_dir=str(self.path / name))
+
+    def table(self, name: str):
+        """Table ``name`` as a pandas DataFrame (cached); empty with the known columns when absent."""
+        if name not in self._frames:
+            self._frames[name] = self.dataset(name).to_table().to_pandas()
+        return self._frames[name]
+
+    ops = property(lambda self: self.table("ops"), doc="One row per executed node per rank.")
+    collectives = property(lambda self: self.table("collectives"), doc="One row per collective instance.")
+    links = property(lambda self: self.table("links"), doc="One row per directed link.")
+    ranks = property(lambda self: self.table("ranks"), doc="One row per rank: time breakdown.")
+    runs = property(lambda self: self.table("runs"), doc="One row per run: flattened config and versions.")
+
+    def config(self, run_id: str) -> dict:
+        """The canonical config a run was written with."""
+        import pyarrow.parquet as pq
+
+        path = part_path(self.path, "runs", run_id)
+        if not path.is_file():
+            raise InputError(f"no complete run {run_id!r} (runs: {', '.join(self.run_ids) or 'none'})",
+                             source=str(self.path))
+        return json.loads(pq.read_metadata(path).metadata[b"netsim.config"])
+
+    def __repr__(self) -> str:
+        return f"Results({str(self.path)!r}, runs={len(self.run_ids)})"
+
+
+def open_results(path: str | os.PathLike) -> Results:
+    """Open a results directory written by ``--out`` (or a sweep); see :class:`Results`."""
+    return Results(path)
+
+
+def remove_run(out_dir, run_id: str) -> None:
+    """Delete every partition of ``run_id`` (the ``runs`` part first)."""
+    import shutil
+
+    for p in sorted(existing_parts(out_dir, run_id), key=lambda p: p.parent.parent.name != "runs"):
+        shutil.rmtree(p.parent, ignore_errors=True)

@@ -1,0 +1,473 @@
+"""Stragglers and faults: seeded, declarative, applied to the runner and the topology.
+
+``--straggler RANK:FACTOR`` (repeatable) multiplies one rank's compute times by FACTOR;
+``--faults FILE.yaml`` describes the rest (schema and examples: ``docs/faults.md``):
+compute slowdowns (fixed or drawn, per rank or per host), launch jitter, degraded links
+(bandwidth factor) and failed links or switches (traffic is re-routed; rank pairs left
+without a path are an :class:`~netsim.errors.InputError`).  Random draws come from
+``numpy.random.default_rng([seed, section, rule])``: the same spec and seed give the same
+faults everywhere, and editing one rule leaves the draws of the others unchanged.
+
+>>> parse_straggler("3:1.5")
+(3, 1.5)
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+
+from netsim import units
+from netsim.errors import InputError
+from netsim.topology.model import LINK_KINDS, NODE_KINDS, Topology, csr_gather, mix_hash
+
+#: A link's tier is the kind of its higher endpoint in this order (gpu-nvswitch: nvswitch; leaf-spine: spine).
+TIER_ORDER = ("gpu", "nic", "nvswitch", "leaf", "spine", "core", "switch")
+SWITCH_KINDS = ("nvswitch", "leaf", "spine", "core", "switch")
+LINK_STATUS = ("ok", "degraded", "failed")
+_SECTIONS = {"compute": 1, "launch_jitter": 2, "links": 3, "switches": 4}
+_SELECT = ("ranks", "hosts", "fraction", "count")
+_FACTOR_DISTS = {"lognormal": ("sigma", "mu"), "normal": ("std", "mean"), "uniform": ("low", "high")}
+_TIME_DISTS = {"uniform": ("low", "high"), "exponential": ("mean",), "normal": ("mean", "std"),
+               "lognormal": ("median", "sigma")}
+
+
+def parse_straggler(text: str) -> tuple[int, float]:
+    """``RANK:FACTOR`` -> ``(rank, factor)``; FACTOR > 0 (2 = compute takes twice as long)."""
+    m = re.fullmatch(r"\s*(\d+)\s*:\s*([0-9.eE+-]+)\s*", str(text))
+    try:
+        rank, factor = int(m.group(1)), float(m.group(2))  # type: ignore[union-attr]
+    except (AttributeError, ValueError):
+        raise InputError(f"expected RANK:FACTOR like 3:1.5, got {text!r}", source="--straggler") from None
+    if not (factor > 0 and np.isfinite(factor)):
+        raise InputError(f"expected a positive FACTOR, got {text!r}", source="--straggler")
+    return rank, factor
+
+
+@dataclass(frozen=True)
+class FaultSpec:
+    """What to inject: ``seed``, ``stragglers`` ((rank, factor), ...) and ``doc`` (the faults file)."""
+
+    seed: int = 0
+    stragglers: tuple[tuple[int, float], ...] = ()
+    doc: dict = field(default_factory=dict)
+    source: str = "--faults"
+
+    def config(self) -> dict:
+        """The part of a run's config that describes the faults (hashed into the run id)."""
+        return {"seed": self.seed, "stragglers": [list(s) for s in self.stragglers], "faults": self.doc or None}
+
+
+def fault_spec(faults=None, stragglers=(), seed: int | None = None) -> FaultSpec:
+    """A :class:`FaultSpec` from a faults YAML path (or dict), straggler strings/pairs and a seed.
+
+    ``seed`` (``--seed``) wins over the file's ``seed``; the default is 0.
+    """
+    doc, source = ({}, "--faults") if faults is None else (faults, "--faults") if isinstance(faults, dict) \
+        else (_read_yaml(faults), str(faults))
+    _validate(doc, source)
+    pairs = tuple(parse_straggler(s) if isinstance(s, str) else (int(s[0]), float(s[1])) for s in stragglers)
+    return FaultSpec(int(seed if seed is not None else doc.get("seed", 0)), pairs, doc, source)
+
+
+@dataclass
+class FaultPlan:
+    """Faults resolved on one topology: per-rank arrays, per-link arrays, the faulty topology."""
+
+    compute_scale: np.ndarray
+    launch_delay: np.ndarray  # seconds
+    link_factor: np.ndarray
+    failed: np.ndarray  # bool per link
+    topology: Topology
+
+    @property
+    def link_status(self) -> np.ndarray:
+        """Per link: 0 ok, 1 degraded, 2 failed (indexes :data:`LINK_STATUS`)."""
+        return np.where(self.failed, 2, np.where(self.link_factor != 1.0, 1, 0)).astype(np.int8)
+
+
+def plan_faults(spec: FaultSpec, topo: Topology, n_ranks: int, model: str = "flow") -> FaultPlan:
+    """Draw and apply ``spec`` for a workload of ``n_ranks`` ranks on ``topo``."""
+    doc, src = spec.doc, spec.source
+    scale, delay = np.ones(n_ranks), np.zeros(n_ranks)
+    gpn = max(1, min(topo.gpus_per_node, n_ranks))
+    for section, out in (("compute", scale), ("launch_jitter", delay)):
+        for k, rule in enumerate(_as_list(doc.get(section))):
+            rng, where = _rng(spec.seed, section, k), f"{section}[{k}]"
+            ranks, slot = _pick_ranks(rule, n_ranks, gpn, rng, src, where)
+            draws = _draws(rule, slot.max(initial=-1) + 1, rng, src, where, section == "launch_jitter")[slot]
+            if section == "compute":
+                out[ranks] *= draws
+            else:
+                out[ranks] += draws
+    for rank, factor in spec.stragglers:
+        if not 0 <= rank < n_ranks:
+            raise InputError(f"rank {rank} is not a rank of the workload (0..{n_ranks - 1})", source="--straggler")
+        scale[rank] *= factor
+    factor, failed, names = np.ones(topo.n_links), np.zeros(topo.n_links, dtype=bool), None
+    for section in ("links", "switches"):
+        for k, rule in enumerate(doc.get(section, [])):
+            names = names or _Names(topo)
+            sel = _pick_links(rule, topo, names, _rng(spec.seed, section, k), src, f"{section}[{k}]")
+            if rule.get("failed"):
+                failed[sel] = True
+            else:
+                factor[sel] *= float(rule["factor"])
+    if (factor != 1).any() or failed.any():
+        if topo.meta.get("astra_network") and model == "analytical":
+            raise InputError("link and switch faults need --model flow on an ASTRA-sim network (its analytical "
+                             "model charges dimensions, not links)", source=src, field="links/switches")
+        router = FaultRouter(topo, failed, n_ranks) if failed.any() else topo.router
+        meta = {**topo.meta, "faults": {"degraded_links": int(((factor != 1) & ~failed).sum()),
+                                        "failed_links": int(failed.sum())}}
+        topo = replace(topo, link_bw=topo.link_bw * factor, router=router, meta=meta)
+    return FaultPlan(scale, delay, factor, failed, topo)
+
+
+# ------------------------------------------------------------------ validation
+def _read_yaml(path) -> dict:
+    import yaml
+
+    try:
+        data = yaml.safe_load(Path(path).read_text())
+    except FileNotFoundError:
+        raise InputError("no such file", source=str(path)) from None
+    except yaml.YAMLError as exc:
+        raise InputError(f"not valid YAML ({getattr(exc, 'problem', exc)})", source=str(path)) from None
+    if not isinstance(data, (dict, type(None))):
+        raise InputError("expected a mapping with seed, compute, launch_jitter, links, switches", source=str(path))
+    return data or {}
+
+
+_KEYS = {"compute": {*_SELECT, "unit", "factor", "distribution", "min", "max"},
+         "launch_jitter": {*_SELECT, "unit", "delay", "distribution", "max"},
+         "links": {"match", "factor", "failed", "fraction", "count", "both_directions"},
+         "switches": {"node", "kind", "factor", "failed", "fraction", "count"}}
+_POSITIVE = (lambda v: _num(v) and v > 0, "a positive number")
+_CHECKS = {"fraction": (lambda v: _num(v) and 0 < v <= 1, "a number in (0, 1]"),
+           "count": (lambda v: type(v) is int and v >= 0, "a non-negative integer"),
+           "unit": (lambda v: v in ("rank", "host"), "rank or host"),
+           "both_directions": (lambda v: isinstance(v, bool), "true or false"),
+           "failed": (lambda v: v is True, "true"), "factor": _POSITIVE, "min": _POSITIVE, "max": _POSITIVE,
+           "match": (lambda v: isinstance(v, dict) and set(v) <= {"kind", "tier", "link", "node"},
+                     "a mapping with kind, tier, link and/or node")}
+
+
+def _validate(doc: dict, src: str) -> None:
+    """Structure checks naming the rule (``links[2].factor``); parameter values are checked when drawn."""
+    def fail(where, msg):
+        raise InputError(msg, source=src, field=where)
+
+    for key in sorted(set(doc) - {"seed", *_SECTIONS}):
+        fail(key, "unknown key; expected seed, compute, launch_jitter, links, switches")
+    if type(doc.get("seed", 0)) is not int:
+        fail("seed", f"expected an integer, got {doc['seed']!r}")
+    for section, allowed in _KEYS.items():
+        if section != "launch_jitter" and not isinstance(doc.get(section, []), list):
+            fail(section, "expected a list of rules")
+        for k, rule in enumerate(_as_list(doc.get(section))):
+            where = section if isinstance(doc[section], dict) else f"{section}[{k}]"
+            if not isinstance(rule, dict):
+                fail(where, "expected a mapping")
+            for key in sorted(set(rule) - allowed):
+                fail(f"{where}.{key}", f"unknown key; expected one of {', '.join(sorted(allowed))}")
+            if len([s for s in _SELECT if s in rule]) > 1:
+                fail(where, "give at most one of ranks, hosts, fraction, count")
+            for key, (ok, what) in _CHECKS.items():
+                if key in rule and not (section == "launch_jitter" and key == "max") and not ok(rule[key]):
+                    fail(f"{where}.{key}", f"expected {what}, got {rule[key]!r}")
+            if section in ("compute", "launch_jitter"):
+                const, dists = ("factor", _FACTOR_DISTS) if section == "compute" else ("delay", _TIME_DISTS)
+                d = rule.get("distribution")
+                if (const in rule) == (d is not None):
+                    fail(where, f"give {const} or distribution (one of them)")
+                if d is not None and not (isinstance(d, dict) and len(d) == 1 and next(iter(d)) in dists
+                                          and isinstance(next(iter(d.values())), dict)):
+                    fail(f"{where}.distribution", f"expected one of {', '.join(dists)} with its parameters")
+                for name, params in (d or {}).items():
+                    for key in sorted(set(params) - set(dists[name])):
+                        fail(f"{where}.distribution.{name}.{key}", f"unknown; expected {', '.join(dists[name])}")
+            elif ("failed" in rule) == ("factor" in rule):
+                fail(where, "expected factor: F (bandwidth multiplier) or failed: true (one of them)")
+            if (section == "links") != ("match" in rule) or (section == "switches" and ("node" in rule) == ("kind" in rule)):
+                fail(where, "expected match: {kind, tier, link, node}" if section == "links" else "give node or kind")
+
+
+def _num(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and bool(np.isfinite(x))
+
+
+def _as_list(value) -> list:
+    return [] if value is None else value if isinstance(value, list) else [value]
+
+
+# ------------------------------------------------------------------ drawing
+def _rng(seed: int, section: str, rule: int) -> np.random.Generator:
+    return np.random.default_rng([int(seed) & 0xFFFFFFFF, _SECTIONS[section], rule])
+
+
+def _sample(ids: np.ndarray, rule, rng) -> np.ndarray:
+    """All ``ids``, or a seeded subset of ``count`` or ``fraction`` of them (at least one)."""
+    if "fraction" not in rule and "count" not in rule:
+        return ids
+    k = rule["count"] if "count" in rule else max(1, int(round(rule["fraction"] * ids.size)))
+    return np.sort(rng.choice(ids, size=min(k, ids.size), replace=False)) if ids.size else ids
+
+
+def _pick_ranks(rule, n, gpn, rng, src, where) -> tuple[np.ndarray, np.ndarray]:
+    """Selected ranks and, per selected rank, its draw slot (one draw per rank or per host)."""
+    host = "hosts" in rule or (rule.get("unit") == "host" and "ranks" not in rule)
+    unit_of = np.arange(n) // gpn if host else np.arange(n)
+    n_units, key = (int(unit_of[-1]) + 1 if n else 0), ("hosts" if host else "ranks")
+    chosen = _sample(np.arange(n_units), rule, rng)
+    if key in rule:
+        ids = rule[key]
+        if not (isinstance(ids, list) and all(type(i) is int and 0 <= i < n_units for i in ids)):
+            raise InputError(f"expected a list of {key} in 0..{n_units - 1}, got {ids!r}", source=src,
+                             field=f"{where}.{key}")
+        chosen = np.unique(np.asarray(ids, dtype=np.int64))
+    ranks = np.flatnonzero(np.isin(unit_of, chosen))
+    return ranks, np.searchsorted(chosen, unit_of[ranks])
+
+
+def _draws(rule, size: int, rng, src: str, where: str, time: bool) -> np.ndarray:
+    """Compute factors (``time=False``) or launch delays in seconds, one per slot."""
+    def num(p, key, default=None, t=time):
+        value = p.get(key, default)
+        if t:
+            return units.parse_time(value, source=src, field=f"{where}.{key}")
+        if not _num(value):
+            raise InputError(f"expected a number, got {value!r}", source=src, field=f"{where}.{key}")
+        return float(value)
+
+    const = "delay" if time else "factor"
+    if const in rule:
+        out = np.full(size, num(rule, const))
+    else:
+        name, p = next(iter(rule["distribution"].items()))
+        where = f"{where}.distribution.{name}"
+        if name == "uniform":
+            out = rng.uniform(num(p, "low"), num(p, "high"), size)
+        elif name == "exponential":
+            out = rng.exponential(num(p, "mean"), size)
+        elif name == "normal":
+            out = rng.normal(num(p, "mean", None if time else 1.0), num(p, "std"), size)
+        elif time:  # lognormal around a median delay
+            out = num(p, "median") * np.exp(rng.normal(0.0, num(p, "sigma", t=False), size))
+        else:
+            out = np.exp(rng.normal(num(p, "mu", 0.0), num(p, "sigma"), size))
+    if time:
+        return np.clip(out, 0.0, num(rule, "max") if "max" in rule else np.inf)
+    return np.clip(out, max(float(rule.get("min", 1e-6)), 1e-6), float(rule.get("max", np.inf)))
+
+
+# ------------------------------------------------------------------ selecting links
+def node_names(topo: Topology) -> list[str]:
+    """Every node's name, ``<kind><ordinal within kind>`` (as :meth:`Topology.node_name`), vectorized."""
+    kinds = topo.node_kind.astype(np.int64)
+    ordinal = np.zeros(kinds.size, dtype=np.int64)
+    for k in np.unique(kinds):
+        idx = np.flatnonzero(kinds == k)
+        ordinal[idx] = np.arange(idx.size)
+    return [f"{NODE_KINDS[k]}{o}" for k, o in zip(kinds.tolist(), ordinal.tolist())]
+
+
+class _Names:
+    """Node ids by name, link ids by (src, dst), each link's reverse and tier."""
+
+    def __init__(self, topo: Topology):
+        self.index = {name: i for i, name in enumerate(node_names(topo))}
+        self.n = np.int64(topo.n_nodes)
+        keys = topo.link_src.astype(np.int64) * self.n + topo.link_dst
+        self.order = np.argsort(keys, kind="stable")
+        self.sorted = keys[self.order]
+        self.reverse = self.find(topo.link_dst, topo.link_src)
+        level = np.array([TIER_ORDER.index(k) for k in NODE_KINDS])
+        kinds = topo.node_kind
+        self.tier = np.array(TIER_ORDER)[np.maximum(level[kinds[topo.link_src]], level[kinds[topo.link_dst]])]
+
+    def find(self, s, d) -> np.ndarray:
+        """Link id of each (s, d) node pair, -1 when there is none."""
+        keys = np.asarray(s, np.int64) * self.n + np.asarray(d, np.int64)
+        if not self.sorted.size:
+            return np.full(keys.shape, -1)
+        pos = np.minimum(np.searchsorted(self.sorted, keys), self.sorted.size - 1)
+        return np.where(self.sorted[pos] == keys, self.order[pos], -1)
+
+    def node(self, name, src, where) -> int:
+        if isinstance(name, str) and name in self.index:
+            return self.index[name]
+        raise InputError(f"no node {name!r} in the topology (names look like gpu0, nvswitch0, nic0, leaf0, "
+                         "spine0)", source=src, field=where)
+
+    def link(self, x, src, where) -> np.ndarray:
+        """Ids named by a link id, ``a->b`` (one direction) or ``a<->b`` (both)."""
+        if type(x) is int and 0 <= x < self.reverse.size:
+            return np.array([x])
+        m = re.fullmatch(r"\s*(\w+)\s*(<->|->)\s*(\w+)\s*", str(x))
+        if not m:
+            raise InputError(f"expected a link id (0..{self.reverse.size - 1}) or a name like leaf0->spine1 "
+                             f"or leaf0<->spine1, got {x!r}", source=src, field=where)
+        a, b = self.node(m.group(1), src, where), self.node(m.group(3), src, where)
+        ids = self.find([a, b], [b, a])[:1 if m.group(2) == "->" else 2]
+        if ids[0] < 0:
+            raise InputError(f"no link {x!r} in the topology", source=src, field=where)
+        return ids[ids >= 0]
+
+
+def _pick_links(rule, topo, names: _Names, rng, src, where) -> np.ndarray:
+    """Link ids a links/switches rule selects (both directions of a cable unless told otherwise)."""
+    if "match" not in rule:  # a switches rule: every link touching the chosen switches
+        if "node" in rule:
+            nodes = np.array([names.node(x, src, f"{where}.node") for x in _as_list(rule["node"])])
+        else:
+            kinds = [NODE_KINDS.index(k) for k in _as_list(rule["kind"]) if k in SWITCH_KINDS]
+            nodes = _sample(np.flatnonzero(np.isin(topo.node_kind, kinds)), rule, rng)
+        if not nodes.size or any(NODE_KINDS[int(topo.node_kind[v])] not in SWITCH_KINDS for v in nodes):
+            raise InputError(f"expected switches ({', '.join(SWITCH_KINDS)}); fail GPU or NIC links with links: "
+                             "rules", source=src, field=where)
+        return np.flatnonzero(np.isin(topo.link_src, nodes) | np.isin(topo.link_dst, nodes))
+    m, mask = rule["match"], np.ones(topo.n_links, dtype=bool)
+    for key, known, have in (("kind", LINK_KINDS, lambda: np.array(LINK_KINDS)[topo.link_kind]),
+                             ("tier", TIER_ORDER, lambda: names.tier)):
+        if key in m:
+            if any(v not in known for v in _as_list(m[key])):
+                raise InputError(f"expected one of {', '.join(known)}, got {m[key]!r}", source=src,
+                                 field=f"{where}.match.{key}")
+            mask &= np.isin(have(), _as_list(m[key]))
+    if "link" in m:
+        ids = [names.link(x, src, f"{where}.match.link") for x in _as_list(m["link"])]
+        mask &= np.isin(np.arange(topo.n_links), np.concatenate(ids))
+    if "node" in m:
+        nodes = [names.node(x, src, f"{where}.match.node") for x in _as_list(m["node"])]
+        mask &= np.isin(topo.link_src, nodes) | np.isin(topo.link_dst, nodes)
+    cand, rev = np.flatnonzero(mask), names.reverse
+    both = rule.get("both_directions", True)
+    if both:  # sample cables, not directions
+        cand = np.unique(np.where(rev[cand] >= 0, np.minimum(cand, rev[cand]), cand))
+    cand = _sample(cand, rule, rng)
+    if not cand.size:
+        raise InputError("matches no link", source=src, field=f"{where}.match")
+    return np.unique(np.concatenate([cand, rev[cand][rev[cand] >= 0]])) if both else cand
+
+
+# ------------------------------------------------------------------ routing around failures
+class FaultRouter:
+    """The topology's routes, except that pairs crossing a failed link are re-routed.
+
+    First the base router's other ECMP choices (the flow key re-hashed, up to ``tries``
+    times), which keeps its routing discipline (up/down, PXN); then a shortest path over
+    the surviving links (breadth-first; may forward through GPUs, as on an NVLink mesh).
+    Deterministic.  Construction checks that the first ``n_ranks`` ranks still reach each other.
+    """
+
+    def __init__(self, topo: Topology, failed: np.ndarray, n_ranks: int, tries: int = 16):
+        self.base, self.failed, self.gpus, self.tries = topo.router, failed, topo.gpus, tries
+        self.link_src, self.link_dst = topo.link_src.astype(np.int64), topo.link_dst.astype(np.int64)
+        alive = np.flatnonzero(~failed)
+        self._out = _adjacency(self.link_src[alive], alive, topo.n_nodes)
+        self._in = _adjacency(self.link_dst[alive], alive, topo.n_nodes)
+        self._dist: dict[tuple[int, bool], np.ndarray] = {}
+        self._check(n_ranks)
+
+    def routes(self, src: np.ndarray, dst: np.ndarray, key: np.ndarray | None = None):
+        """See :meth:`netsim.topology.model.Router.routes`."""
+        ip, lk = self.base.routes(src, dst, key)
+        rows = np.flatnonzero(_crosses(ip, lk, self.failed))
+        if not rows.size:
+            return ip, lk
+        k0 = np.zeros(src.size, dtype=np.int64) if key is None else np.asarray(key, dtype=np.int64)
+        pieces = []
+        for t in range(1, self.tries + 1):
+            salt = (mix_hash(k0[rows], np.int64(t), np.int64(0xFA17)) >> np.uint64(2)).astype(np.int64)
+            ip2, lk2 = self.base.routes(src[rows], dst[rows], salt)
+            ok = ~_crosses(ip2, lk2, self.failed)
+            if ok.any():
+                pieces.append((rows[ok], *csr_gather(ip2, lk2, np.flatnonzero(ok))))
+            rows = rows[~ok]
+            if not rows.size:
+                break
+        if rows.size:
+            pieces.append((rows, *self._shortest(src[rows], dst[rows], k0[rows])))
+        return _replace_rows(ip, lk, pieces)
+
+    def _bfs(self, node: int, forward: bool = True) -> np.ndarray:
+        """Hops from ``node`` to every node (to it when not ``forward``) over surviving links; -1 if none."""
+        dist = self._dist.get((node, forward))
+        if dist is None:
+            (ptr, links), ends = (self._out, self.link_dst) if forward else (self._in, self.link_src)
+            dist = np.full(ptr.size - 1, -1, dtype=np.int64)
+            dist[node], frontier, level = 0, np.array([node]), 0
+            while frontier.size:
+                nxt = ends[csr_gather(ptr, links, frontier)[1]]
+                frontier, level = np.unique(nxt[dist[nxt] < 0]), level + 1
+                dist[frontier] = level
+            if len(self._dist) >= 64:
+                self._dist.pop(next(iter(self._dist)))
+            self._dist[(node, forward)] = dist
+        return dist
+
+    def _shortest(self, src, dst, key):
+        paths, lost, (ptr, links) = [], [], self._in
+        for s, d, k in zip(src.tolist(), dst.tolist(), key.tolist()):
+            a, v, path = int(self.gpus[s]), int(self.gpus[d]), []
+            dist = self._bfs(a)
+            if dist[v] < 0:
+                lost.append(f"{s}->{d}")
+            while dist[v] > 0:  # walk back along a hashed choice of shortest-path predecessors
+                inl = links[ptr[v]:ptr[v + 1]]
+                preds = inl[dist[self.link_src[inl]] == dist[v] - 1]
+                pick = int(preds[int(mix_hash(np.int64(s), np.int64(d), np.int64(k), np.int64(len(path)))
+                                     % np.uint64(preds.size))])
+                path.append(pick)
+                v = int(self.link_src[pick])
+            paths.append(path[::-1])
+        if lost:
+            raise InputError(f"failed links/switches leave no path for rank pairs {', '.join(lost[:8])}"
+                             f"{' ...' if len(lost) > 8 else ''}", source="--faults")
+        lengths = np.array([len(p) for p in paths], dtype=np.int64)
+        return np.concatenate(([0], np.cumsum(lengths))), np.array([x for p in paths for x in p], dtype=np.int64)
+
+    def _check(self, n_ranks: int) -> None:
+        g = self.gpus[:n_ranks].astype(np.int64)
+        if g.size < 2:
+            return
+        out = np.flatnonzero(self._bfs(int(g[0]), True)[g] < 0)
+        back = np.flatnonzero(self._bfs(int(g[0]), False)[g] < 0)
+        if out.size or back.size:
+            pairs = [f"0->{r}" for r in out[:6].tolist()] + [f"{r}->0" for r in back[:6].tolist()]
+            cut = np.union1d(out, back)
+            raise InputError(f"failed links/switches leave rank pairs without any path: {', '.join(pairs)}"
+                             f"{' ...' if out.size + back.size > len(pairs) else ''} ({cut.size} of {g.size} ranks cannot reach "
+                             f"or be reached from rank 0, e.g. {cut[:8].tolist()})", source="--faults")
+
+
+def _adjacency(ends: np.ndarray, ids: np.ndarray, n_nodes: int) -> tuple[np.ndarray, np.ndarray]:
+    """CSR of link ids by node (``ends[i]`` is the node of link ``ids[i]``)."""
+    ptr = np.zeros(n_nodes + 1, dtype=np.int64)
+    np.cumsum(np.bincount(ends, minlength=n_nodes), out=ptr[1:])
+    return ptr, ids[np.argsort(ends, kind="stable")]
+
+
+def _crosses(indptr: np.ndarray, links: np.ndarray, failed: np.ndarray) -> np.ndarray:
+    """Per path: whether it uses a failed link."""
+    c = np.concatenate(([0], np.cumsum(failed[links], dtype=np.int64)))
+    return (c[indptr[1:]] - c[indptr[:-1]]) > 0
+
+
+def _replace_rows(ip: np.ndarray, lk: np.ndarray, pieces) -> tuple[np.ndarray, np.ndarray]:
+    """CSR ``(ip, lk)`` with the rows of each ``(rows, ip, lk)`` piece replaced."""
+    lengths, keep = np.diff(ip), np.ones(ip.size - 1, dtype=bool)
+    for rows, pip, _ in pieces:
+        lengths[rows], keep[rows] = np.diff(pip), False
+    indptr = np.zeros(ip.size, dtype=np.int64)
+    np.cumsum(lengths, out=indptr[1:])
+    out = np.empty(int(indptr[-1]), dtype=lk.dtype)
+    krows = np.flatnonzero(keep)
+    for rows, pip, plk in [(krows, *csr_gather(ip, lk, krows))] + list(pieces):
+        counts = np.diff(pip)
+        out[np.repeat(indptr[rows], counts) + np.arange(plk.size) - np.repeat(pip[:-1], counts)] = plk
+    return indptr, out

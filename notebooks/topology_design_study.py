@@ -1,0 +1,141 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Fat-tree design study
+#
+# `topologies/studies/fat_tree_design.yaml` sweeps an H100 cluster's fabric: 2-tier (256-port
+# switches) vs 3-tier (64-port switches), leaf oversubscription 1:1 / 2:1 / 7:1 (down:up),
+# rail-optimized or not, 400G vs 800G NICs, for all-reduce and all-to-all at 1k–16k GPUs
+# (analytical network model; see the comments in the study file):
+#
+# ```
+# netsim sweep topologies/studies/fat_tree_design.yaml --out results/fat_tree_design [--workers N]
+# ```
+#
+# This notebook runs a **reduced** version of the same study (64–256 GPUs, so it finishes in
+# seconds on a laptop) through the same machinery, then reads the results dataset. Point
+# `OUT` at the full study's output directory to plot the real thing.
+
+# %%
+import tempfile
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import yaml
+from IPython.display import Image, display
+
+import netsim
+import netsim.sweep as sweep
+
+REPO = Path(netsim.__file__).resolve().parents[1]
+STUDY = REPO / "topologies" / "studies" / "fat_tree_design.yaml"
+OUT = Path(tempfile.mkdtemp(prefix="fat_tree_design_"))  # or Path("results/fat_tree_design")
+
+
+def show(fig, name: str) -> None:
+    """Show a figure inline whatever the matplotlib backend (saved next to the results)."""
+    path = OUT / f"{name}.png"
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    display(Image(filename=str(path)))
+
+# %% [markdown]
+# ## A reduced study
+#
+# Same fabrics, oversubscriptions, rail layouts and NIC rates; smaller clusters
+# (8 and 32 nodes) and smaller messages.
+
+# %%
+doc = yaml.safe_load(STUDY.read_text())
+doc["grid"]["scale_out.tiers.0.oversubscription"] = [1, 7]
+doc["zip"] = {"op": ["all_reduce", "all_reduce", "alltoall", "alltoall"],
+              "gpus": [64, 256, 64, 256], "nodes": [8, 32, 8, 32],
+              "size": ["256M", "256M", "64M", "64M"]}
+small = sweep.parse_sweep(doc, source=str(STUDY), root=STUDY.parent)
+print(len(small), "configurations; swept:", ", ".join(small.swept))
+
+# %%
+report = sweep.run_sweep(small, OUT, jobs=2, progress=False)
+print(report.line())
+for failure in report.failed:
+    print("failed:", failure["label"], "--", failure["error"])
+
+# %% [markdown]
+# Running it again is free: every run_id is already complete.
+
+# %%
+print(sweep.run_sweep(small, OUT, jobs=2, progress=False).line())
+
+# %% [markdown]
+# ## Results
+#
+# `netsim.sweep.results(DIR)` joins the `collectives` table with the `runs` table, whose columns
+# are the swept parameters.
+
+# %%
+df = sweep.results(OUT)
+df["fabric"] = df["topology"].str.replace(".yaml", "", regex=False).str.replace("fat_tree_", "", regex=False)
+df["oversub"] = df["scale_out.tiers.0.oversubscription"].astype(int)
+df["rail"] = df["scale_out.rail_optimized"].map({True: "rail-optimized", False: "ToR"})
+cols = ["op", "gpus", "fabric", "oversub", "rail", "scale_out.nic_bw", "algorithm", "busbw_GBps"]
+df[cols].sort_values(cols[:6]).reset_index(drop=True).head(12)
+
+# %% [markdown]
+# ### Bus bandwidth vs leaf oversubscription
+#
+# One panel per collective and cluster size; lines per fabric and rail layout (400G NICs).
+
+# %%
+panels = sorted(set(zip(df["op"], df["gpus"])))
+fig, axes = plt.subplots(1, len(panels), figsize=(4 * len(panels), 3.4), sharey=False)
+for ax, (op, gpus) in zip(axes, panels):
+    sub = df[(df["op"] == op) & (df["gpus"] == gpus) & (df["scale_out.nic_bw"] == "400Gbps")]
+    for (fabric, rail), g in sub.groupby(["fabric", "rail"]):
+        g = g.sort_values("oversub")
+        ax.plot(g["oversub"], g["busbw_GBps"], marker="o", label=f"{fabric}, {rail}")
+    ax.set_title(f"{op}, {gpus} GPUs")
+    ax.set_xlabel("leaf oversubscription (down:up)")
+    ax.set_xticks(sorted(df["oversub"].unique()))
+axes[0].set_ylabel("bus bandwidth (GB/s)")
+axes[-1].legend(fontsize=7)
+fig.tight_layout()
+show(fig, "busbw_vs_oversubscription")
+
+# %% [markdown]
+# ### What does an 800G NIC buy?
+#
+# Ratio of bus bandwidth at 800G to 400G, per configuration.
+
+# %%
+key = ["op", "gpus", "fabric", "oversub", "rail"]
+wide = df.pivot_table(index=key, columns="scale_out.nic_bw", values="busbw_GBps").reset_index()
+wide["speedup_800G"] = wide["800Gbps"] / wide["400Gbps"]
+fig, ax = plt.subplots(figsize=(8, 3.4))
+short = {"all_reduce": "AR", "alltoall": "A2A"}
+labels = [f"{short.get(r.op, r.op)} {r.gpus} {r.fabric} {r.rail[:4]} {r.oversub}:1" for r in wide.itertuples()]
+ax.bar(range(len(wide)), wide["speedup_800G"], color=["C0" if o == "all_reduce" else "C1" for o in wide["op"]])
+ax.set_xticks(range(len(wide)), labels, rotation=90, fontsize=6)
+ax.axhline(1, color="grey", lw=0.8)
+ax.set_ylabel("busbw 800G / 400G")
+fig.tight_layout()
+show(fig, "nic_800g_speedup")
+
+# %% [markdown]
+# The `runs` table also records each configuration's wall time, netsim version and status;
+# failed configurations (none here) are in `netsim.sweep.failures(OUT)`.
+
+# %%
+runs = netsim.open_results(OUT).runs
+print(f"{len(runs)} runs, simulated in {runs['wall_time_s'].sum():.1f} s of worker time;",
+      f"failures: {len(sweep.failures(OUT))}")

@@ -1,0 +1,34 @@
+"""Execute the jupytext notebooks in notebooks/ end to end (small inputs)."""
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted((REPO / "notebooks").glob("*.py"))
+
+jupytext = pytest.importorskip("jupytext", reason="notebook tests need jupytext (pip install jupytext)")
+nbclient = pytest.importorskip("nbclient", reason="notebook tests need nbclient (pip install nbclient)")
+pytest.importorskip("ipykernel", reason="notebook tests need ipykernel (pip install ipykernel)")
+
+
+@pytest.mark.slow  # about 30 s per notebook on 2 cores: more than the default run should spend
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_notebook_executes(path, tmp_path, monkeypatch):
+    nb = jupytext.read(path)
+    # the kernel imports this checkout of netsim, whatever is installed
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    client = nbclient.NotebookClient(nb, timeout=300, kernel_name="python3",
+                                     resources={"metadata": {"path": str(tmp_path)}})
+    t = time.perf_counter()
+    client.execute()
+    elapsed = time.perf_counter() - t
+    errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []) if o.output_type == "error"]
+    assert not errors
+    images = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
+              if "image/png" in o.get("data", {})]
+    assert images, "the notebook shows its plots inline"
+    print(f"{path.name}: executed in {elapsed:.1f} s")
