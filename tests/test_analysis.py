@@ -350,10 +350,10 @@ def test_end_to_end_trace_and_llm(tmp_path, capsys, traces):
     assert rep["hottest_links"] and rep["tiers"][0]["tier"] == "nvswitch"
 
     model = tmp_path / "tiny.yaml"
-    model.write_text("layers: 2\nhidden: 256\nffn: 1024\nheads: 4\nvocab: 1000\n")
+    model.write_text("layers: 2\nhidden: 1024\nffn: 4096\nheads: 8\nvocab: 1000\n")
     wl = tmp_path / "wl"
     assert main(["workload", "llm", "--model", str(model), "--tp", "1", "--pp", "1", "--dp", "8",
-                 "--microbatches", "4", "--seq", "256", "--out", str(wl)]) == 0
+                 "--microbatches", "4", "--seq", "4096", "--out", str(wl)]) == 0
     out = tmp_path / "llm"
     assert main(["run", "--topology", topo, "--workload", str(wl / "llm"), "--comm-groups",
                  str(wl / "comm_groups.json"), "--straggler", "3:1.3", "--out", str(out)]) == 0
