@@ -91,7 +91,7 @@ def build_plan(topo: Topology, cfg: BenchConfig, size_bytes: float) -> plan_mod.
         else:
             matrix = skew.skewed_matrix(n, size_bytes, cfg.skew, seed=cfg.seed)
     return plan_mod.plan(topo, np.arange(n), cfg.op, size_bytes, cfg.algo, channels=cfg.channels,
-                         protocol=cfg.protocol, matrix=matrix)
+                         protocol=cfg.protocol, matrix=matrix, split_channels=cfg.model != "analytical")
 
 
 def run_one(topo: Topology, cfg: BenchConfig, nbytes: int) -> tuple[nt.BenchRow, dict]:

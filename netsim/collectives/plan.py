@@ -62,17 +62,21 @@ def check_algorithm(op: str, algo: str) -> None:
 
 def plan(topo: Topology, ranks, op: str, nbytes: float, algo: str = "auto", *,
          channels: int | None = None, protocol: str | None = None, matrix: np.ndarray | None = None,
-         shaped: bool = True) -> Plan:
+         shaped: bool = True, split_channels: bool = True) -> Plan:
     """The schedule for ``op`` of nccl-tests size ``nbytes`` over ``ranks`` (topology ranks).
 
     channels: NCCL channels (default: NCCL's count for the group, reduced for small sizes).
     protocol: force LL / LL128 / Simple (default: NCCL's choice).
     matrix: per-pair bytes for all-to-all (alltoallv).
     shaped: apply protocol effects (False: the bare algorithm on the bare network).
+    split_channels: one flow per channel (False: one flow carrying every channel, for the
+        contention-free analytical model, where parallel flows would each get a whole link).
     """
     ranks = np.asarray(ranks, dtype=np.int64)
     check_algorithm(op, algo)
     n = int(ranks.size)
+    if n < 2:  # nothing to communicate
+        return Plan(Schedule(op, "none", n, nbytes, ()), "none", "none", 0, 0.0)
     info = nccl.CommInfo.from_topology(topo, ranks, channels)
     g = info.local_size if _node_aligned(ranks, info.local_size) else None
     if op in ("alltoall", "sendrecv"):
@@ -85,7 +89,7 @@ def plan(topo: Topology, ranks, op: str, nbytes: float, algo: str = "auto", *,
         choice = _with_protocol(choice, op, nbytes, info, protocol)
     name = algo if algo != "auto" else choice.algorithm
     nc = channels if channels is not None else choice.channels
-    sched, depth, sched_channels = _build(op, name, n, nbytes, g, nc, choice.protocol)
+    sched, depth, sched_channels = _build(op, name, n, nbytes, g, nc if split_channels else 1, choice.protocol)
     if not shaped:
         return Plan(sched, name, "none", sched_channels, None)
     sched = shape(sched, topo, ranks, choice, depth, nc, sched_channels, f"{name}/{choice.protocol}")

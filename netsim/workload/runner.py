@@ -49,6 +49,20 @@ MODELS = {"flow": FlowNetwork, "analytical": AnalyticalNetwork}
 CPU, GPU, COMM = 0, 1, 2
 
 
+def _lanes(t: NodeTable) -> np.ndarray:
+    """Lane of every node: CPU (``is_cpu_op`` compute and host-side comm), GPU compute, COMM
+    (GPU collectives and sends), or -1 (receives, memory, metadata: no lane)."""
+    typ = np.asarray(t.type)
+    cpu = np.asarray(t.is_cpu_op) == 1
+    out = np.full(typ.size, -1, dtype=np.int8)
+    comp = typ == NodeType.COMP_NODE
+    out[comp] = np.where(cpu[comp], CPU, GPU)
+    coll = typ == NodeType.COMM_COLL_NODE
+    out[coll] = np.where(cpu[coll] | (np.asarray(t.comm_type)[coll] == MISSING), CPU, COMM)
+    out[typ == NodeType.COMM_SEND_NODE] = COMM
+    return out
+
+
 def collective_schedule(comm_type: int, comm_size: int, n: int):
     """The schedule for a Chakra collective (``comm_size`` is Chakra's per-rank buffer)."""
     t = CommType(comm_type)
@@ -69,13 +83,49 @@ def collective_schedule(comm_type: int, comm_size: int, n: int):
     raise InputError(f"unsupported collective {t.name}", field="comm_type")
 
 
+#: Chakra collective -> (nccl-tests op, S as a multiple of comm_size times group size, or of comm_size).
+_NCCL_OPS = {CommType.ALL_REDUCE: "all_reduce", CommType.ALL_GATHER: "all_gather",
+             CommType.REDUCE_SCATTER: "reduce_scatter", CommType.REDUCE_SCATTER_BLOCK: "reduce_scatter",
+             CommType.ALL_TO_ALL: "alltoall", CommType.BROADCAST: "broadcast", CommType.REDUCE: "reduce"}
+
+
+class NcclSchedules:
+    """Collectives of a workload as NCCL would run them: ``--algo auto`` and protocol shaping
+    (:func:`netsim.collectives.plan.plan`).  Plans are cached per (type, size, group shape):
+    groups laid out alike on the topology (every TP group, every DP group...) share one."""
+
+    def __init__(self, topo: Topology, split_channels: bool = True):
+        self.topo, self.split = topo, split_channels
+        self.g = int(topo.meta.get("gpus_per_node") or topo.n_gpus)
+        self._cache: dict = {}
+
+    def __call__(self, comm_type: int, comm_size: int, members: tuple):
+        from netsim.collectives.barrier import barrier
+        from netsim.collectives.plan import plan
+        t = CommType(comm_type)
+        ranks = np.asarray(members, dtype=np.int64)
+        n = ranks.size
+        if t == CommType.BARRIER:
+            return barrier(n)
+        op = _NCCL_OPS.get(t)
+        if op is None:
+            raise InputError(f"unsupported collective {t.name}", field="comm_type")
+        size = comm_size * n if t == CommType.ALL_GATHER else comm_size  # Chakra AG: per-rank shard
+        key = (op, size, n, int(ranks[0]) % self.g, np.diff(ranks).tobytes())
+        sched = self._cache.get(key)
+        if sched is None:
+            sched = self._cache[key] = plan(self.topo, ranks, op, float(size), split_channels=self.split).schedule
+        return sched
+
+
 @dataclass
 class _Rank:
     rank: int
     table: NodeTable
     children: list[list[int]]
     indeg: np.ndarray
-    ready: deque = field(default_factory=deque)
+    lane_of: np.ndarray = None  # lane of every node (-1: none)
+    queues: list = field(default_factory=lambda: [deque(), deque(), deque(), deque()])  # ready: per lane, lane-less
     lanes: list = field(default_factory=lambda: [0, 0, 0])  # nodes in flight per lane
     waiting: dict = field(default_factory=dict)  # node -> what it waits for
     done: int = 0
@@ -135,7 +185,10 @@ class WorkloadRun:
                              source="--topology")
         self.env = simpy.Environment()
         # schedule_fn(comm_type, comm_size, members) -> Schedule; network(env, topo) -> Network
-        self.schedule_fn = schedule_fn or (lambda ct, size, members: collective_schedule(ct, size, len(members)))
+        if schedule_fn is None:
+            schedule_fn = (lambda ct, size, members: collective_schedule(ct, size, len(members))) \
+                if topo.meta.get("astra_network") else NcclSchedules(topo, split_channels=model != "analytical")
+        self.schedule_fn = schedule_fn
         self.net = (network or MODELS[model])(self.env, topo)
         self.topo, self.groups = topo, groups
         self.unknown = 0
@@ -186,7 +239,8 @@ class WorkloadRun:
                 indeg[i] += 1
         _check_acyclic(t, children, indeg.copy())
         st = _Rank(rank, t, children, indeg)
-        st.ready.extend(np.flatnonzero(indeg == 0).tolist())
+        st.lane_of = _lanes(t)
+        self._ready(st, np.flatnonzero(indeg == 0).tolist())
         return st
 
     # ------------------------------------------------------------ execution
@@ -206,30 +260,23 @@ class WorkloadRun:
                               np.array([st.compute_s for st in self.ranks]), self.ops, self.unknown,
                               self.notes, self)
 
-    def _issue(self, st: _Rank) -> None:
-        """Start every ready node whose lane is free, in file order."""
-        keep = deque()
-        while st.ready:
-            i = st.ready.popleft()
-            lane = self._lane(st.table, i)
-            if lane is not None and st.lanes[lane] >= self.streams:
-                keep.append(i)
-                continue
-            if lane is not None:
-                st.lanes[lane] += 1
-            self._start(st, i, lane)
-        st.ready = keep
-
     @staticmethod
-    def _lane(t: NodeTable, i: int) -> int | None:
-        typ, cpu = int(t.type[i]), int(t.is_cpu_op[i]) == 1
-        if typ == NodeType.COMP_NODE:
-            return CPU if cpu else GPU
-        if typ == NodeType.COMM_COLL_NODE:
-            return CPU if cpu or int(t.comm_type[i]) == MISSING else COMM
-        if typ == NodeType.COMM_SEND_NODE:
-            return COMM
-        return None
+    def _ready(st: _Rank, nodes) -> None:
+        """Queue newly ready nodes on their lanes (lane-less ones on their own queue)."""
+        lanes = st.lane_of
+        for i in nodes:
+            st.queues[lanes[i]].append(i)  # -1 -> the lane-less queue
+
+    def _issue(self, st: _Rank) -> None:
+        """Start queued nodes, in the order they became ready, while their lane has room."""
+        free = st.queues[-1]
+        while free:
+            self._start(st, free.popleft(), None)
+        for lane in (CPU, GPU, COMM):
+            q = st.queues[lane]
+            while q and st.lanes[lane] < self.streams:
+                st.lanes[lane] += 1
+                self._start(st, q.popleft(), lane)
 
     def _start(self, st: _Rank, i: int, lane: int | None) -> None:
         t, now = st.table, self.env.now
@@ -267,10 +314,12 @@ class WorkloadRun:
         st.done += 1
         st.finish = max(st.finish, self.env.now)
         self.ops.append((st.rank, int(st.table.id[i]), st.table.name[i], int(st.table.type[i]), start, self.env.now, i))
+        ready = []
         for c in st.children[i]:
             st.indeg[c] -= 1
             if st.indeg[c] == 0:
-                st.ready.append(c)
+                ready.append(c)
+        self._ready(st, ready)
         self._issue(st)
 
     # --------------------------------------------------------- communication
@@ -357,7 +406,7 @@ class WorkloadRun:
                                 f"{'send' if kind == 'recv' else 'receive'}")
             pending = len(t) - st.done
             lines.append(f"  rank {st.rank}: {pending} node(s) not done; " + ("; ".join(what) or
-                         f"{len(st.ready)} ready node(s) blocked behind a busy lane"))
+                         f"{sum(len(q) for q in st.queues)} ready node(s) blocked behind a busy lane"))
         if len(stuck) > 16:
             lines.append(f"  ... and {len(stuck) - 16} more ranks")
         return "\n".join(lines)
