@@ -54,14 +54,21 @@ def step_routes(topo, ranks: np.ndarray, step: Step) -> tuple[np.ndarray, np.nda
     return np.concatenate(([0], np.cumsum(new_len))).astype(indptr.dtype), links[keep]
 
 
-def fixed_durations(net: Network, step: Step, ranks: np.ndarray) -> np.ndarray | None:
-    """Per-transfer seconds (overhead included) if they cannot depend on timing, else ``None``."""
+def fixed_durations(net: Network, step: Step, ranks: np.ndarray, repeat: int = 0) -> np.ndarray | None:
+    """Per-transfer seconds (overhead included) if they cannot depend on timing, else ``None``.
+
+    ``repeat``: on the analytical network, add the step's traffic ``repeat`` times to the
+    link counters (the event-driven path counts every submit)."""
     src, dst = ranks[step.src], ranks[step.dst]
     wire = step.nbytes * step.wire
     if isinstance(net, AnalyticalNetwork):
-        routes = None if net.astra else step_routes(net.topo, ranks, step)
+        routes = step_routes(net.topo, ranks, step) if repeat or not net.astra else None
         cap = None if np.isinf(step.rate_cap) else step.rate_cap
-        return net.durations(src, dst, wire, step.key, routes, cap) + step.overhead_s
+        dur, ser = net._timing(src, dst, wire, step.key, None if net.astra else routes, cap)
+        if repeat:
+            net.stats["transfers"] += int(src.size) * repeat
+            net._count(routes, wire * repeat, ser * repeat)
+        return dur + step.overhead_s
     if not isinstance(net, FlowNetwork):
         return None
     indptr, links = step_routes(net.topo, ranks, step)
@@ -189,7 +196,7 @@ def run_fixed(net: Network, schedule: Schedule, ranks: np.ndarray, start: np.nda
     """Finish time of every rank, or ``None`` if some phase has timing-dependent durations."""
     patterns = []
     for ph in schedule.phases:
-        dur = fixed_durations(net, ph.step, ranks) if ph.step.n_transfers else np.zeros(0)
+        dur = fixed_durations(net, ph.step, ranks, ph.repeat) if ph.step.n_transfers else np.zeros(0)
         if dur is None:
             return None
         patterns.append((_Pattern(ph.step, schedule.nranks, dur), ph.repeat))

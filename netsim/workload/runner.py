@@ -37,6 +37,7 @@ import simpy
 
 from netsim.collectives import chain, direct, ring
 from netsim.collectives.executor import CollectiveRun
+from netsim.collectives.fastpath import run_fixed
 from netsim.errors import DeadlockError, InputError
 from netsim.network.analytical import AnalyticalNetwork
 from netsim.network.flow import FlowNetwork
@@ -87,6 +88,38 @@ def collective_schedule(comm_type: int, comm_size: int, n: int):
 _NCCL_OPS = {CommType.ALL_REDUCE: "all_reduce", CommType.ALL_GATHER: "all_gather",
              CommType.REDUCE_SCATTER: "reduce_scatter", CommType.REDUCE_SCATTER_BLOCK: "reduce_scatter",
              CommType.ALL_TO_ALL: "alltoall", CommType.BROADCAST: "broadcast", CommType.REDUCE: "reduce"}
+
+
+#: Collectives where every member's finish depends on every member's arrival.
+_SYMMETRIC = {CommType.ALL_REDUCE, CommType.ALL_GATHER, CommType.REDUCE_SCATTER, CommType.REDUCE_SCATTER_BLOCK,
+              CommType.ALL_TO_ALL, CommType.BARRIER}
+
+
+class _FixedRun:
+    """A symmetric collective on a contention-free network, evaluated in one vectorized pass
+    (:func:`~netsim.collectives.fastpath.run_fixed`) once its last member arrives.  Exact: the
+    same max-plus recurrence the event-driven executor follows, started from each member's
+    arrival time; no member can finish before the last one arrives, since each needs data
+    from all.  Attributes mirror :class:`CollectiveRun` for the recorder."""
+
+    def __init__(self, net, sched, members: tuple, on_done):
+        n = len(members)
+        self.net, self.sched, self.ranks, self.on_done = net, sched, np.asarray(members, np.int64), on_done
+        self.start = np.full(n, np.nan)
+        self.t_done = np.full(n, np.nan)
+        self.left = n
+
+    def arrive(self, local: int) -> None:
+        now = self.net.env.now
+        self.start[local] = now
+        self.left -= 1
+        if self.left:
+            return
+        res = run_fixed(self.net, self.sched, self.ranks, self.start)
+        self.t_done = np.maximum(res["finish"], now) if res["finish"].size else np.full(self.start.size, now)
+        for t in np.unique(self.t_done).tolist():
+            idx = np.flatnonzero(self.t_done == t)
+            self.net.call_at(t, lambda idx=idx, t=t: self.on_done(idx, t))
 
 
 class NcclSchedules:
@@ -340,8 +373,12 @@ class WorkloadRun:
             sched = self.schedule_fn(ctype, max(size, 0), members)
             inst = {"type": ctype, "size": size, "first": (st.rank, int(t.id[i])), "done": {}, "arrived": set(),
                     "group": pg_name}
-            inst["run"] = CollectiveRun(self.env, self.net, sched, np.array(members), deferred=True,
-                                        on_rank_done=lambda loc, _t, k=key: self._coll_done(k, loc))
+            on_done = lambda loc, _t, k=key: self._coll_done(k, loc)  # noqa: E731
+            if isinstance(self.net, AnalyticalNetwork) and ctype in _SYMMETRIC:
+                inst["run"] = _FixedRun(self.net, sched, members, on_done)
+            else:
+                inst["run"] = CollectiveRun(self.env, self.net, sched, np.array(members), deferred=True,
+                                            on_rank_done=on_done)
             self._colls[key] = inst
         elif (inst["type"], inst["size"]) != (ctype, size):
             r0, n0 = inst["first"]
