@@ -54,11 +54,13 @@ def step_routes(topo, ranks: np.ndarray, step: Step) -> tuple[np.ndarray, np.nda
     return np.concatenate(([0], np.cumsum(new_len))).astype(indptr.dtype), links[keep]
 
 
-def fixed_durations(net: Network, step: Step, ranks: np.ndarray, repeat: int = 0) -> np.ndarray | None:
+def fixed_durations(net: Network, step: Step, ranks: np.ndarray, repeat: int = 0,
+                    counts: list | None = None) -> np.ndarray | None:
     """Per-transfer seconds (overhead included) if they cannot depend on timing, else ``None``.
 
-    ``repeat``: on the analytical network, add the step's traffic ``repeat`` times to the
-    link counters (the event-driven path counts every submit)."""
+    ``repeat``: on the analytical network, the step's traffic ``repeat`` times is owed to the
+    link counters (the event-driven path counts every submit): appended to ``counts`` as
+    ``(routes, bytes, busy)`` when given, else counted now."""
     src, dst = ranks[step.src], ranks[step.dst]
     wire = step.nbytes * step.wire
     if isinstance(net, AnalyticalNetwork):
@@ -66,8 +68,11 @@ def fixed_durations(net: Network, step: Step, ranks: np.ndarray, repeat: int = 0
         cap = None if np.isinf(step.rate_cap) else step.rate_cap
         dur, ser = net._timing(src, dst, wire, step.key, None if net.astra else routes, cap)
         if repeat:
-            net.stats["transfers"] += int(src.size) * repeat
-            net._count(routes, wire * repeat, ser * repeat)
+            item = (routes, wire * repeat, ser * repeat, int(src.size) * repeat)
+            if counts is None:
+                _count(net, [item])
+            else:
+                counts.append(item)
         return dur + step.overhead_s
     if not isinstance(net, FlowNetwork):
         return None
@@ -192,14 +197,34 @@ class _Pattern:
         return out
 
 
-def run_fixed(net: Network, schedule: Schedule, ranks: np.ndarray, start: np.ndarray) -> dict | None:
-    """Finish time of every rank, or ``None`` if some phase has timing-dependent durations."""
-    patterns = []
+def _count(net: Network, counts: list) -> None:
+    for routes, nbytes, busy, transfers in counts:
+        net.stats["transfers"] += transfers
+        net._count(routes, nbytes, busy)
+
+
+def fixed_patterns(net: Network, schedule: Schedule, ranks: np.ndarray):
+    """What :func:`run_fixed` precomputes (reusable for the same schedule on the same ranks),
+    or ``None`` if some phase has timing-dependent durations."""
+    patterns, counts = [], []
     for ph in schedule.phases:
-        dur = fixed_durations(net, ph.step, ranks, ph.repeat) if ph.step.n_transfers else np.zeros(0)
+        dur = fixed_durations(net, ph.step, ranks, ph.repeat, counts) if ph.step.n_transfers else np.zeros(0)
         if dur is None:
             return None
         patterns.append((_Pattern(ph.step, schedule.nranks, dur), ph.repeat))
+    return patterns, counts
+
+
+def run_fixed(net: Network, schedule: Schedule, ranks: np.ndarray, start: np.ndarray,
+              prepared=None) -> dict | None:
+    """Finish time of every rank, or ``None`` if some phase has timing-dependent durations.
+
+    ``prepared``: :func:`fixed_patterns` of the same schedule and ranks (saves re-routing)."""
+    prepared = prepared if prepared is not None else fixed_patterns(net, schedule, ranks)
+    if prepared is None:
+        return None
+    patterns, counts = prepared
+    _count(net, counts)
     x = np.asarray(start, dtype=np.float64).copy()
     simulated = skipped = 0
     for pat, repeat in patterns:

@@ -37,7 +37,7 @@ import simpy
 
 from netsim.collectives import chain, direct, ring
 from netsim.collectives.executor import CollectiveRun
-from netsim.collectives.fastpath import run_fixed
+from netsim.collectives.fastpath import fixed_patterns, run_fixed
 from netsim.errors import DeadlockError, InputError
 from netsim.network.analytical import AnalyticalNetwork
 from netsim.network.flow import FlowNetwork
@@ -102,8 +102,9 @@ class _FixedRun:
     arrival time; no member can finish before the last one arrives, since each needs data
     from all.  Attributes mirror :class:`CollectiveRun` for the recorder."""
 
-    def __init__(self, net, sched, members: tuple, on_done):
+    def __init__(self, net, sched, members: tuple, on_done, cache: dict):
         n = len(members)
+        self.cache, self.key = cache, (id(sched), members)
         self.net, self.sched, self.ranks, self.on_done = net, sched, np.asarray(members, np.int64), on_done
         self.start = np.full(n, np.nan)
         self.t_done = np.full(n, np.nan)
@@ -115,7 +116,10 @@ class _FixedRun:
         self.left -= 1
         if self.left:
             return
-        res = run_fixed(self.net, self.sched, self.ranks, self.start)
+        prepared = self.cache.get(self.key)
+        if prepared is None:
+            prepared = self.cache[self.key] = fixed_patterns(self.net, self.sched, self.ranks)
+        res = run_fixed(self.net, self.sched, self.ranks, self.start, prepared)
         self.t_done = np.maximum(res["finish"], now) if res["finish"].size else np.full(self.start.size, now)
         for t in np.unique(self.t_done).tolist():
             idx = np.flatnonzero(self.t_done == t)
@@ -228,6 +232,7 @@ class WorkloadRun:
         self.notes: list[str] = []
         self.ranks = [self._prepare_rank(r, tables[r], ctrl_deps) for r in sorted(tables)]
         self._colls: dict[tuple, dict] = {}
+        self._fixed: dict = {}  # (schedule id, members) -> prepared fixed-duration patterns
         self._mail: dict[tuple, deque] = defaultdict(deque)
         self._recv_wait: dict[tuple, deque] = defaultdict(deque)
         self.ops: list[tuple] = []
@@ -375,7 +380,7 @@ class WorkloadRun:
                     "group": pg_name}
             on_done = lambda loc, _t, k=key: self._coll_done(k, loc)  # noqa: E731
             if isinstance(self.net, AnalyticalNetwork) and ctype in _SYMMETRIC:
-                inst["run"] = _FixedRun(self.net, sched, members, on_done)
+                inst["run"] = _FixedRun(self.net, sched, members, on_done, self._fixed)
             else:
                 inst["run"] = CollectiveRun(self.env, self.net, sched, np.array(members), deferred=True,
                                             on_rank_done=on_done)
