@@ -76,40 +76,35 @@ spec = llm.ModelSpec("tiny-3d", layers=4, hidden=4096, ffn=16384, heads=32, voca
 TP, PP, DP, MB = 4, 2, 4, 4
 nodes, groups = llm.generate_llm(spec, tp=TP, pp=PP, dp=DP, microbatches=MB, seq=8192)
 (WORK / "comm_groups.json").write_text(json.dumps(groups))
-write_workload(WORK / "baseline", nodes)
 role = {g: "tp" if m == list(range(m[0], m[0] + len(m))) else "dp" for g, m in groups.items()}
 print(f"{len(nodes)} ranks, {len(nodes[0])} nodes on rank 0; groups:",
       {k: sum(1 for v in role.values() if v == k) for k in ("tp", "dp")})
 
 # %% [markdown]
-# ## 2. Overlapped variant: bucketed gradient all-reduce
+# ## 2. Baseline and overlapped variants
 #
-# The generated iteration ends with one DP all-reduce of all gradients, after the last backward.
-# Here it is split into one bucket per layer, each depending only on that layer's last backward
-# node, so it runs while earlier layers are still in their backward pass. DP buckets get their own
-# communication stream (`streams=2`), as NCCL gives each communicator its own CUDA stream.
+# The generator reduces gradients in per-layer buckets (PyTorch DDP / Megatron style): each DP
+# all-reduce depends only on that layer's backward in the last microbatch, so it runs while earlier
+# layers are still in their backward pass. The baseline merges them into one all-reduce after the
+# last backward node. DP buckets get their own communication stream (`streams=2`), as NCCL gives
+# each communicator its own CUDA stream.
 
 # %%
-def bucketed(rank_nodes):
-    *body, grad = rank_nodes
-    assert grad.name == "dp.grad_allreduce"
-    last_bwd = {}
-    for n in body:  # the last node of each layer in the last microbatch's backward
-        if n.name.startswith(f"mb{MB - 1}.bwd.L"):
-            last_bwd[n.name.split(".")[2]] = n.id
-    layers = list(last_bwd.items())
-    size, nid, out = grad.comm_size // len(layers), body[-1].id, list(body)
-    for i, (layer, dep) in enumerate(layers):
-        nid += 1
-        part = size if i < len(layers) - 1 else grad.comm_size - size * (len(layers) - 1)
-        out.append(EtNode(nid, f"dp.grad_bucket.{layer}", int(NodeType.COMM_COLL_NODE), data_deps=(dep,),
-                          comm_type=int(CommType.ALL_REDUCE), comm_size=part, pg_name=grad.pg_name,
-                          is_cpu_op=False))
-    return out
+def unbucketed(rank_nodes):
+    """The same rank with one DP all-reduce of every gradient after its last node."""
+    buckets = [n for n in rank_nodes if n.name.startswith("dp.grad_allreduce")]
+    body = [n for n in rank_nodes if not n.name.startswith("dp.grad_allreduce")]
+    if not buckets:
+        return body
+    grad = EtNode(max(n.id for n in rank_nodes) + 1, "dp.grad_allreduce", int(NodeType.COMM_COLL_NODE),
+                  data_deps=(body[-1].id,), comm_type=int(CommType.ALL_REDUCE),
+                  comm_size=sum(b.comm_size for b in buckets), pg_name=buckets[0].pg_name, is_cpu_op=False)
+    return body + [grad]
 
 
-write_workload(WORK / "overlapped", [bucketed(n) for n in nodes])
-print([n.name for n in bucketed(nodes[0])[-3:]])
+write_workload(WORK / "baseline", [unbucketed(n) for n in nodes])
+write_workload(WORK / "overlapped", nodes)
+print([n.name for n in unbucketed(nodes[0])[-2:]], [n.name for n in nodes[0] if n.name.startswith("dp.")][:3])
 
 # %% [markdown]
 # ## 3. A faster scale-out topology

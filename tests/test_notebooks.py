@@ -14,7 +14,6 @@ nbclient = pytest.importorskip("nbclient", reason="notebook tests need nbclient 
 pytest.importorskip("ipykernel", reason="notebook tests need ipykernel (pip install ipykernel)")
 
 
-@pytest.mark.slow  # about 30 s per notebook on 2 cores: more than the default run should spend
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
 def test_notebook_executes(path, tmp_path, monkeypatch):
     nb = jupytext.read(path)
