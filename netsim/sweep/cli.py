@@ -1,0 +1,47 @@
+"""``netsim sweep SWEEP.yaml --out DIR``: run a design study (see ``docs/sweeps.md``)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from netsim.errors import InputError
+
+
+def register_cli(sub) -> None:
+    """Add ``netsim sweep`` to the CLI."""
+    p = sub.add_parser("sweep", help="run a grid of bench or run configurations into one results dataset")
+    p.add_argument("sweep", help="sweep YAML file (kind, base, grid, zip, seeds)")
+    p.add_argument("--out", required=True, help="results directory (re-running skips finished run_ids)")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--scheduler", default=None, help="address of a running Dask scheduler (tcp://HOST:PORT)")
+    where.add_argument("--workers", type=int, default=None, help="start a local Dask cluster of N worker processes")
+    where.add_argument("--jobs", type=int, default=None,
+                       help="local worker processes without Dask (the default executor; default: CPU count)")
+    p.add_argument("--retries", type=int, default=2,
+                   help="resubmit a configuration whose worker died or that crashed, up to K times (default 2)")
+    p.add_argument("--dry-run", action="store_true", help="list the configurations and their run_ids; run nothing")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=_cmd_sweep)
+
+
+def _cmd_sweep(args: argparse.Namespace) -> int:
+    from netsim.results.dataset import is_complete
+    from netsim.sweep.runner import run_sweep
+    from netsim.sweep.spec import load_sweep
+
+    sweep = load_sweep(args.sweep)
+    if args.dry_run:
+        for i, rid in enumerate(sweep.run_ids):
+            state = "done" if is_complete(args.out, rid) else "todo"
+            print(f"{rid}  {state}  {sweep.label(i) or '(base)'}")
+        print(f"{len(sweep)} configurations ({sweep.kind})")
+        return 0
+    if args.retries < 0:
+        raise InputError(f"expected retries >= 0, got {args.retries}", source="--retries")
+    report = run_sweep(sweep, args.out, scheduler=args.scheduler, workers=args.workers, jobs=args.jobs,
+                       retries=args.retries, progress=not args.no_progress)
+    print(f"sweep {sweep.name}: {report.line()}")
+    for f in report.failed:
+        print(f"failed  {f['run_id']}  {f['label']}: {f['error']}", file=sys.stderr)
+    return 0 if report.ok else 1

@@ -1,0 +1,284 @@
+"""Run a sweep on local processes or a Dask cluster; resumable, idempotent, with retries.
+
+* Finished run_ids (their ``runs`` part exists) are skipped before submission, and again
+  by the worker, so a configuration is never simulated twice once it is complete.
+* Every file is written under a temporary name and renamed; the ``runs`` part goes last.
+  Temporary files of killed writers are removed when the sweep starts and ends.
+* A configuration whose worker dies, or that raises something other than a
+  :class:`~netsim.errors.NetsimError`, is resubmitted up to ``retries`` times.  Dask itself
+  reschedules tasks of a lost worker; :class:`distributed.KilledWorker` counts as an attempt.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import logging
+import os
+import time
+import uuid
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from netsim.errors import InputError
+from netsim.results.dataset import PART, is_complete
+from netsim.sweep.spec import Sweep, load_sweep
+from netsim.sweep.worker import FAILURES, one_line, record_failure, run_task
+
+
+@dataclass
+class SweepReport:
+    """Outcome of :func:`run_sweep`: counts, the failed configurations, the worker summaries."""
+
+    out_dir: Path
+    total: int
+    done: int = 0
+    skipped: int = 0
+    retried: int = 0
+    failed: list[dict] = field(default_factory=list)  # run_id, label, error
+    summaries: list[dict] = field(default_factory=list)
+    wall_s: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        """True when no configuration failed."""
+        return not self.failed
+
+    def line(self) -> str:
+        """One-line summary."""
+        return (f"{self.total} configurations: {self.done} done, {len(self.failed)} failed, {self.skipped} skipped"
+                f" ({self.retried} retries) in {self.wall_s:.1f} s -> {self.out_dir}")
+
+
+def clean_temp_files(out_dir: str | os.PathLike) -> int:
+    """Remove temporary partition files left by killed writers; returns how many."""
+    n = 0
+    for p in Path(out_dir).glob(f"*/run_id=*/.{PART}*"):
+        try:
+            p.unlink()
+            n += 1
+        except FileNotFoundError:
+            pass
+    return n
+
+
+# -------------------------------------------------------------- executors
+class _LocalPool:
+    """A ProcessPoolExecutor; a dead worker breaks the pool, so it is rebuilt and tasks resubmitted."""
+
+    def __init__(self, jobs: int | None):
+        self.jobs = jobs or os.cpu_count() or 1
+        self.gen = 0
+        self.pool = cf.ProcessPoolExecutor(self.jobs)
+        self._pending: set = set()
+        self._gen_of: dict = {}
+
+    def submit(self, task: dict):
+        fut = self.pool.submit(run_task, task)
+        self._gen_of[fut] = self.gen
+        self._pending.add(fut)
+        return fut
+
+    def completed(self):
+        while self._pending:
+            done, _ = cf.wait(self._pending, return_when=cf.FIRST_COMPLETED)
+            for fut in done:
+                self._pending.discard(fut)
+                yield fut
+
+    def outcome(self, fut) -> tuple[dict | None, str | None]:
+        try:
+            return fut.result(), None
+        except cf.process.BrokenProcessPool:
+            if self._gen_of.pop(fut, self.gen) == self.gen:  # first casualty: replace the pool
+                self.pool.shutdown(wait=False, cancel_futures=True)
+                self.gen += 1
+                self.pool = cf.ProcessPoolExecutor(self.jobs)
+            return None, "worker process died"
+        except Exception as exc:  # noqa: BLE001 - e.g. a task that could not be pickled
+            return None, one_line(exc)
+        finally:
+            self._gen_of.pop(fut, None)
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=True, cancel_futures=True)
+
+
+class _DaskPool:
+    """Dask futures on an existing scheduler or a loopback LocalCluster."""
+
+    def __init__(self, scheduler: str | None = None, workers: int | None = None):
+        try:
+            from distributed import Client, LocalCluster, as_completed
+        except ImportError:
+            raise InputError("needs Dask: pip install 'netsim[dask]' (dask[distributed])",
+                             source="--scheduler" if scheduler else "--workers") from None
+        self._as_completed = as_completed
+        self.cluster = None
+        if scheduler:
+            try:
+                self.client = Client(scheduler, timeout="20s")
+            except (OSError, TimeoutError) as exc:
+                raise InputError(f"cannot connect to the Dask scheduler: {one_line(exc)}", source="--scheduler") from None
+        else:
+            with warnings.catch_warnings():  # "Port 8787 is already in use": another port is used, fine
+                warnings.filterwarnings("ignore", message="Port .* is already in use", category=UserWarning)
+                self.cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                                            host="127.0.0.1", dashboard_address=None, silence_logs=logging.CRITICAL)
+            self.client = Client(self.cluster)
+        self._ac = None
+        self._queued: list = []
+
+    def submit(self, task: dict):
+        fut = self.client.submit(run_task, task, pure=False, key=f"netsim-sweep-{task['run_id']}-{uuid.uuid4().hex[:8]}")
+        if self._ac is None:
+            self._queued.append(fut)
+        else:
+            self._ac.add(fut)
+        return fut
+
+    def completed(self):
+        self._ac = self._as_completed(self._queued)
+        self._queued = []
+        yield from self._ac
+        self._ac = None
+
+    def outcome(self, fut) -> tuple[dict | None, str | None]:
+        try:
+            return fut.result(), None
+        except Exception as exc:  # noqa: BLE001 - KilledWorker, lost connection, cancelled
+            return None, one_line(exc)
+        finally:
+            fut.release()
+
+    def close(self) -> None:
+        self.client.close()
+        if self.cluster is not None:
+            self.cluster.close()
+
+
+def make_executor(scheduler: str | None = None, workers: int | None = None, jobs: int | None = None):
+    """The executor for the CLI flags: Dask scheduler, Dask LocalCluster, or a process pool."""
+    if scheduler and workers:
+        raise InputError("give --scheduler or --workers, not both", source="--workers")
+    for flag, n in (("--workers", workers), ("--jobs", jobs)):
+        if n is not None and n < 1:
+            raise InputError(f"expected a positive number, got {n}", source=flag)
+    if scheduler or workers:
+        return _DaskPool(scheduler, workers)
+    return _LocalPool(jobs)
+
+
+# ------------------------------------------------------------------ driver
+def run_sweep(sweep: Sweep | str | os.PathLike, out_dir: str | os.PathLike, *, scheduler: str | None = None,
+              workers: int | None = None, jobs: int | None = None, retries: int = 2, progress: bool = True,
+              executor=None) -> SweepReport:
+    """Run every configuration of ``sweep`` not yet complete in ``out_dir``; see the module docstring.
+
+    ``executor``: an object from :func:`make_executor` (left open), else one is made from
+    ``scheduler`` / ``workers`` / ``jobs`` and closed at the end.
+    """
+    if not isinstance(sweep, Sweep):
+        sweep = load_sweep(sweep)
+    if retries < 0:
+        raise InputError(f"expected retries >= 0, got {retries}", source="--retries")
+    out = Path(out_dir).resolve()
+    if out.exists() and not out.is_dir():
+        raise InputError("exists and is not a folder", source=str(out_dir))
+    out.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    clean_temp_files(out)
+    report = SweepReport(out, len(sweep))
+    label = {rid: sweep.label(i) for i, rid in enumerate(sweep.run_ids)}
+    tasks = []
+    for i, rid in enumerate(sweep.run_ids):
+        if is_complete(out, rid):
+            report.skipped += 1
+        else:
+            tasks.append({"run_id": rid, "config": sweep.configs[i], "paths": sweep.paths[i],
+                          "out_dir": str(out), "attempt": 0})
+    bar = _bar(len(sweep), report.skipped, progress, sweep.name)
+    own = executor is None
+    ex = None
+    try:
+        if tasks:
+            ex = executor or make_executor(scheduler, workers, jobs)
+            running = {}
+            for task in tasks:
+                running[ex.submit(task)] = task
+            for fut in ex.completed():
+                task = running.pop(fut)
+                summary, lost = ex.outcome(fut)
+                if summary is None:
+                    summary = {"run_id": task["run_id"], "attempt": task["attempt"], "status": "failed",
+                               "error": lost, "error_type": "WorkerLost", "retry": True}
+                if summary["status"] == "failed" and summary.get("retry") and task["attempt"] < retries:
+                    task = {**task, "attempt": task["attempt"] + 1}
+                    running[ex.submit(task)] = task
+                    report.retried += 1
+                    continue
+                _account(report, summary, task, label, lost is not None)
+                bar.set_postfix_str(f"done {report.done} failed {len(report.failed)} skipped {report.skipped}",
+                                    refresh=False)
+                bar.update(1)
+    finally:
+        bar.close()
+        if own and ex is not None:
+            ex.close()
+        clean_temp_files(out)
+        report.wall_s = time.perf_counter() - t0
+    return report
+
+
+def _account(report: SweepReport, summary: dict, task: dict, label: dict, lost: bool) -> None:
+    report.summaries.append(summary)
+    rid = task["run_id"]
+    if summary["status"] in ("ok", "skipped"):
+        # "skipped" by a worker: the run was incomplete at submission and is complete now (Dask re-ran a
+        # task whose worker died after writing, or a retry found an earlier attempt's files): done.
+        report.done += 1
+    else:
+        if lost:  # the worker died: nobody wrote the failure record
+            try:
+                record_failure(report.out_dir, rid, task["config"], summary["error"], "WorkerLost",
+                               task["attempt"])
+            except Exception:  # noqa: BLE001 - still reported below
+                pass
+        report.failed.append({"run_id": rid, "label": label.get(rid, ""), "error": summary.get("error", "?")})
+
+
+def _bar(total: int, initial: int, enabled: bool, desc: str):
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, initial=initial, disable=not enabled, unit="cfg", desc=desc or "sweep",
+                dynamic_ncols=True, smoothing=0.1)
+
+
+def failures(out_dir: str | os.PathLike):
+    """Failure records of the configurations not (yet) complete in ``out_dir``, as a DataFrame."""
+    import pandas as pd
+
+    root = Path(out_dir)
+    frames = []
+    for p in sorted((root / FAILURES).glob(f"run_id=*/{PART}")):
+        rid = p.parent.name[len("run_id="):]
+        if not is_complete(root, rid):
+            frames.append(pd.read_parquet(p).assign(run_id=rid))
+    if not frames:
+        return pd.DataFrame(columns=["run_id", "status", "error", "error_type", "attempt"])
+    return pd.concat(frames, ignore_index=True)
+
+
+def results(out_dir: str | os.PathLike, table: str = "collectives"):
+    """Table ``table`` of a sweep joined with its ``runs`` table (swept parameters as columns).
+
+    Columns in both keep the table's values (e.g. ``op``, ``busbw_GBps`` of ``collectives``).
+    """
+    from netsim.results.dataset import open_results
+
+    res = open_results(out_dir)
+    data, runs = res.table(table).copy(), res.runs.copy()
+    for frame in (data, runs):
+        frame["run_id"] = frame["run_id"].astype(str)
+    runs = runs.drop(columns=[c for c in runs.columns if c in data.columns and c != "run_id"])
+    return data.merge(runs, on="run_id", how="left")

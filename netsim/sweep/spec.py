@@ -1,0 +1,286 @@
+"""Sweep files: parse, validate and expand into configurations (see ``docs/sweeps.md``).
+
+A sweep file holds ``kind`` (``bench`` or ``run``), a ``base`` configuration, a ``grid``
+(cartesian product), optional ``zip`` groups (parallel lists) and ``seeds``.  Keys are the
+long flags of ``netsim bench`` / ``netsim run`` with ``_`` for ``-`` (``comm_groups``), dotted
+paths into the topology file (``scale_out.nic_bw``, ``scale_out.tiers.1.oversubscription``,
+``nodes``) and, for ``kind: run``, workload-generator parameters (``llm.model``, ``llm.tp``).
+
+>>> s = parse_sweep({"kind": "bench", "base": {"topology": "topologies/dgx-h100.yaml", "op": "all_reduce",
+...                  "size": "1M"}, "grid": {"gpus": [2, 4], "algo": ["ring", "tree"]}}, "s.yaml", ".")
+>>> len(s.configs), s.swept, s.configs[0]["size"]
+(4, ['gpus', 'algo'], 1048576)
+"""
+
+from __future__ import annotations
+
+import inspect
+import itertools
+import re
+from dataclasses import MISSING, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from netsim import units
+from netsim.errors import InputError
+from netsim.results.dataset import run_id_for
+
+KINDS = ("bench", "run")
+TOP_KEYS = ("kind", "name", "description", "base", "grid", "zip", "seeds")
+#: First components of dotted paths that address the topology file (netsim and ASTRA-sim YAML).
+TOPOLOGY_ROOTS = ("name", "description", "node", "nodes", "scale_out", "dims", "npus_count", "bandwidth",
+                  "latency")
+#: ``netsim bench`` flag names (keys) that differ from the BenchConfig field they set.
+BENCH_RENAMES = {"datatype": "dtype", "proto": "protocol"}
+#: ``netsim run`` keys -> simulate() parameter (``no_ctrl_deps`` is inverted into ``ctrl_deps``).
+RUN_KEYS = {"topology": "topology", "workload": "workload", "comm_groups": "comm_groups", "model": "model",
+            "no_ctrl_deps": "ctrl_deps", "streams": "streams"}
+RUN_DEFAULTS = {"model": "flow", "no_ctrl_deps": False, "streams": 1}
+_NOT_KEYS = ("out", "overwrite")  # simulate() arguments that the sweep owns
+PATH_KEYS = ("topology", "workload", "comm_groups", "skew_matrix", "faults")
+
+
+def bench_keys() -> dict[str, str]:
+    """Sweep key -> :class:`netsim.bench.BenchConfig` field (read live: new fields become keys)."""
+    from netsim.bench import BenchConfig
+
+    flag_of = {v: k for k, v in BENCH_RENAMES.items()}
+    return {flag_of.get(f.name, f.name): f.name for f in fields(BenchConfig)}
+
+
+def bench_defaults() -> dict[str, Any]:
+    """Defaults filled into every bench configuration (BenchConfig defaults that are not None)."""
+    from netsim.bench import BenchConfig
+
+    flag_of = {v: k for k, v in BENCH_RENAMES.items()}
+    return {flag_of.get(f.name, f.name): f.default for f in fields(BenchConfig)
+            if f.name != "op" and f.default is not MISSING and f.default is not None}
+
+
+def simulate_extras() -> list[str]:
+    """Parameters of :func:`netsim.workload.cli.simulate` beyond the ``netsim run`` flags (e.g. faults)."""
+    from netsim.workload.cli import simulate
+
+    return [p for p in inspect.signature(simulate).parameters if p not in RUN_KEYS.values() and p not in _NOT_KEYS]
+
+
+def llm_params() -> list[str]:
+    """Keyword parameters of the LLM workload generator (``llm.<name>`` keys)."""
+    from netsim.workload.generate.llm import generate_llm
+
+    params = inspect.signature(generate_llm).parameters
+    return ["model"] + [p for p, v in params.items() if v.kind is inspect.Parameter.KEYWORD_ONLY]
+
+
+def topology_key(key: str) -> str | None:
+    """The canonical dotted topology path of ``key``, or None if ``key`` is not a topology parameter.
+
+    >>> topology_key("topology.scale_out.tiers[1].radix"), topology_key("nodes"), topology_key("gpus")
+    ('scale_out.tiers.1.radix', 'nodes', None)
+    """
+    path = re.sub(r"\[(\d+)\]", r".\1", key)
+    if path.startswith("topology."):
+        return path[len("topology."):]
+    return path if path.split(".")[0] in TOPOLOGY_ROOTS else None
+
+
+def is_topology_param(key: str) -> bool:
+    """Whether a canonical config key addresses the topology file."""
+    return key != "topology" and key.split(".")[0] in TOPOLOGY_ROOTS + ("topology",)
+
+
+@dataclass
+class Sweep:
+    """An expanded sweep: one dict per configuration, with its run_id and resolved file paths."""
+
+    kind: str
+    source: str
+    configs: list[dict]
+    run_ids: list[str]
+    paths: list[dict]  # per configuration: key -> absolute path, for the workers
+    swept: list[str] = field(default_factory=list)  # keys that vary (grid, zip, seed)
+    name: str = ""
+
+    def __len__(self) -> int:
+        return len(self.configs)
+
+    def label(self, i: int) -> str:
+        """``key=value`` of the swept keys of configuration ``i`` (for messages)."""
+        cfg = self.configs[i]
+        return " ".join(f"{k}={cfg[k]}" for k in self.swept if k in cfg)
+
+
+def load_sweep(path: str | Path) -> Sweep:
+    """Read a sweep YAML file; relative paths inside resolve against its folder, then the cwd."""
+    p = Path(path)
+    try:
+        data = yaml.safe_load(p.read_text())
+    except FileNotFoundError:
+        raise InputError("no such file", source=str(path)) from None
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror}", source=str(path)) from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        raise InputError(f"not valid YAML ({getattr(exc, 'problem', exc)})", source=str(path),
+                         field=f"line {mark.line + 1}" if mark else None) from None
+    return parse_sweep(data, str(path), p.resolve().parent)
+
+
+def parse_sweep(data: Any, source: str = "<sweep>", root: str | Path = ".") -> Sweep:
+    """Validate a parsed sweep mapping and expand it (see the module docstring)."""
+    if not isinstance(data, dict):
+        raise InputError("expected a mapping with kind, base, grid, zip, seeds", source=source)
+    unknown = sorted(set(data) - set(TOP_KEYS))
+    if unknown:
+        raise InputError(f"unknown key; expected one of {', '.join(TOP_KEYS)}", source=source, field=unknown[0])
+    kind = data.get("kind")
+    if kind not in KINDS:
+        raise InputError(f"expected bench or run, got {kind!r}", source=source, field="kind")
+    p = _Parser(kind, source, Path(root))
+    base = p.mapping(data.get("base") or {}, "base")
+    grid = {k: p.values(k, v, f"grid.{k}") for k, v in p.mapping(data.get("grid") or {}, "grid", raw=True).items()}
+    zips = p.zips(data.get("zip"))
+    seeds = data.get("seeds")
+    if seeds is not None and (isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 1):
+        raise InputError(f"expected a positive integer, got {seeds!r}", source=source, field="seeds")
+    axes: list[list[dict]] = [[{k: v} for v in vals] for k, vals in grid.items()]
+    axes += [[{k: g[k][i] for k in g} for i in range(len(next(iter(g.values()))))] for g in zips]
+    swept = list(grid) + [k for g in zips for k in g]
+    seen: dict[str, str] = {}
+    for k, where in [(k, "grid") for k in grid] + [(k, "zip") for g in zips for k in g]:
+        if k in seen:
+            raise InputError(f"swept twice (also in {seen[k]})", source=source, field=f"{where}.{k}")
+        seen[k] = where
+    if seeds:
+        if "seed" in seen or "seed" in base:
+            raise InputError("give seeds or a seed key, not both", source=source, field="seeds")
+        axes.append([{"seed": s} for s in range(seeds)])
+        swept.append("seed")
+    defaults = bench_defaults() if kind == "bench" else dict(RUN_DEFAULTS)
+    configs, ids, paths, index = [], [], [], {}
+    for combo in itertools.product(*axes):
+        cfg = {"kind": kind, **defaults, **base}
+        for part in combo:
+            cfg.update(part)
+        p.check_config(cfg)
+        rid = run_id_for(cfg)
+        if rid in index:  # the same configuration twice (e.g. a grid value equal to another): run once
+            continue
+        index[rid] = len(configs)
+        configs.append(cfg)
+        ids.append(rid)
+        paths.append({k: p.resolved[(k, cfg[k])] for k in PATH_KEYS + ("llm.model",)
+                      if isinstance(cfg.get(k), str) and (k, cfg[k]) in p.resolved})
+    return Sweep(kind, source, configs, ids, paths, swept, str(data.get("name") or Path(source).stem))
+
+
+class _Parser:
+    """Key and value checks for one sweep file."""
+
+    def __init__(self, kind: str, source: str, root: Path):
+        self.kind, self.source, self.root = kind, source, root
+        self.resolved: dict[tuple, str] = {}
+        if kind == "bench":
+            self.known = set(bench_keys()) | {"topology", "size"}
+            self.aliases = {v: k for k, v in BENCH_RENAMES.items()}
+        else:
+            self.known = set(RUN_KEYS) | set(simulate_extras()) | {"seed"} | {f"llm.{p}" for p in llm_params()}
+            self.aliases = {"comm-groups": "comm_groups", "no-ctrl-deps": "no_ctrl_deps"}
+            if "stragglers" in self.known:  # netsim run --straggler RANK:FACTOR (repeatable)
+                self.aliases["straggler"] = "stragglers"
+
+    def key(self, key: Any, where: str) -> str:
+        if not isinstance(key, str) or not key:
+            raise InputError(f"expected a non-empty string key, got {key!r}", source=self.source, field=where)
+        key = self.aliases.get(key, key)
+        if key in self.known:
+            return key
+        topo = topology_key(key)
+        if topo is not None:
+            return topo if topo.split(".")[0] in TOPOLOGY_ROOTS else "topology." + topo
+        hint = ("; workload-generator parameters are llm.<name>: " + ", ".join(llm_params())
+                if self.kind == "run" else "")
+        raise InputError(f"unknown key for kind {self.kind}; expected one of {', '.join(sorted(self.known))} "
+                         f"or a dotted path into the topology (scale_out.nic_bw){hint}",
+                         source=self.source, field=f"{where}.{key}" if where else key)
+
+    def mapping(self, data: Any, where: str, raw: bool = False) -> dict:
+        if not isinstance(data, dict):
+            raise InputError(f"expected a mapping, got {type(data).__name__}", source=self.source, field=where)
+        out = {}
+        for k, v in data.items():
+            key = self.key(k, where)
+            out[key] = v if raw else self.value(key, v, f"{where}.{key}")
+        return out
+
+    def values(self, key: str, vals: Any, where: str) -> list:
+        if not isinstance(vals, list) or not vals:
+            raise InputError(f"expected a non-empty list of values, got {vals!r}", source=self.source, field=where)
+        return [self.value(key, v, f"{where}[{i}]") for i, v in enumerate(vals)]
+
+    def zips(self, data: Any) -> list[dict]:
+        if data is None:
+            return []
+        groups = data if isinstance(data, list) else [data]
+        out = []
+        for gi, group in enumerate(groups):
+            where = "zip" if not isinstance(data, list) else f"zip[{gi}]"
+            g = {k: self.values(k, v, f"{where}.{k}") for k, v in self.mapping(group, where, raw=True).items()}
+            if not g:
+                raise InputError("expected at least one key", source=self.source, field=where)
+            lengths = {k: len(v) for k, v in g.items()}
+            if len(set(lengths.values())) > 1:
+                raise InputError("zip lists must have equal lengths, got " +
+                                 ", ".join(f"{k}: {n}" for k, n in lengths.items()), source=self.source, field=where)
+            out.append(g)
+        return out
+
+    def value(self, key: str, v: Any, where: str) -> Any:
+        """Normalize one value (op names, sizes) and resolve file paths."""
+        if key == "op":
+            from netsim.results.nccl_table import canonical_op
+
+            try:
+                return canonical_op(v)
+            except InputError as exc:
+                raise exc.at(source=self.source, field=where) from None
+        if key == "size":
+            if isinstance(v, float) and v.is_integer():
+                v = int(v)
+            return units.parse_size(v, source=self.source, field=where)
+        if key == "faults" and isinstance(v, dict):  # an inline faults document
+            return v
+        if key in PATH_KEYS + ("llm.model",) and v is not None:
+            if not isinstance(v, str) or not v:
+                raise InputError(f"expected a file path, got {v!r}", source=self.source, field=where)
+            found = self.find(v)
+            if found is None and key != "llm.model":
+                raise InputError(f"no such file (looked in {self.root} and the current folder)",
+                                 source=self.source, field=where)
+            if found is not None:
+                self.resolved[(key, v)] = found
+        return v
+
+    def find(self, text: str) -> str | None:
+        for base in (self.root, Path.cwd()):
+            p = (base / text).resolve()
+            if p.exists() or (p.parent.is_dir() and any(p.parent.glob(f"{p.name}.*.et"))):
+                return str(p)
+        return None
+
+    def check_config(self, cfg: dict) -> None:
+        need = ("topology", "op", "size") if self.kind == "bench" else ("topology",)
+        for k in need:
+            if cfg.get(k) is None:
+                raise InputError(f"every configuration needs {k!r} (in base, grid or zip)", source=self.source,
+                                 field="base")
+        if self.kind == "run" and ("workload" in cfg) == ("llm.model" in cfg):
+            raise InputError("kind run needs exactly one of workload (a trace) or llm.model (generated)",
+                             source=self.source, field="base")
+        if self.kind == "run" and "llm.model" in cfg:
+            missing = [k for k in ("llm.tp", "llm.pp", "llm.dp") if k not in cfg]
+            if missing:
+                raise InputError(f"a generated workload needs {', '.join(missing)}", source=self.source,
+                                 field="base")

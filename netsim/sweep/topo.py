@@ -1,0 +1,111 @@
+"""Topology parameters of a sweep: dotted-path overrides applied to the topology YAML.
+
+``scale_out.nic_bw: 800Gbps`` sets a key; ``scale_out.tiers.1.oversubscription: 2`` indexes a
+list (``tiers[1]`` is accepted too); ``null`` removes a key.  A tier's ``oversubscription`` and
+``up_bw`` are alternatives, so setting one drops the other from that tier.  The result goes
+through the same validation and builder as a topology file, so errors name the file and field.
+
+>>> d = {"scale_out": {"tiers": [{"down": 32, "up": 32, "up_bw": "400Gbps"}]}}
+>>> apply_overrides(d, {"scale_out.tiers.0.oversubscription": 2}, "t.yaml")["scale_out"]["tiers"][0]
+{'down': 32, 'up': 32, 'oversubscription': 2}
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from netsim.errors import InputError
+from netsim.topology.model import Topology
+
+_ALTERNATIVES = {"oversubscription": "up_bw", "up_bw": "oversubscription"}
+
+
+def apply_overrides(data: Any, overrides: dict[str, Any], source: str) -> dict:
+    """A deep copy of the topology mapping ``data`` with ``overrides`` (dotted path -> value) applied."""
+    if not isinstance(data, dict):
+        raise InputError("expected a topology mapping", source=source)
+    out = copy.deepcopy(data)
+    for path, value in overrides.items():
+        parts = path.split(".")
+        if parts[0] == "topology" and len(parts) > 1:
+            parts = parts[1:]
+        node: Any = out
+        for depth, part in enumerate(parts):
+            last = depth == len(parts) - 1
+            where = ".".join(parts[:depth + 1])
+            if isinstance(node, list):
+                if not part.isdigit() or int(part) >= len(node):
+                    raise InputError(f"expected a list index below {len(node)}, got {part!r}", source=source,
+                                     field=where)
+                if last:
+                    node[int(part)] = value
+                else:
+                    node = node[int(part)]
+            elif isinstance(node, dict):
+                if last:
+                    if value is None:
+                        node.pop(part, None)
+                    else:
+                        node[part] = value
+                        if part in _ALTERNATIVES and _ALTERNATIVES[part] in node and \
+                                ".".join(parts[:-1] + [_ALTERNATIVES[part]]) not in overrides:
+                            del node[_ALTERNATIVES[part]]
+                elif part not in node or node[part] is None:
+                    raise InputError("not in the topology file, so it cannot be overridden below here",
+                                     source=source, field=where)
+                else:
+                    node = node[part]
+            else:
+                raise InputError(f"cannot index into {type(node).__name__} {node!r}", source=source,
+                                 field=".".join(parts[:depth]))
+    return out
+
+
+def read_yaml(path: str) -> Any:
+    """Parse a topology YAML file (InputError naming the file on failure)."""
+    try:
+        return yaml.safe_load(Path(path).read_text())
+    except FileNotFoundError:
+        raise InputError("no such file", source=path) from None
+    except yaml.YAMLError as exc:
+        raise InputError(f"not valid YAML ({getattr(exc, 'problem', exc)})", source=path) from None
+
+
+def build_from_mapping(data: dict, source: str) -> Topology:
+    """Build a topology from a parsed netsim or ASTRA-sim network YAML mapping."""
+    from netsim.topology.multidim import multi_dim
+    from netsim.topology.spec import build_topology, is_astra_network, parse_astra_network, parse_spec
+
+    if is_astra_network(data):
+        topo = multi_dim(parse_astra_network(data, source), name=Path(source).stem)
+        topo.meta["astra_network"] = True
+        return topo
+    return build_topology(parse_spec(data, source), source)
+
+
+def load_with_overrides(path: str, overrides: dict[str, Any] | None = None) -> Topology:
+    """The topology of file ``path`` with ``overrides`` applied (cached per process)."""
+    key = json.dumps(overrides or {}, sort_keys=True, default=str)
+    try:
+        mtime = os.stat(path).st_mtime_ns
+    except OSError:
+        raise InputError("no such file", source=path) from None
+    return _cached(path, mtime, key)
+
+
+@lru_cache(maxsize=8)
+def _cached(path: str, _mtime: int, overrides_json: str) -> Topology:
+    overrides = json.loads(overrides_json)
+    if not overrides:
+        from netsim.topology.spec import load_topology
+
+        return load_topology(path)
+    data = apply_overrides(read_yaml(path), overrides, path)
+    return build_from_mapping(data, path)
