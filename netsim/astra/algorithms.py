@@ -225,17 +225,7 @@ class HalvingDoubling(Algorithm):
             self.msg = int(self.msg / self.mult)
         self._partner()
 
-    def ready(self) -> bool:
-        if not self.packets or self.stream_count == 0 or self.free == 0:
-            return False
-        dst, src, size = self.packets[0]
-        s = self.stream
-        s.sys.coll_send(dst, s, size)
-        s.sys.coll_recv(src, s, size)
-        self.stream_count -= 1
-        self.packets.popleft()
-        self.free -= 1
-        return True
+    ready = Ring.ready  # same packet admission as the ring
 
 
 LEAF, ROOT, INTER = "leaf", "root", "intermediate"
