@@ -58,8 +58,7 @@ def fixed_durations(net: Network, step: Step, ranks: np.ndarray, repeat: int = 0
                     counts: list | None = None) -> np.ndarray | None:
     """Per-transfer seconds (overhead included) if they cannot depend on timing, else ``None``.
 
-    ``repeat``: on the analytical network, the step's traffic ``repeat`` times is owed to the
-    link counters (the event-driven path counts every submit): appended to ``counts`` as
+    ``repeat``: the step's traffic ``repeat`` times is owed to the link counters (the event-driven path counts every submit): appended to ``counts`` as
     ``(routes, bytes, busy)`` when given, else counted now."""
     src, dst = ranks[step.src], ranks[step.dst]
     wire = step.nbytes * step.wire
@@ -83,6 +82,12 @@ def fixed_durations(net: Network, step: Step, ranks: np.ndarray, repeat: int = 0
     drain = _lockstep_drain(net, indptr, links, wire, cap, moving)
     if drain is None:
         return None
+    if repeat:
+        item = ((indptr, links), wire * repeat, drain * repeat, int(src.size) * repeat)
+        if counts is None:
+            _count(net, [item])
+        else:
+            counts.append(item)
     lat = net.topo.path_latency(indptr, links)
     return np.where(lengths == 0, 0.0, lat + drain) + step.overhead_s
 

@@ -13,6 +13,10 @@ that drain at the same instant finish as one batch.  Rate solutions are
 cached by the pattern of active paths, so repeated steps of a collective
 reuse them.
 
+``link_load`` counts the flows draining through every link right now, and an optional
+``watch(links, now)`` hook sees the links of every submitted flow (the workload runner
+uses both to prove that a collective runs alone on its links).
+
 Link counters: ``link_bytes`` as in :class:`~netsim.network.base.Network`;
 ``link_busy_s`` = time during which at least one flow was draining through the
 link (accumulated between rate solves); ``link_peak_flows`` = the most flows
@@ -61,6 +65,8 @@ class FlowNetwork(Network):
         self._active = np.zeros(0, dtype=np.int64)  # links with a draining flow since the last solve
         self._cache_size = cache_size
         self.stats["events"] = 0
+        self.link_load = np.zeros(topo.n_links, dtype=np.int32)  # flows draining through each link
+        self.watch = None  # watch(links, now): told of every path submitted (see LinkGuard)
 
     # ----------------------------------------------------------------- API
     def submit(self, src, dst, nbytes, on_done: DoneCallback, key=None, routes=None, cap=None) -> None:
@@ -76,11 +82,30 @@ class FlowNetwork(Network):
         if local.all():
             return
         self._advance()
+        moving = links if not local.any() else csr_gather(indptr, links, np.flatnonzero(~local))[1]
+        np.add.at(self.link_load, moving, 1)
+        if self.watch is not None:
+            self.watch(moving, self.env.now)
         if cap is not None:
             cap = np.broadcast_to(np.asarray(cap, dtype=np.float64), size.shape).copy()
         self._batches.append(_Batch(indptr, links, size, size.copy(), latency, np.zeros(src.size),
                                     ~local, on_done, cap))
         self._schedule_update()
+
+    def _count(self, routes, nbytes: np.ndarray, busy: np.ndarray) -> None:
+        """Counters for traffic evaluated outside :meth:`submit` (the collectives fast path):
+        one step's transfers, all draining together: bytes add up; a link is busy for its
+        longest transfer; its peak is the transfers crossing it."""
+        indptr, links = routes
+        if not links.size:
+            return
+        lengths = np.diff(indptr)
+        np.add.at(self.link_bytes, links, np.repeat(np.asarray(nbytes, np.float64), lengths))
+        longest = np.zeros(self.link_busy_s.size)
+        np.maximum.at(longest, links, np.repeat(np.asarray(busy, np.float64), lengths))
+        self.link_busy_s += longest
+        used, counts = np.unique(links, return_counts=True)
+        self.link_peak_flows[used] = np.maximum(self.link_peak_flows[used], counts)
 
     def active_flows(self) -> int:
         """Flows currently draining."""
@@ -124,6 +149,7 @@ class FlowNetwork(Network):
             if done.any():
                 b.alive &= ~done
                 idx = np.flatnonzero(done)
+                np.subtract.at(self.link_load, csr_gather(b.indptr, b.links, idx)[1], 1)
                 self._deliver(idx, now + b.latency[idx], b.on_done)
             if b.alive.any():
                 kept.append(b)

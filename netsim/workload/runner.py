@@ -35,16 +35,15 @@ from dataclasses import dataclass, field
 import numpy as np
 import simpy
 
-from netsim.collectives import chain, direct, ring
-from netsim.collectives.executor import CollectiveRun
-from netsim.collectives.fastpath import fixed_patterns, run_fixed
 from netsim.errors import DeadlockError, InputError
 from netsim.network.analytical import AnalyticalNetwork
 from netsim.network.flow import FlowNetwork
 from netsim.topology.model import Topology
 from netsim.workload.chakra_schema import CommType, NodeType
 from netsim.workload.chakra_types import MISSING, NodeTable
+from netsim.workload.collectives import Instances, NcclSchedules, collective_schedule  # noqa: F401
 from netsim.workload.groups import CommGroups
+from netsim.workload.replicas import Replicas
 
 MODELS = {"flow": FlowNetwork, "analytical": AnalyticalNetwork}
 CPU, GPU, COMM = 0, 1, 2
@@ -62,97 +61,6 @@ def _lanes(t: NodeTable) -> np.ndarray:
     out[coll] = np.where(cpu[coll] | (np.asarray(t.comm_type)[coll] == MISSING), CPU, COMM)
     out[typ == NodeType.COMM_SEND_NODE] = COMM
     return out
-
-
-def collective_schedule(comm_type: int, comm_size: int, n: int):
-    """The schedule for a Chakra collective (``comm_size`` is Chakra's per-rank buffer)."""
-    t = CommType(comm_type)
-    if t == CommType.ALL_REDUCE:
-        return ring.ring_all_reduce(n, comm_size)
-    if t == CommType.ALL_GATHER:  # Chakra: per-rank input shard; nccl-tests S = total output
-        return ring.ring_all_gather(n, comm_size * n)
-    if t in (CommType.REDUCE_SCATTER, CommType.REDUCE_SCATTER_BLOCK):
-        return ring.ring_reduce_scatter(n, comm_size)
-    if t == CommType.ALL_TO_ALL:
-        return direct.direct_all_to_all(n, comm_size)
-    if t == CommType.BROADCAST:
-        return chain.chain_broadcast(n, comm_size)
-    if t == CommType.REDUCE:
-        return chain.chain_reduce(n, comm_size)
-    if t == CommType.BARRIER:
-        return ring.ring_all_reduce(n, 8 * n)
-    raise InputError(f"unsupported collective {t.name}", field="comm_type")
-
-
-#: Chakra collective -> (nccl-tests op, S as a multiple of comm_size times group size, or of comm_size).
-_NCCL_OPS = {CommType.ALL_REDUCE: "all_reduce", CommType.ALL_GATHER: "all_gather",
-             CommType.REDUCE_SCATTER: "reduce_scatter", CommType.REDUCE_SCATTER_BLOCK: "reduce_scatter",
-             CommType.ALL_TO_ALL: "alltoall", CommType.BROADCAST: "broadcast", CommType.REDUCE: "reduce"}
-
-
-#: Collectives where every member's finish depends on every member's arrival.
-_SYMMETRIC = {CommType.ALL_REDUCE, CommType.ALL_GATHER, CommType.REDUCE_SCATTER, CommType.REDUCE_SCATTER_BLOCK,
-              CommType.ALL_TO_ALL, CommType.BARRIER}
-
-
-class _FixedRun:
-    """A symmetric collective on a contention-free network, evaluated in one vectorized pass
-    (:func:`~netsim.collectives.fastpath.run_fixed`) once its last member arrives.  Exact: the
-    same max-plus recurrence the event-driven executor follows, started from each member's
-    arrival time; no member can finish before the last one arrives, since each needs data
-    from all.  Attributes mirror :class:`CollectiveRun` for the recorder."""
-
-    def __init__(self, net, sched, members: tuple, on_done, cache: dict):
-        n = len(members)
-        self.cache, self.key = cache, (id(sched), members)
-        self.net, self.sched, self.ranks, self.on_done = net, sched, np.asarray(members, np.int64), on_done
-        self.start = np.full(n, np.nan)
-        self.t_done = np.full(n, np.nan)
-        self.left = n
-
-    def arrive(self, local: int) -> None:
-        now = self.net.env.now
-        self.start[local] = now
-        self.left -= 1
-        if self.left:
-            return
-        prepared = self.cache.get(self.key)
-        if prepared is None:
-            prepared = self.cache[self.key] = fixed_patterns(self.net, self.sched, self.ranks)
-        res = run_fixed(self.net, self.sched, self.ranks, self.start, prepared)
-        self.t_done = np.maximum(res["finish"], now) if res["finish"].size else np.full(self.start.size, now)
-        for t in np.unique(self.t_done).tolist():
-            idx = np.flatnonzero(self.t_done == t)
-            self.net.call_at(t, lambda idx=idx, t=t: self.on_done(idx, t))
-
-
-class NcclSchedules:
-    """Collectives of a workload as NCCL would run them: ``--algo auto`` and protocol shaping
-    (:func:`netsim.collectives.plan.plan`).  Plans are cached per (type, size, group shape):
-    groups laid out alike on the topology (every TP group, every DP group...) share one."""
-
-    def __init__(self, topo: Topology, split_channels: bool = True):
-        self.topo, self.split = topo, split_channels
-        self.g = int(topo.meta.get("gpus_per_node") or topo.n_gpus)
-        self._cache: dict = {}
-
-    def __call__(self, comm_type: int, comm_size: int, members: tuple):
-        from netsim.collectives.barrier import barrier
-        from netsim.collectives.plan import plan
-        t = CommType(comm_type)
-        ranks = np.asarray(members, dtype=np.int64)
-        n = ranks.size
-        if t == CommType.BARRIER:
-            return barrier(n)
-        op = _NCCL_OPS.get(t)
-        if op is None:
-            raise InputError(f"unsupported collective {t.name}", field="comm_type")
-        size = comm_size * n if t == CommType.ALL_GATHER else comm_size  # Chakra AG: per-rank shard
-        key = (op, size, n, int(ranks[0]) % self.g, np.diff(ranks).tobytes())
-        sched = self._cache.get(key)
-        if sched is None:
-            sched = self._cache[key] = plan(self.topo, ranks, op, float(size), split_channels=self.split).schedule
-        return sched
 
 
 @dataclass
@@ -208,56 +116,100 @@ class WorkloadResult:
 
 
 class WorkloadRun:
-    """Run ``tables`` (rank -> NodeTable) on ``topo``; see the module docstring."""
+    """Run ``tables`` (rank -> NodeTable) on ``topo``; see the module docstring.
+
+    ``replicas`` (:class:`~netsim.workload.replicas.Replicas`): ``tables`` need only hold
+    the representatives; the other ranks are their translations (ignored when faults
+    make ranks differ).  ``event_only``: collective instances ``(members, seq)`` always
+    simulated event by event.
+    """
+
+    #: Most times a flow-model run is repeated because a collective evaluated off the
+    #: event queue turned out to share its links (then every collective is event-driven).
+    MAX_ATTEMPTS = 4
 
     def __init__(self, topo: Topology, tables: dict[int, NodeTable], groups: CommGroups,
                  model: str = "flow", *, ctrl_deps: bool = True, streams: int = 1,
-                 schedule_fn=None, network=None, compute_scale=None, launch_delay=None):
+                 schedule_fn=None, network=None, compute_scale=None, launch_delay=None,
+                 replicas: Replicas | None = None, event_only=()):
         if streams < 1:
             raise InputError(f"expected at least 1 stream per lane, got {streams}", source="--streams")
         self.streams = streams
-        n = len(tables)
+        n = replicas.world if replicas is not None else len(tables)
         if n > topo.n_gpus:
             raise InputError(f"the workload has {n} ranks but the topology only {topo.n_gpus} GPUs",
                              source="--topology")
-        self.env = simpy.Environment()
+        self.world = n
+        self.compute_scale = _per_rank(compute_scale, 1.0, n, "compute_scale")
+        self.launch_delay = _per_rank(launch_delay, 0.0, n, "launch_delay")
+        if replicas is not None and (np.ptp(self.compute_scale) > 0 or np.ptp(self.launch_delay) > 0):
+            missing = sorted(set(range(n)) - set(tables))
+            if missing:
+                raise InputError("faults differ per rank, so every rank must be simulated, but the "
+                                 f"workload only holds the representatives (rank {missing[0]} is missing)",
+                                 source="replicas")
+            replicas = None
+        if replicas is not None:
+            if replicas.count == 1:
+                replicas = None
+            else:
+                tables = {int(r): tables[int(r)] for r in replicas.reps}
+        self.replicas = replicas
         # schedule_fn(comm_type, comm_size, members) -> Schedule; network(env, topo) -> Network
         if schedule_fn is None:
             schedule_fn = (lambda ct, size, members: collective_schedule(ct, size, len(members))) \
                 if topo.meta.get("astra_network") else NcclSchedules(topo, split_channels=model != "analytical")
         self.schedule_fn = schedule_fn
-        self.net = (network or MODELS[model])(self.env, topo)
+        self._network = network or MODELS[model]
         self.topo, self.groups = topo, groups
         self.unknown = 0
         self.notes: list[str] = []
-        self.ranks = [self._prepare_rank(r, tables[r], ctrl_deps) for r in sorted(tables)]
-        self._colls: dict[tuple, dict] = {}
-        self._fixed: dict = {}  # (schedule id, members) -> prepared fixed-duration patterns
+        self._graphs: dict = {}
+        self._tables = {r: self._graph(r, tables[r], ctrl_deps) for r in sorted(tables)}
+        self.event_only = set(event_only)
+        self._reset()
+
+    def _reset(self) -> None:
+        """Fresh simulation state (a run may be repeated, see :meth:`run`)."""
+        self.env = simpy.Environment()
+        self.net = self._network(self.env, self.topo)
+        self.ranks = []
+        for r, (t, children, indeg, lanes) in self._tables.items():
+            st = _Rank(r, t, children, indeg.copy(), lanes)
+            st.scale = float(self.compute_scale[r])
+            self._ready(st, np.flatnonzero(indeg == 0).tolist())
+            self.ranks.append(st)
+        self.colls = Instances(self.env, self.net, self.schedule_fn, self.replicas, frozenset(self.event_only))
+        self._colls = self.colls.items
+        self.p2p = self.colls.mirrored or self.net
         self._mail: dict[tuple, deque] = defaultdict(deque)
         self._recv_wait: dict[tuple, deque] = defaultdict(deque)
         self.ops: list[tuple] = []
-        self.compute_scale = _per_rank(compute_scale, 1.0, n, "compute_scale")
-        self.launch_delay = _per_rank(launch_delay, 0.0, n, "launch_delay")
-        for st in self.ranks:
-            st.scale = float(self.compute_scale[st.rank])
 
     # --------------------------------------------------------------- set-up
-    def _prepare_rank(self, rank: int, t: NodeTable, ctrl: bool) -> _Rank:
+    def _graph(self, rank: int, t: NodeTable, ctrl: bool) -> tuple:
+        """(table, children, in-degrees, lanes); shared by ranks that share a table object."""
+        hit = self._graphs.get((id(t), ctrl))
+        if hit is None:
+            hit = self._graphs[(id(t), ctrl)] = self._prepare_rank(rank, t, ctrl)
+        return hit
+
+    def _prepare_rank(self, rank: int, t: NodeTable, ctrl: bool) -> tuple:
         """Gate on data ∪ ctrl deps; if only the ctrl edges make a cycle, use data deps alone."""
         if not ctrl or t.ctrl_deps.size == 0:
-            return self._prepare(rank, t, False)
+            return self._prepare(t, False)
         unknown = self.unknown
         try:
-            return self._prepare(rank, t, True)
+            return self._prepare(t, True)
         except InputError as exc:
             if "dependency cycle" not in str(exc):
                 raise
             self.unknown = unknown
             self.notes.append(f"rank {rank}: ctrl_deps contradict data_deps ({exc.message}); "
                               "gated on data_deps only")
-            return self._prepare(rank, t, False)
+            return self._prepare(t, False)
 
-    def _prepare(self, rank: int, t: NodeTable, ctrl: bool) -> _Rank:
+    def _prepare(self, t: NodeTable, ctrl: bool) -> tuple:
         index = {int(v): i for i, v in enumerate(t.id.tolist())}
         if len(index) != len(t):
             raise InputError("node ids are not unique", source=t.source, field="id")
@@ -276,14 +228,43 @@ class WorkloadRun:
                 children[j].append(i)
                 indeg[i] += 1
         _check_acyclic(t, children, indeg.copy())
-        st = _Rank(rank, t, children, indeg)
-        st.lane_of = _lanes(t)
-        self._ready(st, np.flatnonzero(indeg == 0).tolist())
-        return st
+        return t, children, indeg, _lanes(t)
 
     # ------------------------------------------------------------ execution
     def run(self) -> WorkloadResult:
-        """Simulate to completion; raises DeadlockError if some rank cannot finish."""
+        """Simulate to completion; raises DeadlockError if some rank cannot finish.
+
+        On the flow network, a collective evaluated off the event queue whose links were
+        touched by other traffic while it ran is simulated event-driven in a repeat run
+        (see :mod:`netsim.workload.collectives`), until no such conflict is left."""
+        for attempt in range(1, self.MAX_ATTEMPTS + 2):
+            self._simulate()
+            guard = self.colls.guard
+            if guard is None or not guard.conflicts:
+                break
+            if attempt == self.MAX_ATTEMPTS:  # give up on isolation: everything event-driven
+                self.event_only = set(self._colls)
+            else:
+                self.event_only |= guard.conflicts
+            self.notes.append(f"run {attempt}: {len(guard.conflicts)} collective(s) evaluated off the event "
+                              "queue shared links with other traffic; repeated with them event-driven")
+            self._reset()
+        stuck = [st for st in self.ranks if st.done < len(st.table)]
+        if stuck:
+            raise DeadlockError(self._deadlock_report(stuck))
+        finish = np.array([st.finish for st in self.ranks])
+        compute = np.array([st.compute_s for st in self.ranks])
+        if self.replicas is not None:
+            finish, compute = self.replicas.expand(finish), self.replicas.expand(compute)
+            skew = self.colls.mirrored.max_skew_s
+            self.notes.append(f"replica symmetry: simulated {len(self.ranks)} of {self.world} ranks "
+                              f"({self.replicas.count} replicas); ops rows are the representatives'")
+            if skew > 1e-12:
+                self.notes.append(f"replica symmetry is approximate: mirrored transfers finished up to "
+                                  f"{skew * 1e6:.3f} us apart from the representatives'")
+        return WorkloadResult(finish, compute, self.ops, self.unknown, self.notes, self)
+
+    def _simulate(self) -> None:
         for st in self.ranks:
             delay = float(self.launch_delay[st.rank])
             if delay > 0:
@@ -291,12 +272,6 @@ class WorkloadRun:
             else:
                 self._issue(st)
         self.env.run()
-        stuck = [st for st in self.ranks if st.done < len(st.table)]
-        if stuck:
-            raise DeadlockError(self._deadlock_report(stuck))
-        return WorkloadResult(np.array([st.finish for st in self.ranks]),
-                              np.array([st.compute_s for st in self.ranks]), self.ops, self.unknown,
-                              self.notes, self)
 
     @staticmethod
     def _ready(st: _Rank, nodes) -> None:
@@ -371,45 +346,22 @@ class WorkloadRun:
                              source=t.source, field=f"node {int(t.id[i])}")
         seq = st.coll_seq[members]
         st.coll_seq[members] += 1
-        ctype, size = int(t.comm_type[i]), int(t.comm_size[i])
-        key = (members, seq)
-        inst = self._colls.get(key)
-        if inst is None:
-            sched = self.schedule_fn(ctype, max(size, 0), members)
-            inst = {"type": ctype, "size": size, "first": (st.rank, int(t.id[i])), "done": {}, "arrived": set(),
-                    "group": pg_name}
-            on_done = lambda loc, _t, k=key: self._coll_done(k, loc)  # noqa: E731
-            if isinstance(self.net, AnalyticalNetwork) and ctype in _SYMMETRIC:
-                inst["run"] = _FixedRun(self.net, sched, members, on_done, self._fixed)
-            else:
-                inst["run"] = CollectiveRun(self.env, self.net, sched, np.array(members), deferred=True,
-                                            on_rank_done=on_done)
-            self._colls[key] = inst
-        elif (inst["type"], inst["size"]) != (ctype, size):
-            r0, n0 = inst["first"]
-            raise InputError(
-                f"mismatched collectives: rank {r0} node {n0} issued {CommType(inst['type']).name} of "
-                f"{inst['size']} B as #{seq} on group {list(members)}, rank {st.rank} node {int(t.id[i])} "
-                f"issued {CommType(ctype).name} of {size} B", source=t.source, field="comm_type/comm_size")
-        inst["done"][members.index(st.rank)] = done
-        inst["arrived"].add(st.rank)
-        st.waiting[i] = ("collective", key)
-        inst["run"].arrive(members.index(st.rank))
-
-    def _coll_done(self, key: tuple, local: np.ndarray) -> None:
-        inst = self._colls[key]
-        for loc in local.tolist():
-            inst["done"].pop(loc)()
+        st.waiting[i] = ("collective", (members, seq))
+        self.colls.join(st.rank, members, seq, int(t.comm_type[i]), int(t.comm_size[i]),
+                        (t.source, int(t.id[i]), st.rank), done, pg_name)
 
     def _send(self, st: _Rank, i: int, done) -> None:
         t = st.table
         dst, tag, size = int(t.comm_dst[i]), int(t.comm_tag[i]), int(t.comm_size[i])
-        if not 0 <= dst < len(self.ranks):
+        if not 0 <= dst < self.world:
             raise InputError(f"comm_dst {dst} is not a rank of the workload", source=t.source,
                              field=f"node {int(t.id[i])}")
         key = (st.rank, dst, 0 if tag == MISSING else tag)
         st.waiting[i] = ("send", key)
-        ev = self.net.transfer(st.rank, dst, max(size, 0))
+        if self.replicas is not None and dst not in self._tables:
+            raise InputError(f"rank {st.rank} sends to rank {dst} of another replica, which breaks the "
+                             "replica symmetry", source=t.source, field=f"node {int(t.id[i])}")
+        ev = self.p2p.transfer(st.rank, dst, max(size, 0))
         ev.callbacks.append(lambda _e: (self._deliver(key), done()))
 
     def _deliver(self, key: tuple) -> None:

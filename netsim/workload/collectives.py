@@ -1,0 +1,241 @@
+"""Collective instances of a workload: matching across ranks and how each one is executed.
+
+Members of a communicator group meet in per-group issue order; type and size must
+agree.  An instance is executed in one of two ways:
+
+* **off the event queue** (:class:`FixedRun`): a symmetric collective (every member's
+  finish depends on every member's arrival: all-reduce, all-gather, reduce-scatter,
+  all-to-all, barrier) whose transfer durations cannot depend on timing is evaluated in
+  one vectorized max-plus pass when its last member arrives
+  (:func:`~netsim.collectives.fastpath.run_fixed`).  Always so on the analytical
+  network.  On the flow network only when nothing else crosses its links while it runs:
+  its links must be idle when the first member arrives and are reserved until it ends
+  (:class:`~netsim.workload.replicas.LinkGuard`); a flow that touches a reserved link
+  marks the instance, and the runner simulates the workload again with it event-driven,
+  until no reservation is violated;
+* **event-driven** (:class:`~netsim.collectives.executor.CollectiveRun`): transfers start
+  as both their ends arrive and share links max-min fairly with everything else.
+
+With :class:`~netsim.workload.replicas.Replicas`, local-group instances carry every
+replica's copy (the evaluated schedule is the group schedule stacked once per replica,
+so copies that share links contend exactly), and global-group instances let shadows
+arrive with their representatives.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from netsim.collectives import chain, direct, ring
+from netsim.collectives.compose import on_groups
+from netsim.collectives.executor import CollectiveRun
+from netsim.collectives.fastpath import fixed_patterns, run_fixed
+from netsim.errors import InputError
+from netsim.network.analytical import AnalyticalNetwork
+from netsim.network.flow import FlowNetwork
+from netsim.topology.model import Topology
+from netsim.workload.chakra_schema import CommType
+from netsim.workload.replicas import GLOBAL, LOCAL, LinkGuard, Mirrored
+
+
+def collective_schedule(comm_type: int, comm_size: int, n: int):
+    """The schedule for a Chakra collective (``comm_size`` is Chakra's per-rank buffer)."""
+    t = CommType(comm_type)
+    if t == CommType.ALL_REDUCE:
+        return ring.ring_all_reduce(n, comm_size)
+    if t == CommType.ALL_GATHER:  # Chakra: per-rank input shard; nccl-tests S = total output
+        return ring.ring_all_gather(n, comm_size * n)
+    if t in (CommType.REDUCE_SCATTER, CommType.REDUCE_SCATTER_BLOCK):
+        return ring.ring_reduce_scatter(n, comm_size)
+    if t == CommType.ALL_TO_ALL:
+        return direct.direct_all_to_all(n, comm_size)
+    if t == CommType.BROADCAST:
+        return chain.chain_broadcast(n, comm_size)
+    if t == CommType.REDUCE:
+        return chain.chain_reduce(n, comm_size)
+    if t == CommType.BARRIER:
+        return ring.ring_all_reduce(n, 8 * n)
+    raise InputError(f"unsupported collective {t.name}", field="comm_type")
+
+
+#: Chakra collective -> nccl-tests op.
+_NCCL_OPS = {CommType.ALL_REDUCE: "all_reduce", CommType.ALL_GATHER: "all_gather",
+             CommType.REDUCE_SCATTER: "reduce_scatter", CommType.REDUCE_SCATTER_BLOCK: "reduce_scatter",
+             CommType.ALL_TO_ALL: "alltoall", CommType.BROADCAST: "broadcast", CommType.REDUCE: "reduce"}
+
+#: Collectives where every member's finish depends on every member's arrival.
+SYMMETRIC = {CommType.ALL_REDUCE, CommType.ALL_GATHER, CommType.REDUCE_SCATTER, CommType.REDUCE_SCATTER_BLOCK,
+             CommType.ALL_TO_ALL, CommType.BARRIER}
+
+
+class NcclSchedules:
+    """Collectives of a workload as NCCL would run them: ``--algo auto`` and protocol shaping
+    (:func:`netsim.collectives.plan.plan`).  Plans are cached per (type, size, group shape):
+    groups laid out alike on the topology (every TP group, every DP group...) share one."""
+
+    def __init__(self, topo: Topology, split_channels: bool = True):
+        self.topo, self.split = topo, split_channels
+        self.g = int(topo.meta.get("gpus_per_node") or topo.n_gpus)
+        self._cache: dict = {}
+
+    def __call__(self, comm_type: int, comm_size: int, members: tuple):
+        from netsim.collectives.barrier import barrier
+        from netsim.collectives.plan import plan
+        t = CommType(comm_type)
+        ranks = np.asarray(members, dtype=np.int64)
+        n = ranks.size
+        if t == CommType.BARRIER:
+            return barrier(n)
+        op = _NCCL_OPS.get(t)
+        if op is None:
+            raise InputError(f"unsupported collective {t.name}", field="comm_type")
+        size = comm_size * n if t == CommType.ALL_GATHER else comm_size  # Chakra AG: per-rank shard
+        key = (op, size, n, int(ranks[0]) % self.g, np.diff(ranks).tobytes())
+        sched = self._cache.get(key)
+        if sched is None:
+            sched = self._cache[key] = plan(self.topo, ranks, op, float(size), split_channels=self.split).schedule
+        return sched
+
+
+class FixedRun:
+    """A symmetric collective evaluated in one vectorized pass once its last member arrives.
+
+    Exact when durations are fixed: the same max-plus recurrence the event-driven executor
+    follows, started from each member's arrival; no member can finish before the last one
+    arrives, since each needs data from all.  ``copies`` > 1: the schedule is stacked once
+    per replica (``rankmap`` holds every copy's ranks) and every copy starts as the
+    representatives did.  Attributes mirror :class:`CollectiveRun` for the recorder."""
+
+    def __init__(self, net, sched, rankmap: np.ndarray, n: int, on_done, prepared, release=None):
+        self.net, self.sched, self.rankmap, self.on_done = net, sched, rankmap, on_done
+        self.prepared, self.release = prepared, release
+        self.start = np.full(n, np.nan)
+        self.t_done = np.full(n, np.nan)
+        self.left = n
+
+    def arrive(self, local: int) -> None:
+        now = self.net.env.now
+        self.start[local] = now
+        self.left -= 1
+        if self.left:
+            return
+        n = self.start.size
+        start = np.tile(self.start, self.rankmap.size // n)
+        fin = run_fixed(self.net, self.prepared[0], self.rankmap, start, self.prepared[1:])["finish"][:n]
+        self.t_done = np.maximum(fin, now) if fin.size else np.full(n, now)
+        if self.release is not None:
+            self.release(float(self.t_done.max()))
+        for t in np.unique(self.t_done).tolist():
+            idx = np.flatnonzero(self.t_done == t)
+            self.net.call_at(t, lambda idx=idx, t=t: self.on_done(idx, t))
+
+
+class Instances:
+    """Every collective instance of one workload run, keyed by (members, issue order)."""
+
+    def __init__(self, env, net, schedule_fn, replicas=None, event_only=frozenset()):
+        self.env, self.net, self.schedule_fn, self.replicas = env, net, schedule_fn, replicas
+        self.event_only = event_only
+        self.items: dict[tuple, dict] = {}
+        self.mirrored = Mirrored(net, replicas) if replicas is not None else None
+        self.guard = None
+        if isinstance(net, FlowNetwork):
+            self.guard = net.watch = LinkGuard(net.topo.n_links)
+        self._prepared: dict = {}  # (schedule id, members) -> (schedule, patterns, counts, links) or None
+        self._kinds: dict = {}  # members -> (kind, rank -> local index)
+        self.stats = {"fixed": 0, "event": 0}
+
+    def kind(self, members: tuple) -> tuple:
+        hit = self._kinds.get(members)
+        if hit is None:
+            kind = None if self.replicas is None else self.replicas.kind(members)
+            if self.replicas is not None and kind is None:
+                raise InputError(f"group {list(members[:8])} breaks the replica symmetry",
+                                 source="replicas", field="members")
+            hit = self._kinds[members] = (kind, {r: i for i, r in enumerate(members)})
+        return hit
+
+    def join(self, rank: int, members: tuple, seq: int, ctype: int, size: int, where: tuple, done,
+             group) -> tuple:
+        """Rank ``rank`` arrives at instance ``seq`` of ``members``; ``done()`` when it finishes."""
+        key = (members, seq)
+        inst = self.items.get(key)
+        kind, local_of = self.kind(members)
+        if inst is None:
+            inst = self._create(key, ctype, size, where, group, kind)
+        elif (inst["type"], inst["size"]) != (ctype, size):
+            r0, n0 = inst["first"]
+            raise InputError(
+                f"mismatched collectives: rank {r0} node {n0} issued {CommType(inst['type']).name} of "
+                f"{inst['size']} B as #{seq} on group {list(members)}, rank {rank} node {where[1]} "
+                f"issued {CommType(ctype).name} of {size} B", source=where[0], field="comm_type/comm_size")
+        local = local_of[rank]
+        inst["done"][local] = done
+        inst["arrived"].add(rank)
+        inst["run"].arrive(local)
+        if kind == GLOBAL:  # shadows arrive with their representative
+            for p in self.replicas.perms[1:]:
+                shadow = int(p[rank])
+                inst["arrived"].add(shadow)
+                inst["run"].arrive(local_of[shadow])
+        return key
+
+    def _create(self, key, ctype, size, where, group, kind) -> dict:
+        members = key[0]
+        sched = self.schedule_fn(ctype, max(size, 0), members)
+        inst = {"type": ctype, "size": size, "first": (where[2], where[1]), "done": {}, "arrived": set(),
+                "group": group}
+        on_done = lambda loc, _t: self._done(inst, loc)  # noqa: E731
+        fixed = None
+        if ctype in SYMMETRIC and key not in self.event_only and isinstance(self.net, (AnalyticalNetwork,
+                                                                                      FlowNetwork)):
+            fixed = self._fixed(sched, members, kind, on_done, key)
+        if fixed is not None:
+            inst["run"] = fixed
+            self.stats["fixed"] += 1
+        else:
+            net = self.mirrored if kind == LOCAL else self.net
+            inst["run"] = CollectiveRun(self.env, net, sched, np.array(members), deferred=True,
+                                        on_rank_done=on_done)
+            self.stats["event"] += 1
+        self.items[key] = inst
+        return inst
+
+    def _fixed(self, sched, members: tuple, kind, on_done, key) -> FixedRun | None:
+        pkey = (id(sched), members)
+        if pkey not in self._prepared:
+            self._prepared[pkey] = self._prepare(sched, members, kind)
+        prep = self._prepared[pkey]
+        if prep is None:
+            return None
+        rankmap, prepared, links = prep
+        release = None
+        if self.guard is not None:
+            if not self.guard.idle(links, self.net.link_load, self.env.now):
+                return None
+            ticket = self.guard.hold(links, key)
+            release = lambda t: self.guard.release(ticket, links, t)  # noqa: E731
+        return FixedRun(self.net, sched, rankmap, len(members), on_done, prepared, release)
+
+    def _prepare(self, sched, members: tuple, kind):
+        ranks = np.asarray(members, dtype=np.int64)
+        if kind == LOCAL and self.replicas.count > 1:
+            k, n = self.replicas.count, ranks.size
+            full = on_groups(sched.op, sched.algorithm, k * n, sched.nbytes, sched, np.arange(k * n).reshape(k, n))
+            rankmap = self.replicas.perms[:, ranks].ravel()
+        else:
+            full, rankmap = sched, ranks
+        prepared = fixed_patterns(self.net, full, rankmap)
+        if prepared is None:
+            return None
+        patterns, counts = prepared
+        links = [item[0][1] for item in counts if item[0] is not None]
+        links = np.unique(np.concatenate(links)) if links else np.zeros(0, np.int64)
+        return rankmap, (full, patterns, counts), links
+
+    @staticmethod
+    def _done(inst: dict, local: np.ndarray) -> None:
+        for loc in local.tolist():
+            fn = inst["done"].pop(loc, None)
+            if fn is not None:  # shadows have none
+                fn()
