@@ -208,6 +208,32 @@ def _count(net: Network, counts: list) -> None:
         net._count(routes, nbytes, busy)
 
 
+def tally(net: Network, counts: list) -> tuple:
+    """``counts`` (as :func:`fixed_patterns` returns them) summed per link once, so that a
+    collective run many times is counted by :func:`add_tally` with a few array operations:
+    ``(links, bytes, busy_s, peak_flows, transfers)``."""
+    n = net.topo.n_links
+    scratch = object.__new__(type(net))  # the model's own counting rules, on blank counters
+    scratch.link_bytes, scratch.link_busy_s = np.zeros(n), np.zeros(n)
+    scratch.link_peak_flows = np.zeros(n, dtype=np.int32)
+    transfers = 0
+    for routes, nbytes, busy, count in counts:
+        transfers += count
+        if routes is not None:
+            scratch._count(routes, nbytes, busy)
+    used = np.flatnonzero((scratch.link_bytes > 0) | (scratch.link_busy_s > 0) | (scratch.link_peak_flows > 0))
+    return used, scratch.link_bytes[used], scratch.link_busy_s[used], scratch.link_peak_flows[used], transfers
+
+
+def add_tally(net: Network, t: tuple) -> None:
+    """Count one run of a collective summarized by :func:`tally`."""
+    used, nbytes, busy, peak, transfers = t
+    net.stats["transfers"] += transfers
+    net.link_bytes[used] += nbytes
+    net.link_busy_s[used] += busy
+    net.link_peak_flows[used] = np.maximum(net.link_peak_flows[used], peak)
+
+
 def fixed_patterns(net: Network, schedule: Schedule, ranks: np.ndarray):
     """What :func:`run_fixed` precomputes (reusable for the same schedule on the same ranks),
     or ``None`` if some phase has timing-dependent durations."""

@@ -45,7 +45,7 @@ class _Attrs:
     def __init__(self, run):
         import pandas as pd
 
-        tables, index, self.base = [], {}, np.zeros(len(run.ranks), dtype=np.int64)
+        tables, index, self.base = [], {}, np.zeros(run.world, dtype=np.int64)
         offset = 0
         for st in run.ranks:
             if id(st.table) not in index:
@@ -127,7 +127,7 @@ class RunRecorder:
         if result.run is None:
             raise ValueError("the result does not hold its WorkloadRun (run it with WorkloadRun.run())")
         self.result, self.run, self.chunk = result, result.run, chunk_rows
-        self.n = len(self.run.ranks)
+        self.n = self.run.world  # every rank of the workload (representatives only are in ops)
         self._attrs: _Attrs | None = None
         self._intervals: tuple | None = None
         self.config = result.config or {"command": "run"}
@@ -206,12 +206,16 @@ class RunRecorder:
         busy = _union(rank, start, end, self.n)
         finish = self.result.finish
         ids = np.array([st.rank for st in self.run.ranks])
-        counts = self._counts
+        cols = {"compute": comp[ids], "comm": comm[ids], "busy": busy[ids], "ops": self._counts[ids]}
+        rep = self.run.replicas
+        if rep is not None:  # the other replicas are translations of the representatives
+            cols, ids = {k: rep.expand(v) for k, v in cols.items()}, np.arange(self.n)
         gpn = max(1, self.run.topo.gpus_per_node)
         return pd.DataFrame({
             "rank": ids.astype(np.int32), "host": (ids // gpn).astype(np.int32), "finish_ns": finish * 1e9,
-            "compute_ns": comp[ids] * 1e9, "comm_ns": comm[ids] * 1e9, "exposed_comm_ns": (busy - comp)[ids] * 1e9,
-            "idle_ns": np.maximum(finish - busy[ids], 0.0) * 1e9, "ops": counts[ids],
+            "compute_ns": cols["compute"] * 1e9, "comm_ns": cols["comm"] * 1e9,
+            "exposed_comm_ns": (cols["busy"] - cols["compute"]) * 1e9,
+            "idle_ns": np.maximum(finish - cols["busy"], 0.0) * 1e9, "ops": cols["ops"],
             "compute_scale": self.run.compute_scale[ids], "launch_delay_ns": self.run.launch_delay[ids] * 1e9})
 
     # ---------------------------------------------------------------- runs

@@ -29,7 +29,7 @@ import numpy as np
 from netsim.collectives import chain, direct, ring
 from netsim.collectives.compose import on_groups
 from netsim.collectives.executor import CollectiveRun
-from netsim.collectives.fastpath import fixed_patterns, run_fixed
+from netsim.collectives.fastpath import add_tally, fixed_patterns, run_fixed, tally
 from netsim.errors import InputError
 from netsim.network.analytical import AnalyticalNetwork
 from netsim.network.flow import FlowNetwork
@@ -121,7 +121,9 @@ class FixedRun:
             return
         n = self.start.size
         start = np.tile(self.start, self.rankmap.size // n)
-        fin = run_fixed(self.net, self.prepared[0], self.rankmap, start, self.prepared[1:])["finish"][:n]
+        full, patterns, counts = self.prepared
+        fin = run_fixed(self.net, full, self.rankmap, start, (patterns, []))["finish"][:n]
+        add_tally(self.net, counts)
         self.t_done = np.maximum(fin, now) if fin.size else np.full(n, now)
         if self.release is not None:
             self.release(float(self.t_done.max()))
@@ -133,9 +135,9 @@ class FixedRun:
 class Instances:
     """Every collective instance of one workload run, keyed by (members, issue order)."""
 
-    def __init__(self, env, net, schedule_fn, replicas=None, event_only=frozenset()):
+    def __init__(self, env, net, schedule_fn, replicas=None, event_only=frozenset(), fast: bool = True):
         self.env, self.net, self.schedule_fn, self.replicas = env, net, schedule_fn, replicas
-        self.event_only = event_only
+        self.event_only, self.fast = event_only, fast
         self.items: dict[tuple, dict] = {}
         self.mirrored = Mirrored(net, replicas) if replicas is not None else None
         self.guard = None
@@ -187,7 +189,7 @@ class Instances:
                 "group": group}
         on_done = lambda loc, _t: self._done(inst, loc)  # noqa: E731
         fixed = None
-        if ctype in SYMMETRIC and key not in self.event_only and isinstance(self.net, (AnalyticalNetwork,
+        if self.fast and ctype in SYMMETRIC and key not in self.event_only and isinstance(self.net, (AnalyticalNetwork,
                                                                                       FlowNetwork)):
             fixed = self._fixed(sched, members, kind, on_done, key)
         if fixed is not None:
@@ -231,7 +233,7 @@ class Instances:
         patterns, counts = prepared
         links = [item[0][1] for item in counts if item[0] is not None]
         links = np.unique(np.concatenate(links)) if links else np.zeros(0, np.int64)
-        return rankmap, (full, patterns, counts), links
+        return rankmap, (full, patterns, tally(self.net, counts)), links
 
     @staticmethod
     def _done(inst: dict, local: np.ndarray) -> None:

@@ -17,9 +17,10 @@ representatives' dependency graphs only:
 * send/recv pairs must join representatives; their traffic is mirrored too.
 
 Exact when the fabric treats the replicas alike (every replica's traffic meets the same
-contention, as on a full-bisection fat-tree with this placement).  The runner checks it:
-mirrored transfers that finish at a different time than the representative's are
-reported in the run's notes with the largest difference.  Faults that differ per rank
+contention).  Where it does not (ECMP collisions hit some replicas' transfers and not
+others), a representative's transfer completes when the last of its copies does: the
+simulated replica paces the slowest one, which is the one the data-parallel
+collectives wait for.  The run's notes then report the largest spread between copies.  Faults that differ per rank
 break the symmetry, so the runner simulates every rank then.
 """
 
@@ -117,14 +118,15 @@ class Replicas:
 
 class Mirrored:
     """A network seen through the representatives: every transfer they make is made by
-    every replica (``perms[k]`` applied to both ends); callbacks report the
-    representative's transfers only.  ``max_skew_s`` is the largest difference between a
-    mirror's and its representative's completion time seen so far."""
+    every replica (``perms[k]`` applied to both ends).  A representative's transfer is
+    reported done when its last copy lands, so that the representatives pace the slowest
+    replica; ``max_skew_s`` is the largest spread between the first and the last copy."""
 
     def __init__(self, net, replicas: Replicas):
         self.net, self.perms = net, replicas.perms
         self.max_skew_s = 0.0
         self.transfers = 0
+        self._routes: dict = {}  # (src, dst, key) of the representatives -> every copy's routes
 
     def __getattr__(self, name):
         return getattr(self.net, name)
@@ -135,29 +137,34 @@ class Mirrored:
         nbytes = np.broadcast_to(np.asarray(nbytes, np.float64), (m,))
         key = None if key is None else np.tile(np.broadcast_to(np.asarray(key), (m,)), k)
         cap = None if cap is None else np.tile(np.broadcast_to(np.asarray(cap, np.float64), (m,)), k)
-        finish = np.full(k * m, np.nan)
-        left = [k * m]
+        first = np.full(m, np.nan)  # earliest copy's finish, per transfer
+        left = np.full(m, k)
 
         def done(idx: np.ndarray, t: float) -> None:
-            finish[idx] = t
-            left[0] -= idx.size
-            if left[0] == 0:
-                skew = np.abs(finish.reshape(k, m) - finish[:m]).max()
-                self.max_skew_s = max(self.max_skew_s, float(skew))
-            rep = idx[idx < m]
-            if rep.size:
-                on_done(rep, t)
+            j = idx % m
+            np.subtract.at(left, j, 1)
+            j = np.unique(j)
+            first[j] = np.fmin(first[j], t)
+            ready = j[left[j] == 0]
+            if ready.size:
+                self.max_skew_s = max(self.max_skew_s, float((t - first[ready]).max()))
+                on_done(ready, t)
 
         self.transfers += (k - 1) * m
-        self.net.submit(self.perms[:, src].ravel(), self.perms[:, dst].ravel(), np.tile(nbytes, k), done, key,
-                        None, cap)
+        csrc, cdst = self.perms[:, src].ravel(), self.perms[:, dst].ravel()
+        rkey = (src.tobytes(), dst.tobytes(), None if key is None else key[:m].tobytes())
+        routes = self._routes.get(rkey)
+        if routes is None:
+            routes = self.net.topo.routes(csrc, cdst, key)
+            if len(self._routes) < 4096:
+                self._routes[rkey] = routes
+        self.net.submit(csrc, cdst, np.tile(nbytes, k), done, key, routes, cap)
 
     def transfer(self, src: int, dst: int, nbytes: float, key: int = 0) -> simpy.Event:
         event = self.net.env.event()
         start = self.net.env.now
-        path = tuple(int(x) for x in self.net.topo.route(src, dst, key))
         self.submit(np.array([src]), np.array([dst]), np.array([float(nbytes)]),
-                    lambda _i, t: event.succeed(TransferRecord(src, dst, float(nbytes), start, t, path)),
+                    lambda _i, t: event.succeed(TransferRecord(src, dst, float(nbytes), start, t, ())),
                     np.array([key]))
         return event
 

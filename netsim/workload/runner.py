@@ -121,7 +121,7 @@ class WorkloadRun:
     ``replicas`` (:class:`~netsim.workload.replicas.Replicas`): ``tables`` need only hold
     the representatives; the other ranks are their translations (ignored when faults
     make ranks differ).  ``event_only``: collective instances ``(members, seq)`` always
-    simulated event by event.
+    simulated event by event; ``fast=False``: all of them.
     """
 
     #: Most times a flow-model run is repeated because a collective evaluated off the
@@ -131,7 +131,7 @@ class WorkloadRun:
     def __init__(self, topo: Topology, tables: dict[int, NodeTable], groups: CommGroups,
                  model: str = "flow", *, ctrl_deps: bool = True, streams: int = 1,
                  schedule_fn=None, network=None, compute_scale=None, launch_delay=None,
-                 replicas: Replicas | None = None, event_only=()):
+                 replicas: Replicas | None = None, event_only=(), fast: bool = True):
         if streams < 1:
             raise InputError(f"expected at least 1 stream per lane, got {streams}", source="--streams")
         self.streams = streams
@@ -167,6 +167,7 @@ class WorkloadRun:
         self._graphs: dict = {}
         self._tables = {r: self._graph(r, tables[r], ctrl_deps) for r in sorted(tables)}
         self.event_only = set(event_only)
+        self.fast = fast
         self._reset()
 
     def _reset(self) -> None:
@@ -179,7 +180,8 @@ class WorkloadRun:
             st.scale = float(self.compute_scale[r])
             self._ready(st, np.flatnonzero(indeg == 0).tolist())
             self.ranks.append(st)
-        self.colls = Instances(self.env, self.net, self.schedule_fn, self.replicas, frozenset(self.event_only))
+        self.colls = Instances(self.env, self.net, self.schedule_fn, self.replicas, frozenset(self.event_only),
+                               self.fast)
         self._colls = self.colls.items
         self.p2p = self.colls.mirrored or self.net
         self._mail: dict[tuple, deque] = defaultdict(deque)
@@ -260,8 +262,8 @@ class WorkloadRun:
             self.notes.append(f"replica symmetry: simulated {len(self.ranks)} of {self.world} ranks "
                               f"({self.replicas.count} replicas); ops rows are the representatives'")
             if skew > 1e-12:
-                self.notes.append(f"replica symmetry is approximate: mirrored transfers finished up to "
-                                  f"{skew * 1e6:.3f} us apart from the representatives'")
+                self.notes.append(f"replica symmetry is approximate: copies of mirrored transfers finished up to "
+                                  f"{skew * 1e6:.3f} us apart (ECMP collisions hit replicas unequally); each waited for its slowest copy")
         return WorkloadResult(finish, compute, self.ops, self.unknown, self.notes, self)
 
     def _simulate(self) -> None:
