@@ -1,0 +1,170 @@
+"""Collectives off the event queue on the flow model, link reservations, replica symmetry."""
+
+import json
+
+import numpy as np
+import pytest
+
+from netsim.errors import InputError
+from netsim.topology.spec import load_topology
+from netsim.workload.chakra import write_workload
+from netsim.workload.chakra_schema import CommType, NodeType
+from netsim.workload.chakra_types import EtNode
+from netsim.workload.generate.llm import ModelSpec, write_llm_workload
+from netsim.workload.groups import CommGroups
+from netsim.workload.inspect import read_workload
+from netsim.workload.replicas import LinkGuard, Mirrored, Replicas
+from netsim.workload.runner import WorkloadRun
+
+TINY = ModelSpec("tiny", layers=4, hidden=1024, ffn=4096, heads=8, vocab=1000)
+SUPERPOD = "topologies/h100-superpod-1su.yaml"
+
+
+@pytest.fixture(scope="module")
+def superpod():
+    return load_topology(SUPERPOD)
+
+
+def megatron_replicas(tp, pp, dp, ep=1):
+    """Replicas of the generator's layout: rank = t + tp * (d + dp * s)."""
+    r = np.arange(tp * pp * dp)
+    t, d, s = r % tp, (r // tp) % dp, r // (tp * dp)
+    return Replicas(np.flatnonzero(d < ep), np.array([t + tp * ((d + k * ep) % dp) + tp * dp * s
+                                                      for k in range(dp // ep)]))
+
+
+@pytest.fixture(scope="module")
+def llm(tmp_path_factory):
+    out = tmp_path_factory.mktemp("llm")
+    prefix = write_llm_workload(out, TINY, tp=8, pp=2, dp=4, microbatches=4, seq=1024)
+    raw = json.loads((out / "comm_groups.json").read_text())
+    tables = read_workload(str(prefix))
+    return tables, raw
+
+
+@pytest.mark.parametrize("model", ["flow", "analytical"])
+def test_off_queue_collectives_equal_event_driven(superpod, llm, model):
+    tables, raw = llm
+    groups = CommGroups(raw, len(tables))
+    fast = WorkloadRun(superpod, tables, groups, model)
+    slow = WorkloadRun(superpod, tables, groups, model, fast=False)
+    a, b = fast.run(), slow.run()
+    assert fast.colls.stats["fixed"] > 0 and fast.colls.stats["event"] == 0
+    assert slow.colls.stats["fixed"] == 0
+    np.testing.assert_allclose(a.finish, b.finish, rtol=1e-9)
+    np.testing.assert_allclose(fast.net.link_bytes, slow.net.link_bytes, rtol=1e-9)
+
+
+@pytest.mark.parametrize("model", ["flow", "analytical"])
+def test_replicas_equal_full_run(superpod, llm, model):
+    tables, raw = llm
+    groups = CommGroups(raw, len(tables))
+    rep = megatron_replicas(8, 2, 4)
+    rep.check_groups(raw)
+    sym = WorkloadRun(superpod, {r: tables[r] for r in rep.reps.tolist()}, groups, model, replicas=rep)
+    full = WorkloadRun(superpod, tables, groups, model)
+    a, b = sym.run(), full.run()
+    assert len(sym.ranks) == 16 and a.finish.size == 64
+    np.testing.assert_allclose(a.finish, b.finish, rtol=1e-12)
+    np.testing.assert_allclose(a.compute, b.compute, rtol=1e-12)
+    assert any("simulated 16 of 64 ranks" in n for n in a.notes)
+    # every replica's traffic is on the links, so link counters agree too
+    np.testing.assert_allclose(sym.net.link_bytes, full.net.link_bytes, rtol=1e-9)
+    ra, rb = a.tables()["ranks"], b.tables()["ranks"]
+    assert len(ra) == 64
+    for col in ("finish_ns", "compute_ns", "exposed_comm_ns", "ops"):
+        np.testing.assert_allclose(ra[col].to_numpy(), rb[col].to_numpy(), rtol=1e-9)
+
+
+def test_replicas_ignored_when_faults_differ(superpod, llm):
+    tables, raw = llm
+    groups, rep = CommGroups(raw, len(tables)), megatron_replicas(8, 2, 4)
+    scale = np.ones(64)
+    scale[5] = 2.0
+    run = WorkloadRun(superpod, tables, groups, "analytical", replicas=rep, compute_scale=scale)
+    assert run.replicas is None and len(run.ranks) == 64
+    with pytest.raises(InputError, match="faults differ per rank"):
+        WorkloadRun(superpod, {r: tables[r] for r in rep.reps.tolist()}, groups, "analytical", replicas=rep,
+                    compute_scale=scale)
+
+
+def test_replica_validation():
+    with pytest.raises(ValueError, match="identity"):
+        Replicas(np.array([0]), np.array([[1, 0], [0, 1]]))
+    with pytest.raises(ValueError, match="cover every rank"):
+        Replicas(np.array([0, 1]), np.array([[0, 1, 2, 3], [1, 0, 3, 2]]))
+    rep = Replicas(np.array([0, 1]), np.array([[0, 1, 2, 3], [2, 3, 0, 1]]))
+    rep.check_groups({"1": [0, 1], "2": [2, 3], "3": [0, 2], "4": [1, 3]})
+    with pytest.raises(InputError, match="neither inside one replica"):
+        rep.check_groups({"5": [0, 3, 1]})
+
+
+def _coll(i, size, pg):
+    return EtNode(i, f"ar{i}", int(NodeType.COMM_COLL_NODE), comm_type=int(CommType.ALL_REDUCE), comm_size=size,
+                  pg_name=pg, is_cpu_op=False)
+
+
+def test_reservation_conflict_reruns_event_driven(tmp_path, superpod):
+    # rank 0 all-reduces with rank 8 (next node) while, on a second stream, it sends to rank 8
+    # over the same links: the collective cannot run alone, so the runner repeats the run with
+    # it event-driven, and the result equals the all-event-driven run
+    size = 64 << 20
+    send = EtNode(2, "send", int(NodeType.COMM_SEND_NODE), comm_src=0, comm_dst=8, comm_tag=7, comm_size=size,
+                  is_cpu_op=False)
+    recv = EtNode(2, "recv", int(NodeType.COMM_RECV_NODE), comm_src=0, comm_dst=8, comm_tag=7, comm_size=size,
+                  is_cpu_op=False)
+    idle = [EtNode(1, "c", int(NodeType.COMP_NODE), duration_micros=1)]
+    per_rank = [idle] * 16
+    per_rank[0], per_rank[8] = [_coll(1, size, "1"), send], [_coll(1, size, "1"), recv]
+    write_workload(tmp_path / "w", per_rank)
+    tables = read_workload(str(tmp_path / "w"))
+    groups = CommGroups({"1": [0, 8]}, 16)
+    fast = WorkloadRun(superpod, tables, groups, "flow", streams=2)
+    a = fast.run()
+    assert any("repeated with them event-driven" in n for n in a.notes)
+    assert fast.colls.stats["event"] == 1
+    b = WorkloadRun(superpod, tables, groups, "flow", streams=2, fast=False).run()
+    np.testing.assert_allclose(a.finish, b.finish, rtol=1e-12)
+
+
+def test_link_guard():
+    g = LinkGuard(6)
+    load = np.zeros(6, dtype=np.int32)
+    assert g.idle(np.array([1, 2]), load, 0.0)
+    ticket = g.hold(np.array([1, 2]), "A")
+    assert not g.idle(np.array([2, 3]), load, 0.0)
+    g(np.array([4, 5]), 0.5)
+    assert not g.conflicts
+    g.release(ticket, np.array([1, 2]), 1.0)
+    g(np.array([0, 1]), 1.0)  # at the reservation's end: no conflict
+    assert not g.conflicts
+    g(np.array([2]), 0.9)
+    assert g.conflicts == {"A"}
+    load[3] = 1
+    assert not g.idle(np.array([3]), load, 2.0)
+
+
+class _Uneven:
+    """A fake network whose copies k finish at t = 1 + k."""
+
+    def __init__(self):
+        self.calls = []
+
+    def submit(self, src, dst, nbytes, on_done, key=None, routes=None, cap=None):
+        m = src.size // 3
+        for k in (0, 1, 2):  # in time order, as a network calls back
+            self.calls.append((k, lambda k=k: on_done(np.arange(k * m, (k + 1) * m), 1.0 + k)))
+
+
+def test_mirrored_waits_for_slowest_copy():
+    rep = Replicas(np.array([0, 1]), np.array([[0, 1, 2, 3, 4, 5], [2, 3, 4, 5, 0, 1], [4, 5, 0, 1, 2, 3]]))
+    net = _Uneven()
+    net.topo = type("T", (), {"routes": staticmethod(lambda s, d, k=None: (np.zeros(s.size + 1, np.int64),
+                                                                         np.zeros(0, np.int64)))})()
+    mirror = Mirrored(net, rep)
+    got = []
+    mirror.submit(np.array([0, 1]), np.array([1, 0]), np.array([8.0, 8.0]), lambda idx, t: got.append((idx, t)))
+    for _k, fire in net.calls:
+        fire()
+    assert len(got) == 1 and got[0][0].tolist() == [0, 1] and got[0][1] == 3.0
+    assert mirror.max_skew_s == pytest.approx(2.0)
