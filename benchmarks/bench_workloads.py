@@ -4,7 +4,11 @@ W1  Llama-3-405B-like, TP8 PP16 DP1 (128 ranks), 16 microbatches, seq 8192, on
     h100-fat-tree-16k: generate + run, analytical and flow
 W2  Mixtral-8x7B-like, 8 DGX H100 nodes (64 ranks): TP8 DP8 EP8, 8 microbatches, on
     h100-superpod-1su: generate + run, analytical and flow
-(The issue's 16,384-rank TP8 PP16 DP128 target is not reached yet: see the closing note.)
+W3  Llama-3-405B-like, TP8 PP16 DP128 = 16,384 ranks, 16 microbatches, seq 8192, on
+    h100-fat-tree-16k: generate + run in one process (``netsim run --llm``: the
+    representatives of the 128 data-parallel replicas are generated and simulated,
+    every replica's traffic is on the fabric); flow (target <= 120 s, <= 8 GiB) and
+    analytical; also DP8 (1,024 ranks)
 
 Run: python benchmarks/bench_workloads.py [--quick]
 """
@@ -38,6 +42,15 @@ def _case(label: str, topo: str, model: str, gen: dict) -> dict:
             "exposed_ms": float(res.exposed_comm.mean()) * 1e3}
 
 
+def _llm_case(label: str, topo: str, model: str, gen: dict) -> dict:
+    from netsim.workload.llmrun import simulate_llm
+    res = simulate_llm(str(ROOT / topo), gen.pop("spec"), model=model, **gen)
+    run = res.run
+    return {"case": label, "model": model, "ranks": int(res.finish.size), "ops": len(res.ops) * (
+        run.replicas.count if run.replicas is not None else 1), "gen_s": float("nan"),
+        "iteration_ms": float(res.finish.max()) * 1e3, "exposed_ms": float(res.exposed_comm.mean()) * 1e3}
+
+
 def main(quick: bool = False) -> None:
     llama = dict(spec="llama3-405b", tp=8, pp=16, dp=1, microbatches=16, seq=8192)
     mixtral = dict(spec="mixtral-8x7b", tp=8, pp=1, dp=8, ep=8, microbatches=8, seq=4096)
@@ -46,6 +59,13 @@ def main(quick: bool = False) -> None:
     cases.append(partial(_case, "W1 Llama-405B TP8 PP16", "h100-fat-tree-16k.yaml", "analytical", dict(llama)))
     if not quick:
         cases.append(partial(_case, "W1 Llama-405B TP8 PP16", "h100-fat-tree-16k.yaml", "flow", dict(llama)))
+    big = dict(spec="llama3-405b", tp=8, pp=16, microbatches=16, seq=8192)
+    for dp, models in ((8, ("flow",)), (128, ("flow", "analytical"))):
+        if quick and dp == 128:
+            continue
+        for m in models:
+            cases.append(partial(_llm_case, f"W3 Llama-405B TP8 PP16 DP{dp}", "h100-fat-tree-16k.yaml", m,
+                                 dict(big, dp=dp)))
     rows = [run_case(c) for c in cases]
     print_table(rows, [("case", "case", "s"), ("model", "model", "s"), ("ranks", "ranks", "d"), ("ops", "ops", "d"),
                        ("gen_s", "generate s", ".2f"), ("wall_s", "total wall s", ".2f"),

@@ -57,11 +57,14 @@ def register_cli(sub) -> None:
 
 def simulate(topology, workload, comm_groups=None, model: str = "flow", ctrl_deps: bool = True,
              streams: int = 1, *, stragglers=(), faults=None, seed: int | None = None, out=None,
-             overwrite: bool = False):
+             overwrite: bool = False, replicas=None, label: dict | None = None):
     """Python API of ``netsim run``: returns a :class:`~netsim.workload.runner.WorkloadResult`.
 
     ``stragglers``: ``"RANK:FACTOR"`` strings or ``(rank, factor)`` pairs; ``faults``: a faults
-    YAML path or dict (``docs/faults.md``); ``seed`` overrides its seed.  ``result.tables()``
+    YAML path or dict (``docs/faults.md``); ``seed`` overrides its seed.  ``workload`` may also
+    be a dict rank -> NodeTable and ``comm_groups`` a dict name -> ranks (in memory; ``label``
+    then names the workload in the run's config), ``replicas`` a
+    :class:`~netsim.workload.replicas.Replicas` (``workload`` needs only the representatives).  ``result.tables()``
     gives the results tables as DataFrames; ``out`` also writes them as a dataset
     (``netsim.results.dataset.run_id_for(result.config)`` names the run).
     """
@@ -77,18 +80,25 @@ def simulate(topology, workload, comm_groups=None, model: str = "flow", ctrl_dep
 
     t0 = time.perf_counter()
     spec = fault_spec(faults, stragglers, seed)
+    in_memory = isinstance(workload, dict)
     config = {"command": "run", "topology": topology.name if isinstance(topology, Topology) else str(topology),
-              "workload": str(workload), "comm_groups": None if comm_groups is None else str(comm_groups),
+              **(label if label is not None else
+                 {"workload": "in memory" if in_memory else str(workload),
+                  "comm_groups": None if comm_groups is None or isinstance(comm_groups, dict) else str(comm_groups)}),
               "model": model, "ctrl_deps": bool(ctrl_deps), "streams": int(streams), **spec.config()}
     run_id = run_id_for(config)
     if out is not None:
         check_writable(out, run_id, overwrite)
     topo = topology if isinstance(topology, Topology) else load_topology(topology)
-    tables = read_workload(workload)
-    groups = CommGroups.from_json(comm_groups, len(tables))
-    plan = plan_faults(spec, topo, len(tables), model)
+    tables = workload if in_memory else read_workload(workload)
+    world = replicas.world if replicas is not None else len(tables)
+    if isinstance(comm_groups, dict):
+        groups = CommGroups(comm_groups, world)
+    else:
+        groups = CommGroups.from_json(comm_groups, world)
+    plan = plan_faults(spec, topo, world, model)
     res = WorkloadRun(plan.topology, tables, groups, model, ctrl_deps=ctrl_deps, streams=streams,
-                      compute_scale=plan.compute_scale, launch_delay=plan.launch_delay).run()
+                      compute_scale=plan.compute_scale, launch_delay=plan.launch_delay, replicas=replicas).run()
     res.config, res.link_status, res.wall_time_s = config, plan.link_status, time.perf_counter() - t0
     if out is not None:
         res.write(out, overwrite=overwrite)

@@ -1,0 +1,68 @@
+"""Generate an LLM training iteration and run it, without writing every rank's trace.
+
+``netsim run --llm MODEL --tp .. --pp .. --dp ..`` (and :func:`simulate_llm`): the
+generator builds only the representatives of the data-parallel replicas
+(:func:`~netsim.workload.generate.llm.llm_replicas`), their traces go through the Chakra
+writer and reader (the same bytes ``netsim workload llm`` would write for those ranks),
+and the runner simulates one replica standing for all
+(:mod:`netsim.workload.replicas`).  A 16,384-rank Llama-3-405B job (TP8 PP16 DP128)
+thus walks 128 ranks' graphs instead of 16,384.
+
+``symmetry="none"``, or any straggler or fault (they make ranks differ), generates and
+simulates every rank.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from netsim.workload.chakra import read_et_table, write_et
+
+#: Generator parameters that name the parallel layout (the rest are passed through).
+LAYOUT = ("tp", "pp", "dp", "ep", "cp")
+
+
+def generate_tables(spec, *, symmetry: str = "auto", **gen):
+    """(tables of the simulated ranks, comm groups, replicas or None) for ``generate_llm(spec, **gen)``."""
+    from netsim.errors import InputError
+    from netsim.workload.generate.llm import generate_llm, llm_replicas
+
+    if symmetry not in ("auto", "none"):
+        raise InputError(f"expected auto or none, got {symmetry!r}", source="--symmetry")
+    replicas = None
+    if symmetry == "auto":
+        replicas = llm_replicas(**{k: gen[k] for k in LAYOUT if k in gen})
+        if replicas.count == 1:
+            replicas = None
+    if replicas is None:
+        nodes, groups = generate_llm(spec, **gen)
+        nodes = dict(enumerate(nodes))
+    else:
+        nodes, groups = generate_llm(spec, ranks=replicas.reps.tolist(), **gen)
+        replicas.check_groups(groups, source="generated comm groups")
+    tables = {}
+    with tempfile.TemporaryDirectory(prefix="netsim-llm-") as tmp:
+        for rank, rank_nodes in nodes.items():
+            path = Path(tmp) / f"llm.{rank}.et"
+            write_et(path, rank_nodes)
+            tables[rank] = read_et_table(path)
+            tables[rank].source = f"llm.{rank}.et"
+    return tables, groups, replicas
+
+
+def simulate_llm(topology, spec, *, model: str = "flow", symmetry: str = "auto", ctrl_deps: bool = True,
+                 streams: int = 1, stragglers=(), faults=None, seed: int | None = None, out=None,
+                 overwrite: bool = False, **gen):
+    """Generate ``spec`` (a preset name, YAML path or ModelSpec) with the generator's keyword
+    arguments ``gen`` and run it on ``topology``; see the module docstring.  Returns the
+    :class:`~netsim.workload.runner.WorkloadResult` (its config names the generator call)."""
+    from netsim.workload.cli import simulate
+
+    if stragglers or faults is not None:
+        symmetry = "none"
+    tables, groups, replicas = generate_tables(spec, symmetry=symmetry, **gen)
+    name = spec if isinstance(spec, str) else getattr(spec, "name", str(spec))
+    label = {"workload": f"llm:{name}", "llm": {k: v for k, v in sorted(gen.items())}, "symmetry": symmetry}
+    return simulate(topology, tables, groups, model, ctrl_deps, streams, stragglers=stragglers, faults=faults,
+                    seed=seed, out=out, overwrite=overwrite, replicas=replicas, label=label)
