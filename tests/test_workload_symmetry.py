@@ -168,3 +168,16 @@ def test_mirrored_waits_for_slowest_copy():
         fire()
     assert len(got) == 1 and got[0][0].tolist() == [0, 1] and got[0][1] == 3.0
     assert mirror.max_skew_s == pytest.approx(2.0)
+
+
+def test_identical_rank_traces_share_one_file(tmp_path):
+    import os
+
+    from netsim.workload.chakra import read_et_table
+
+    node = EtNode(1, "c", int(NodeType.COMP_NODE), duration_micros=3)
+    paths = write_workload(tmp_path / "w", [[node]] * 3 + [[EtNode(1, "d", int(NodeType.COMP_NODE))]])
+    inodes = [os.stat(p).st_ino for p in paths]
+    assert inodes[0] == inodes[1] == inodes[2] != inodes[3]
+    assert read_et_table(paths[2]).name == ["c"] and read_et_table(paths[3]).name == ["d"]
+    assert not [p for p in os.listdir(tmp_path) if p.endswith(".tmp")]

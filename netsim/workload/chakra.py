@@ -44,6 +44,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import gzip as _gzip_module
+import hashlib
 import os
 import tempfile
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -281,7 +282,10 @@ def write_workload(prefix: str | os.PathLike, per_rank_nodes: Sequence[Iterable[
     """Write ``<prefix>.<rank>.et`` for every rank; return the paths in rank order.
 
     ``per_rank_nodes`` is a sequence (index = rank) or a mapping rank → nodes
-    covering ranks 0..N-1.  Extra keyword arguments go to :func:`write_et`.
+    covering ranks 0..N-1.  Extra keyword arguments go to :func:`write_et`.  Ranks whose
+    nodes are identical share one file's content: the later ones are hard links to the
+    first (copies on file systems without links), so identical traces are encoded and
+    stored once; readers parse each distinct file once.
 
     Examples
     --------
@@ -296,9 +300,30 @@ def write_workload(prefix: str | os.PathLike, per_rank_nodes: Sequence[Iterable[
         raise InputError(f"ranks must be 0..{len(items) - 1}, got {sorted(items)}", source="per_rank_nodes")
     base = Path(prefix)
     base.parent.mkdir(parents=True, exist_ok=True)
-    paths = []
+    paths: list[Path] = []
+    written: dict[bytes, Path] = {}  # digest of the node content -> the file that holds it
     for rank in range(len(items)):
         p = base.parent / f"{base.name}.{rank}.et"
-        write_et(p, items[rank], **kwargs)
+        nodes = list(items[rank])
+        key = hashlib.sha256(repr(nodes).encode()).digest()  # EtNode's repr is its content
+        first = written.get(key)
+        if first is not None:
+            _share(first, p)
+        else:
+            write_et(p, nodes, **kwargs)
+            written[key] = p
         paths.append(p)
     return paths
+
+
+def _share(first: Path, path: Path) -> None:
+    """``path`` becomes a hard link to ``first`` (a copy where links are not supported), atomically."""
+    import shutil
+
+    tmp = path.parent / f".{path.name}.link.tmp"
+    tmp.unlink(missing_ok=True)
+    try:
+        os.link(first, tmp)
+    except OSError:
+        shutil.copyfile(first, tmp)
+    os.replace(tmp, path)
