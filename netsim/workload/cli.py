@@ -22,7 +22,10 @@ def register_cli(sub) -> None:
     trace.set_defaults(func=lambda args: _missing_sub(trace))
     run = sub.add_parser("run", help="run a Chakra workload (<prefix>.<rank>.et) on a topology")
     run.add_argument("--topology", required=True, help="netsim topology YAML or ASTRA-sim network YAML")
-    run.add_argument("--workload", required=True, help="trace prefix P (files P.<rank>.et) or one .et file")
+    src = run.add_mutually_exclusive_group(required=True)
+    src.add_argument("--workload", help="trace prefix P (files P.<rank>.et) or one .et file")
+    src.add_argument("--llm", metavar="MODEL", help="generate an LLM iteration instead (preset or YAML; "
+                     "takes the flags of `netsim workload llm`; docs/workloads.md)")
     run.add_argument("--comm-groups", default=None, help="ASTRA-sim comm-group JSON")
     run.add_argument("--model", default="flow", choices=["flow", "analytical"], help="network model")
     run.add_argument("--no-ctrl-deps", action="store_true", help="gate on data_deps only")
@@ -37,18 +40,34 @@ def register_cli(sub) -> None:
     run.add_argument("--faults", default=None, metavar="FILE.yaml",
                      help="stragglers, launch jitter, degraded/failed links and switches (docs/faults.md)")
     run.add_argument("--seed", type=int, default=None, help="seed of the fault draws (default: the file's, or 0)")
+    gen = run.add_argument_group("generator (with --llm)")
+    for flag in ("tp", "pp", "dp", "ep", "cp", "microbatches", "seq", "micro-batch", "vpp", "global-batch"):
+        gen.add_argument(f"--{flag}", type=int, default=None, help=f"as in `netsim workload llm --{flag}`")
+    gen.add_argument("--schedule", default=None, help="as in `netsim workload llm --schedule`")
+    gen.add_argument("--symmetry", default="auto", choices=["auto", "none"],
+                     help="auto: simulate one data-parallel replica standing for all (exact when they "
+                     "see the same fabric; docs/workloads.md); none: every rank")
     run.set_defaults(func=_cmd_run)
     wl = sub.add_parser("workload", help="generate workloads as Chakra traces")
     wsub = wl.add_subparsers(dest="workload_command", metavar="SUBCOMMAND")
-    llm = wsub.add_parser("llm", help="one training iteration of a TP/PP/DP(/EP) LLM, 1F1B")
+    llm = wsub.add_parser("llm", help="one training iteration of a TP/CP/PP/DP(/EP) LLM, 1F1B or interleaved")
     llm.add_argument("--model", required=True,
                      help="gpt3-175b, llama3-70b, llama3-405b, mixtral-8x7b, deepseek-v3 or a YAML file")
     for flag in ("tp", "pp", "dp"):
         llm.add_argument(f"--{flag}", type=int, required=True, help=f"{flag.upper()} degree")
     llm.add_argument("--ep", type=int, default=1, help="expert-parallel degree (divides dp)")
-    llm.add_argument("--microbatches", type=int, default=None, help="microbatches per iteration (default 2*pp)")
+    llm.add_argument("--cp", type=int, default=1,
+                     help="context-parallel degree (divides seq; K/V all-gather per layer, as in Llama 3)")
+    llm.add_argument("--microbatches", type=int, default=None,
+                     help="microbatches per iteration (default: from --global-batch, else 2*pp)")
+    llm.add_argument("--global-batch", type=int, default=None, metavar="B",
+                     help="sequences per iteration: microbatches = B / (dp * micro-batch)")
     llm.add_argument("--seq", type=int, default=4096, help="sequence length")
     llm.add_argument("--micro-batch", type=int, default=1, help="sequences per microbatch")
+    llm.add_argument("--schedule", default="1f1b", choices=["1f1b", "interleaved"],
+                     help="pipeline schedule: 1F1B or Megatron's interleaved 1F1B")
+    llm.add_argument("--vpp", type=int, default=None,
+                     help="model chunks per stage for --schedule interleaved (default 2)")
     llm.add_argument("--out", required=True, help="output folder: llm.<rank>.et and comm_groups.json")
     llm.add_argument("--overwrite", action="store_true", help="replace an existing workload in --out")
     llm.set_defaults(func=_cmd_llm)
@@ -108,9 +127,17 @@ def simulate(topology, workload, comm_groups=None, model: str = "flow", ctrl_dep
 def _cmd_run(args: argparse.Namespace) -> int:
     import numpy as np
 
-    res = simulate(args.topology, args.workload, args.comm_groups, args.model, not args.no_ctrl_deps,
-                   args.streams, stragglers=args.straggler, faults=args.faults, seed=args.seed, out=args.out,
-                   overwrite=args.overwrite)
+    common = dict(stragglers=args.straggler, faults=args.faults, seed=args.seed, out=args.out,
+                  overwrite=args.overwrite)
+    if args.llm is not None:
+        from netsim.workload.llmrun import simulate_llm
+
+        res = simulate_llm(args.topology, args.llm, model=args.model, symmetry=args.symmetry,
+                           ctrl_deps=not args.no_ctrl_deps, streams=args.streams, **common, **_generator_kwargs(args))
+        args.workload = f"llm:{args.llm}"
+    else:
+        res = simulate(args.topology, args.workload, args.comm_groups, args.model, not args.no_ctrl_deps,
+                       args.streams, **common)
     fin, exp = res.finish * 1e6, res.exposed_comm * 1e6
     summary = {"ranks": int(fin.size), "iteration_us": float(fin.max()),
                "finish_us": {"min": float(fin.min()), "median": float(np.median(fin)), "max": float(fin.max())},
@@ -138,6 +165,31 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _generator_kwargs(args: argparse.Namespace) -> dict:
+    """The generator's keyword arguments given on the command line (``--llm``)."""
+    import inspect
+
+    from netsim.workload.generate.llm import generate_llm
+
+    params = inspect.signature(generate_llm).parameters
+    kw = {}
+    for key in ("tp", "pp", "dp", "ep", "cp", "microbatches", "seq", "micro_batch", "vpp", "global_batch",
+                "schedule"):
+        value = getattr(args, key, None)
+        if value is None:
+            continue
+        if key not in params:
+            raise InputError(f"this generator has no --{key.replace('_', '-')}", source="--llm")
+        kw[key] = value
+    for key in ("tp", "pp", "dp"):
+        if key not in kw:
+            raise InputError(f"--llm needs --{key}", source="--llm")
+    if "microbatches" not in kw and "global_batch" not in kw:
+        kw["microbatches"] = 2 * kw["pp"]
+    kw.setdefault("seq", 4096)
+    return kw
+
+
 def _missing_sub(parser) -> int:
     raise InputError("expected a subcommand (see --help)", source=parser.prog)
 
@@ -148,10 +200,10 @@ def _cmd_llm(args: argparse.Namespace) -> int:
     out = Path(args.out)
     if (out / "comm_groups.json").exists() and not args.overwrite:
         raise InputError("already holds a workload; pass --overwrite to replace it", source=str(out))
-    prefix = write_llm_workload(out, args.model, tp=args.tp, pp=args.pp, dp=args.dp, ep=args.ep,
-                                microbatches=args.microbatches or 2 * args.pp, seq=args.seq,
-                                micro_batch=args.micro_batch)
-    n = args.tp * args.pp * args.dp
+    prefix = write_llm_workload(out, args.model, tp=args.tp, pp=args.pp, dp=args.dp, ep=args.ep, cp=args.cp,
+                                microbatches=args.microbatches, global_batch=args.global_batch, seq=args.seq,
+                                micro_batch=args.micro_batch, schedule=args.schedule, vpp=args.vpp)
+    n = args.tp * args.cp * args.pp * args.dp
     print(f"wrote {n} ranks: {prefix}.<rank>.et and {out / 'comm_groups.json'}")
     print(f"run:  netsim run --topology TOPOLOGY --workload {prefix} --comm-groups {out / 'comm_groups.json'}")
     return 0

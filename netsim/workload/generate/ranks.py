@@ -1,0 +1,231 @@
+"""Megatron-LM rank layout, communicator groups and one rank's node chain (the LLM generator's core).
+
+See :mod:`netsim.workload.generate.llm` for the model of each node; this module builds
+them.  The rank order is ``rank = t + tp * (c + cp * (d + dp * s))``.
+
+Examples
+--------
+>>> lay = Layout(tp=2, cp=2, dp=1, pp=1)
+>>> groups, member = layout_groups(lay, ep=1)
+>>> groups, member[3]  # with dp = 1 the gradient (DP x CP) groups are the CP groups
+({'1': [0, 1], '2': [2, 3], '3': [0, 2], '4': [1, 3], '5': [0, 2], '6': [1, 3]}, {'tp': '2', 'cp': '4', 'dp': '6'})
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from netsim.workload.chakra_schema import CommType, NodeType
+from netsim.workload.chakra_types import EtNode
+from netsim.workload.generate.model import ModelSpec
+from netsim.workload.generate.schedules import interleaved_order, one_f_one_b
+
+__all__ = ["Builder", "Costs", "Layout", "layout_groups", "rank_nodes"]
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Megatron-LM rank order: ``rank = t + tp * (c + cp * (d + dp * s))``."""
+
+    tp: int
+    cp: int
+    dp: int
+    pp: int
+
+    @property
+    def world(self) -> int:
+        return self.tp * self.cp * self.dp * self.pp
+
+    @property
+    def stride(self) -> int:
+        """Rank distance between consecutive pipeline stages."""
+        return self.tp * self.cp * self.dp
+
+    def rank(self, t: int, c: int, d: int, s: int) -> int:
+        return t + self.tp * (c + self.cp * (d + self.dp * s))
+
+
+def layout_groups(lay: Layout, ep: int) -> tuple[dict[str, list[int]], dict[int, dict[str, str]]]:
+    """Communicator groups (id -> ranks: TP, CP, DP x CP, EP) and, per rank, the group id of each kind."""
+    groups: dict[str, list[int]] = {}
+    member: dict[int, dict[str, str]] = {r: {} for r in range(lay.world)}
+    tp, cp, dp, pp, rank = lay.tp, lay.cp, lay.dp, lay.pp, lay.rank
+
+    def add(kind: str, ranks: list[int]) -> None:
+        gid = str(len(groups) + 1)
+        groups[gid] = ranks
+        for r in ranks:
+            member[r][kind] = gid
+
+    if tp > 1:
+        for s in range(pp):
+            for d in range(dp):
+                for c in range(cp):
+                    add("tp", [rank(t, c, d, s) for t in range(tp)])
+    if cp > 1:
+        for s in range(pp):
+            for d in range(dp):
+                for t in range(tp):
+                    add("cp", [rank(t, c, d, s) for c in range(cp)])
+    if dp * cp > 1:
+        for s in range(pp):
+            for t in range(tp):
+                add("dp", [rank(t, c, d, s) for d in range(dp) for c in range(cp)])
+    if ep > 1:
+        for s in range(pp):
+            for c in range(cp):
+                for t in range(tp):
+                    for block in range(dp // ep):
+                        add("ep", [rank(t, c, block * ep + e, s) for e in range(ep)])
+    return groups, member
+
+
+class Builder:
+    """Appends nodes to one rank's linear dependency chain."""
+
+    def __init__(self) -> None:
+        self.nodes: list[EtNode] = []
+        self.tail = 0  # id of the chain's last node (side branches hang off it)
+
+    def _add(self, side: bool = False, **kw: Any) -> None:
+        nid = len(self.nodes) + 1
+        deps = (self.tail,) if self.tail else ()
+        self.nodes.append(EtNode(id=nid, data_deps=deps, **kw))
+        if not side:
+            self.tail = nid
+
+    def comp(self, name: str, ops: int, weight_bytes: int) -> None:
+        self._add(name=name, type=int(NodeType.COMP_NODE), num_ops=int(ops), tensor_size=max(int(weight_bytes), 1),
+                  is_cpu_op=False)
+
+    def coll(self, name: str, ctype: CommType, size: int, group: str, *, side: bool = False) -> None:
+        """A collective; ``side=True`` branches it off the chain (later nodes do not wait for it)."""
+        self._add(side, name=name, type=int(NodeType.COMM_COLL_NODE), comm_type=int(ctype), comm_size=int(size),
+                  pg_name=group, is_cpu_op=False)
+
+    def send(self, name: str, dst: int, tag: int, size: int, me: int) -> None:
+        self._add(name=name, type=int(NodeType.COMM_SEND_NODE), comm_src=me, comm_dst=dst, comm_tag=tag,
+                  comm_size=int(size), is_cpu_op=False)
+
+    def recv(self, name: str, src: int, tag: int, size: int, me: int) -> None:
+        self._add(name=name, type=int(NodeType.COMM_RECV_NODE), comm_src=src, comm_dst=me, comm_tag=tag,
+                  comm_size=int(size), is_cpu_op=False)
+
+
+@dataclass(frozen=True)
+class Costs:
+    """Per-node operation counts and byte sizes of one rank (see the module docstring)."""
+
+    spec: ModelSpec
+    tp: int
+    cp: int
+    tokens: int  # tokens of one microbatch on one CP rank
+    seq: int
+    dtype_bytes: int
+    local_experts: int
+
+    def ops(self, params: int) -> int:  # forward operations of a block with ``params`` weights, split over TP
+        return 2 * self.tokens * params // self.tp
+
+    def weights(self, params: int) -> int:
+        return params * self.dtype_bytes // self.tp
+
+    @property
+    def act(self) -> int:
+        return self.tokens * self.spec.hidden * self.dtype_bytes
+
+    @property
+    def kv(self) -> int:
+        return self.tokens * 2 * self.spec.kv_hidden * self.dtype_bytes // self.tp
+
+    @property
+    def attn_ops(self) -> int:
+        return self.ops(self.spec.attn_params) + 4 * self.tokens * self.seq * self.spec.hidden // self.tp
+
+    @property
+    def a2a(self) -> int:
+        return self.tokens * self.spec.top_k * self.spec.hidden * self.dtype_bytes
+
+    @property
+    def layer_params(self) -> int:
+        s = self.spec
+        mlp = s.router_params + self.local_experts * s.expert_params if s.is_moe else s.mlp_params
+        return s.attn_params + mlp
+
+
+def rank_nodes(r: int, lay: Layout, g: dict[str, str], cost: Costs, chunks: list[range], vpp: int,
+                microbatches: int) -> list[EtNode]:
+    """The node chain of rank ``r`` (``g``: its group id per kind)."""
+    spec, pp = cost.spec, lay.pp
+    stage = r // lay.stride
+    nchunks = pp * vpp
+    b = Builder()
+    act, embed = cost.act, spec.vocab * spec.hidden
+
+    def peer(chunk: int) -> int:  # same (tp, cp, dp) position on the stage holding ``chunk``
+        return r + lay.stride * (chunk % pp - stage)
+
+    def tag(m: int, boundary: int, grad: int) -> int:
+        return 2 * (m * vpp + boundary // pp) + grad
+
+    def tp_ar(name: str) -> None:
+        if "tp" in g:
+            b.coll(name, CommType.ALL_REDUCE, act, g["tp"])
+
+    def mlp(name: str, mult: int) -> None:
+        if not spec.is_moe:
+            b.comp(f"{name}.mlp", mult * cost.ops(spec.mlp_params), cost.weights(spec.mlp_params))
+        else:
+            b.comp(f"{name}.router", mult * 2 * cost.tokens * spec.router_params, spec.router_params * cost.dtype_bytes)
+            if "ep" in g:
+                b.coll(f"{name}.a2a_dispatch", CommType.ALL_TO_ALL, cost.a2a, g["ep"])
+            b.comp(f"{name}.experts", mult * cost.ops(spec.top_k * spec.expert_params),
+                   cost.weights(cost.local_experts * spec.expert_params))
+            if "ep" in g:
+                b.coll(f"{name}.a2a_combine", CommType.ALL_TO_ALL, cost.a2a, g["ep"])
+        tp_ar(f"{name}.mlp_allreduce")
+
+    def attention(name: str, forward: bool) -> None:
+        if forward and "cp" in g:
+            b.coll(f"{name}.cp_allgather_kv", CommType.ALL_GATHER, cost.kv, g["cp"])
+        b.comp(f"{name}.attn", (1 if forward else 2) * cost.attn_ops, cost.weights(spec.attn_params))
+        if not forward and "cp" in g:
+            b.coll(f"{name}.cp_reducescatter_kv", CommType.REDUCE_SCATTER, cost.kv * lay.cp, g["cp"])
+        tp_ar(f"{name}.attn_allreduce")
+
+    if vpp == 1:
+        order = [(phase, m, stage) for phase, m in one_f_one_b(stage, pp, microbatches)]
+    else:
+        order = interleaved_order(stage, pp, microbatches, vpp)
+    last_mb = microbatches - 1
+    for phase, m, ch in order:
+        mb = f"mb{m}" if vpp == 1 else f"mb{m}.c{ch}"
+        if phase == "F":
+            if ch > 0:
+                b.recv(f"{mb}.recv_act", peer(ch - 1), tag(m, ch - 1, 0), act, r)
+            for layer in chunks[ch]:
+                attention(f"mb{m}.fwd.L{layer}", True)
+                mlp(f"mb{m}.fwd.L{layer}", 1)
+            if ch == nchunks - 1:
+                b.comp(f"mb{m}.fwd.lm_head", cost.ops(embed), cost.weights(embed))
+            else:
+                b.send(f"{mb}.send_act", peer(ch + 1), tag(m, ch, 0), act, r)
+        else:
+            if ch == nchunks - 1:
+                b.comp(f"mb{m}.bwd.lm_head", 2 * cost.ops(embed), cost.weights(embed))
+            else:
+                b.recv(f"{mb}.recv_grad", peer(ch + 1), tag(m, ch, 1), act, r)
+            for layer in reversed(chunks[ch]):
+                mlp(f"mb{m}.bwd.L{layer}", 2)
+                attention(f"mb{m}.bwd.L{layer}", False)
+                if m == last_mb and "dp" in g:  # gradient bucket ready: reduce it during backward
+                    b.coll(f"dp.grad_allreduce.L{layer}", CommType.ALL_REDUCE, cost.weights(cost.layer_params),
+                           g["dp"], side=True)
+            if ch > 0:
+                b.send(f"{mb}.send_grad", peer(ch - 1), tag(m, ch - 1, 1), act, r)
+    first, last = stage == 0, stage == pp - 1
+    if "dp" in g and (first or last):  # embedding / LM-head gradients, after the last backward
+        b.coll("dp.grad_allreduce.embed", CommType.ALL_REDUCE, cost.weights(embed * (int(first) + int(last))),
+               g["dp"])
+    return b.nodes
