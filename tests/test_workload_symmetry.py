@@ -181,3 +181,18 @@ def test_identical_rank_traces_share_one_file(tmp_path):
     assert inodes[0] == inodes[1] == inodes[2] != inodes[3]
     assert read_et_table(paths[2]).name == ["c"] and read_et_table(paths[3]).name == ["d"]
     assert not [p for p in os.listdir(tmp_path) if p.endswith(".tmp")]
+
+
+def test_replicas_smaller_than_a_node_pace_the_slowest(tmp_path, superpod):
+    # tp2: four replicas share a node, and DP members at different places in the node finish
+    # at different times: the representatives wait for their slowest copy, and say so
+    from netsim.workload.generate.llm import llm_replicas
+
+    prefix = write_llm_workload(tmp_path, TINY, tp=2, pp=2, dp=8, microbatches=4, seq=1024)
+    tables = read_workload(str(prefix))
+    groups = CommGroups(json.loads((tmp_path / "comm_groups.json").read_text()), len(tables))
+    a = WorkloadRun(superpod, tables, groups, "analytical", replicas=llm_replicas(2, 2, 8)).run()
+    b = WorkloadRun(superpod, tables, groups, "analytical").run()
+    assert any("replica symmetry is approximate" in n for n in a.notes)
+    assert (a.finish >= b.finish - 1e-12).all()
+    assert a.finish.max() == pytest.approx(b.finish.max(), rel=1e-6)

@@ -146,6 +146,7 @@ class Instances:
         self._prepared: dict = {}  # (schedule id, members) -> (schedule, patterns, counts, links) or None
         self._kinds: dict = {}  # members -> (kind, rank -> local index)
         self.stats = {"fixed": 0, "event": 0}
+        self.max_skew_s = 0.0  # largest spread of finish times within a representative's orbit
 
     def kind(self, members: tuple) -> tuple:
         hit = self._kinds.get(members)
@@ -174,20 +175,23 @@ class Instances:
         local = local_of[rank]
         inst["done"][local] = done
         inst["arrived"].add(rank)
-        inst["run"].arrive(local)
-        if kind == GLOBAL:  # shadows arrive with their representative
-            for p in self.replicas.perms[1:]:
-                shadow = int(p[rank])
-                inst["arrived"].add(shadow)
-                inst["run"].arrive(local_of[shadow])
+        orbit = [local]
+        if kind == GLOBAL:  # shadows arrive with their representative, which waits for them all
+            orbit += [local_of[int(p[rank])] for p in self.replicas.perms[1:]]
+        for loc in orbit:
+            inst["rep_of"][loc] = local
+        inst["left"][local] = len(orbit)
+        for loc in orbit:
+            inst["arrived"].add(members[loc])
+            inst["run"].arrive(loc)
         return key
 
     def _create(self, key, ctype, size, where, group, kind) -> dict:
         members = key[0]
         sched = self.schedule_fn(ctype, max(size, 0), members)
         inst = {"type": ctype, "size": size, "first": (where[2], where[1]), "done": {}, "arrived": set(),
-                "group": group}
-        on_done = lambda loc, _t: self._done(inst, loc)  # noqa: E731
+                "group": group, "rep_of": {}, "left": {}, "t_first": {}}
+        on_done = lambda loc, t: self._done(inst, loc, t)  # noqa: E731
         fixed = None
         if self.fast and ctype in SYMMETRIC and key not in self.event_only and isinstance(self.net, (AnalyticalNetwork,
                                                                                       FlowNetwork)):
@@ -235,9 +239,13 @@ class Instances:
         links = np.unique(np.concatenate(links)) if links else np.zeros(0, np.int64)
         return rankmap, (full, patterns, tally(self.net, counts)), links
 
-    @staticmethod
-    def _done(inst: dict, local: np.ndarray) -> None:
+    def _done(self, inst: dict, local: np.ndarray, t: float) -> None:
+        """Members finished at ``t``: a representative is done when its whole orbit is."""
+        rep_of, left, first = inst["rep_of"], inst["left"], inst["t_first"]
         for loc in local.tolist():
-            fn = inst["done"].pop(loc, None)
-            if fn is not None:  # shadows have none
-                fn()
+            rep = rep_of[loc]
+            first.setdefault(rep, t)
+            left[rep] -= 1
+            if left[rep] == 0:
+                self.max_skew_s = max(self.max_skew_s, t - first[rep])
+                inst["done"].pop(rep)()

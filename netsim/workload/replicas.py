@@ -13,7 +13,9 @@ representatives' dependency graphs only:
   replica (:class:`Mirrored`), the representatives' timing drives the graph;
 * a collective on a **global** group (mapped onto itself by every permutation: the DP
   gradient groups) runs once on all its members; the members that are not
-  representatives (shadows) join when their representative does;
+  representatives (shadows) join when their representative does, and the
+  representative finishes when the last of them does (members of one node may finish
+  at different times when a replica is smaller than a node);
 * send/recv pairs must join representatives; their traffic is mirrored too.
 
 Exact when the fabric treats the replicas alike (every replica's traffic meets the same

@@ -258,12 +258,13 @@ class WorkloadRun:
         compute = np.array([st.compute_s for st in self.ranks])
         if self.replicas is not None:
             finish, compute = self.replicas.expand(finish), self.replicas.expand(compute)
-            skew = self.colls.mirrored.max_skew_s
+            skew = max(self.colls.mirrored.max_skew_s, self.colls.max_skew_s)
             self.notes.append(f"replica symmetry: simulated {len(self.ranks)} of {self.world} ranks "
                               f"({self.replicas.count} replicas); ops rows are the representatives'")
             if skew > 1e-12:
-                self.notes.append(f"replica symmetry is approximate: copies of mirrored transfers finished up to "
-                                  f"{skew * 1e6:.3f} us apart (ECMP collisions hit replicas unequally); each waited for its slowest copy")
+                self.notes.append(f"replica symmetry is approximate: replicas' copies of a transfer or a "
+                                  f"collective finished up to {skew * 1e6:.3f} us apart; the representatives "
+                                  "waited for the slowest copy")
         return WorkloadResult(finish, compute, self.ops, self.unknown, self.notes, self)
 
     def _simulate(self) -> None:
