@@ -38,7 +38,7 @@ BENCH_RENAMES = {"datatype": "dtype", "proto": "protocol"}
 RUN_KEYS = {"topology": "topology", "workload": "workload", "comm_groups": "comm_groups", "model": "model",
             "no_ctrl_deps": "ctrl_deps", "streams": "streams"}
 RUN_DEFAULTS = {"model": "flow", "no_ctrl_deps": False, "streams": 1}
-_NOT_KEYS = ("out", "overwrite")  # simulate() arguments that the sweep owns
+_NOT_KEYS = ("out", "overwrite", "replicas", "label")  # simulate() arguments that the sweep owns
 PATH_KEYS = ("topology", "workload", "comm_groups", "skew_matrix", "faults")
 
 
@@ -71,7 +71,7 @@ def llm_params() -> list[str]:
     from netsim.workload.generate.llm import generate_llm
 
     params = inspect.signature(generate_llm).parameters
-    return ["model"] + [p for p, v in params.items() if v.kind is inspect.Parameter.KEYWORD_ONLY]
+    return ["model"] + [p for p, v in params.items() if v.kind is inspect.Parameter.KEYWORD_ONLY and p != "ranks"]
 
 
 def topology_key(key: str) -> str | None:

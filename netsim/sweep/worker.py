@@ -17,9 +17,7 @@ import os
 import random
 import shutil
 import socket
-import tempfile
 import time
-from pathlib import Path
 
 from netsim.errors import NetsimError
 from netsim.results.dataset import PartWriter, canonical_config, is_complete, part_path, runs_row, write_run
@@ -148,27 +146,22 @@ def _run_workload(cfg: dict, paths: dict):
             if key == "stragglers" and isinstance(value, str):
                 value = [value]
             kwargs[key] = paths.get(key, value)
-    with tempfile.TemporaryDirectory(prefix="netsim-sweep-") as tmp:
-        if "llm.model" in cfg:
-            workload, groups = _generate(cfg, paths, Path(tmp))
-        else:
-            workload = paths.get("workload", cfg["workload"])
-            groups = paths.get("comm_groups", cfg.get("comm_groups"))
-        res = simulate(topo, workload, groups, **kwargs)
+    if "llm.model" in cfg:  # generated in memory, one data-parallel replica standing for all
+        from netsim.workload.llmrun import simulate_llm
+
+        kw = {k[len("llm."):]: v for k, v in cfg.items() if k.startswith("llm.") and k != "llm.model"}
+        if "global_batch" not in kw:
+            kw.setdefault("microbatches", 2 * int(kw["pp"]))
+        kw.setdefault("seq", 4096)
+        kwargs.pop("replicas", None)
+        res = simulate_llm(topo, paths.get("llm.model", cfg["llm.model"]), **kwargs, **kw)
+    else:
+        res = simulate(topo, paths.get("workload", cfg["workload"]), paths.get("comm_groups", cfg.get("comm_groups")),
+                       **kwargs)
     fin = res.finish
     metrics = {"n_ranks": int(fin.size), "iteration_ns": float(fin.max()) * 1e9,
                "exposed_comm_ns_mean": float(res.exposed_comm.mean()) * 1e9}
     return _workload_tables(res), metrics
-
-
-def _generate(cfg: dict, paths: dict, tmp: Path):
-    from netsim.workload.generate.llm import write_llm_workload
-
-    kw = {k[len("llm."):]: v for k, v in cfg.items() if k.startswith("llm.") and k != "llm.model"}
-    kw.setdefault("microbatches", 2 * int(kw["pp"]))
-    kw.setdefault("seq", 4096)
-    prefix = write_llm_workload(tmp, paths.get("llm.model", cfg["llm.model"]), **kw)
-    return prefix, tmp / "comm_groups.json"
 
 
 def _workload_tables(res) -> dict:
