@@ -196,3 +196,21 @@ def test_replicas_smaller_than_a_node_pace_the_slowest(tmp_path, superpod):
     assert any("replica symmetry is approximate" in n for n in a.notes)
     assert (a.finish >= b.finish - 1e-12).all()
     assert a.finish.max() == pytest.approx(b.finish.max(), rel=1e-6)
+
+
+def test_cli_run_llm(tmp_path, capsys):
+    from netsim.cli import main
+
+    model = tmp_path / "tiny.yaml"
+    model.write_text("layers: 4\nhidden: 1024\nffn: 4096\nheads: 8\nvocab: 1000\n")
+    args = ["run", "--topology", SUPERPOD, "--llm", str(model), "--tp", "8", "--pp", "2", "--dp", "4",
+            "--microbatches", "4", "--seq", "1024", "--json"]
+    assert main(args) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["ranks"] == 64 and any("simulated 16 of 64 ranks" in n for n in out["notes"])
+    assert main(args[:-1] + ["--symmetry", "none", "--json"]) == 0
+    full = json.loads(capsys.readouterr().out)
+    assert full["iteration_us"] == pytest.approx(out["iteration_us"], rel=1e-12) and not full["notes"]
+    assert main(["run", "--topology", SUPERPOD, "--llm", str(model), "--pp", "2", "--dp", "4"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--llm needs --tp" in err[0]
