@@ -233,7 +233,8 @@ def write_et(path: str | os.PathLike, nodes: Iterable[EtNode], *, metadata_versi
     (``is_cpu_op`` bool_val, ``comm_type``/``comm_size``/``num_ops`` int64_val,
     ``comm_src``/``comm_dst``/``comm_tag``/``comm_priority`` int32_val,
     ``pg_name`` string_val, ``involved_dim`` bool_list, ``tensor_size``
-    uint64_val), in that order, followed by ``other``.
+    uint64_val), in that order, followed by ``other``; ``EtNode.inputs``, when
+    set, becomes the node's IOInfo ``inputs.values``.
 
     Parameters
     ----------

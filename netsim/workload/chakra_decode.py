@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -22,6 +22,7 @@ from netsim.workload.chakra_scan import _frame, _load, _ranges, _scan_heads, _sp
 from netsim.workload.chakra_schema import (
     NORMALIZED_ATTRS,
     AttrTypeError,
+    NodeType,
     attr_to_python,
     chakra_classes,
     combine_attrs,
@@ -30,6 +31,7 @@ from netsim.workload.chakra_schema import (
 from netsim.workload.chakra_types import _INT_COLS, _SEND_RECV, MISSING, EtMetadata, EtNode, NodeTable
 
 _INT64_MAX = 2**63 - 1
+_METADATA = int(NodeType.METADATA_NODE)
 
 
 # --------------------------------------------------------------------------- attribute memo
@@ -135,6 +137,7 @@ class _Chunk:
     ctrl: tuple[np.ndarray, np.ndarray]
     data: tuple[np.ndarray, np.ndarray]
     codes: np.ndarray
+    inputs: dict[int, str] = field(default_factory=dict)  # row -> inputs.values, METADATA rows only
 
 
 def _legacy_error(source: str) -> InputError:
@@ -216,7 +219,22 @@ class _Reader:
         chunk = _Chunk(h["id"], names, h["type"].astype(np.int64), h["dur"], ctrl[:2], data[:2], codes)
         if fb.any():
             self._fallback(chunk, np.flatnonzero(fb).tolist(), starts, ends, index)
+        meta = np.flatnonzero(chunk.types == _METADATA)
+        if meta.size:  # rare (PyTorch process-group metadata): keep their inputs.values
+            self._meta_inputs(chunk, meta.tolist(), starts, ends, index)
         return self._finish(chunk, index)
+
+    def _meta_inputs(self, chunk: _Chunk, rows: list[int], starts: np.ndarray, ends: np.ndarray,
+                     index: int) -> None:
+        """Store ``inputs.values`` of the METADATA ``rows`` (full protobuf parse; there are only a few)."""
+        node_cls = chakra_classes().Node
+        for r in rows:
+            try:
+                m = node_cls.FromString(self.data[int(starts[r]):int(ends[r])])
+            except DecodeError as exc:
+                raise self._error(f"the Node message does not parse: {exc}", index + r) from exc
+            if m.HasField("inputs"):
+                chunk.inputs[r] = m.inputs.values
 
     def _check_io(self, h: dict[str, np.ndarray], fb: np.ndarray) -> None:
         """Validate IOInfo fields (not exposed, but a bad one must fail like protobuf does)."""
@@ -329,19 +347,25 @@ def _assemble(reader: _Reader, parts: list[_Chunk], codes: list[np.ndarray],
         return np.concatenate(arrs).astype(dtype, copy=False) if arrs else np.zeros(0, dtype)
     data_deps, data_ptr = _concat_csr([p.data for p in parts])
     ctrl_deps, ctrl_ptr = _concat_csr([p.ctrl for p in parts])
+    inputs, base = {}, 0
+    for p in parts:
+        inputs.update((base + r, v) for r, v in p.inputs.items())
+        base += p.ids.size
     return NodeTable(
         source=reader.source, metadata=reader.metadata,
         id=cat([p.ids for p in parts], np.int64), name=[n for p in parts for n in p.names],
         type=cat([p.types for p in parts], np.int32), duration_micros=cat([p.dur for p in parts], np.int64),
         attr_code=cat(codes, np.int64), attr_columns=reader.decoder.global_columns(),
         pg_names=list(reader.decoder.pg_index), involved_dims=list(reader.decoder.dim_index),
-        data_ptr=data_ptr, data_deps=data_deps, ctrl_ptr=ctrl_ptr, ctrl_deps=ctrl_deps, other=others)
+        data_ptr=data_ptr, data_deps=data_deps, ctrl_ptr=ctrl_ptr, ctrl_deps=ctrl_deps, other=others,
+        inputs=inputs)
 
 
 def _chunk_nodes(ch: _Chunk, values: list[tuple[Any, ...]], with_other: bool) -> Iterator[EtNode]:
     """Yield the EtNodes of a decoded chunk (a generator: streamed nodes die young, sparing the GC)."""
     cv, cp = ch.ctrl[0].tolist(), ch.ctrl[1].tolist()
     dv, dp = ch.data[0].tolist(), ch.data[1].tolist()
+    inputs = ch.inputs
     for i, (nid, name, typ, dur, code) in enumerate(zip(ch.ids.tolist(), ch.names, ch.types.tolist(),
                                                        ch.dur.tolist(), ch.codes.tolist())):
         node = EtNode(nid, name, typ, tuple(cv[cp[i]:cp[i + 1]]), tuple(dv[dp[i]:dp[i + 1]]), dur, *values[code])
@@ -349,4 +373,6 @@ def _chunk_nodes(ch: _Chunk, values: list[tuple[Any, ...]], with_other: bool) ->
             node.comm_type = None
         if with_other:  # every node gets its own dict (the memo shares them)
             node.other = dict(node.other)
+        if inputs and i in inputs:
+            node.inputs = inputs[i]
         yield node

@@ -41,6 +41,9 @@ class EtNode:
     tensor_size: int | None = None
     involved_dim: tuple[bool, ...] | None = None
     other: dict[str, Any] | None = None
+    #: IOInfo ``inputs.values`` (a string).  Readers fill it on METADATA nodes only
+    #: (e.g. PyTorch's ``## process_group:init ##``); the writer writes it whenever set.
+    inputs: str | None = None
 
 
 @dataclass(slots=True)
@@ -86,6 +89,8 @@ class NodeTable:
     ``data_deps[data_ptr[i]:data_ptr[i + 1]]`` (likewise ctrl).  ``other``
     (only with ``read_et_table(..., other=True)``) holds one dict per row;
     rows with identical attributes share the dict, so treat it as read-only.
+    ``inputs`` maps the row of each METADATA node that has an IOInfo ``inputs``
+    to its ``inputs.values`` string (other nodes' IOInfo is not kept).
     """
 
     source: str
@@ -103,6 +108,7 @@ class NodeTable:
     ctrl_ptr: np.ndarray
     ctrl_deps: np.ndarray
     other: list[dict[str, Any]] | None = None
+    inputs: dict[int, str] = field(default_factory=dict)
     cache: dict[str, np.ndarray] = field(default_factory=dict, repr=False, compare=False)
 
     comm_type = _attr_column("comm_type")
@@ -140,7 +146,7 @@ class NodeTable:
             pg_name=self.pg_names[pg] if pg >= 0 else None, is_cpu_op=None if cpu < 0 else bool(cpu),
             num_ops=opt(self.num_ops), tensor_size=opt(self.tensor_size),
             involved_dim=self.involved_dims[dim] if dim >= 0 else None,
-            other=dict(self.other[i]) if self.other is not None else None)
+            other=dict(self.other[i]) if self.other is not None else None, inputs=self.inputs.get(i))
 
     def dep_tuples(self, kind: str = "data") -> list[tuple[int, ...]]:
         """Per-row dependency ids as tuples; ``kind`` is ``"data"`` or ``"ctrl"``."""

@@ -37,8 +37,11 @@ def _encode_node(node: EtNode, memo: dict[Any, bytes]) -> bytes:
     ``memo`` caches attribute blocks (keyed by the 11 known values) and single
     attributes (keyed by ``(name, value)``); the key lengths keep them apart.
     """
-    head = chakra_classes().Node(id=node.id, name=node.name, type=int(node.type), ctrl_deps=node.ctrl_deps,
-                                 data_deps=node.data_deps, duration_micros=node.duration_micros).SerializeToString()
+    msg = chakra_classes().Node(id=node.id, name=node.name, type=int(node.type), ctrl_deps=node.ctrl_deps,
+                                data_deps=node.data_deps, duration_micros=node.duration_micros)
+    if node.inputs is not None:
+        msg.inputs.values = node.inputs
+    head = msg.SerializeToString()
     dims = node.involved_dim
     key = (node.is_cpu_op, node.comm_type, node.comm_size, node.comm_src, node.comm_dst, node.comm_tag,
            node.comm_priority, node.pg_name, None if dims is None else tuple(dims), node.num_ops, node.tensor_size)

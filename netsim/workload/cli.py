@@ -93,7 +93,7 @@ def simulate(topology, workload, comm_groups=None, model: str = "flow", ctrl_dep
     from netsim.topology.model import Topology
     from netsim.topology.spec import load_topology
     from netsim.workload.faults import fault_spec, plan_faults
-    from netsim.workload.groups import CommGroups
+    from netsim.workload.groups import CommGroups, load_groups
     from netsim.workload.inspect import read_workload
     from netsim.workload.runner import WorkloadRun
 
@@ -114,7 +114,7 @@ def simulate(topology, workload, comm_groups=None, model: str = "flow", ctrl_dep
     if isinstance(comm_groups, dict):
         groups = CommGroups(comm_groups, world)
     else:
-        groups = CommGroups.from_json(comm_groups, world)
+        groups = load_groups(comm_groups, tables, world)
     plan = plan_faults(spec, topo, world, model)
     res = WorkloadRun(plan.topology, tables, groups, model, ctrl_deps=ctrl_deps, streams=streams,
                       compute_scale=plan.compute_scale, launch_delay=plan.launch_delay, replicas=replicas).run()
@@ -241,6 +241,13 @@ def format_summary(s: dict) -> str:
              ", ".join(f"{k} {v:,}" for k, v in s["unknown_dep_refs"].items())]
     if s.get("host_comm_nodes"):
         lines.append(f"host comm     {s['host_comm_nodes']} COMM_COLL node(s) with is_cpu_op and no comm_type")
+    pgs = s.get("process_groups") or {}
+    if pgs.get("error"):
+        lines.append(f"proc. groups  unusable: {pgs['error']}")
+    elif pgs.get("count"):
+        shown = [f"{g['pg_name']}{' ' + g['pg_desc'] if g['pg_desc'] else ''} ({g['size']} ranks)"
+                 for g in pgs["groups"][:8]]
+        lines.append(f"proc. groups  {pgs['count']}: " + ", ".join(shown) + (", ..." if pgs["count"] > 8 else ""))
     lines.append("collectives   " + ("none" if not s["collectives"] else ""))
     for (ctype, size, pg), count in s["collectives"].items():
         size_txt = f"{size:,} B" if size is not None else "?"

@@ -146,7 +146,10 @@ def summarize_trace(path_or_prefix: str | os.PathLike) -> dict[str, Any]:
         (longest data_deps chain in nodes, max over ranks; ctrl deps ignored;
         None if a cycle exists), ``unknown_dep_ids`` (distinct dep ids not in
         their file, summed over ranks) and ``unknown_dep_refs``
-        ({"data": n, "ctrl": n} references to such ids).
+        ({"data": n, "ctrl": n} references to such ids), ``process_groups``
+        (PyTorch ``## process_group:init ##`` metadata: ``count`` and ``groups``,
+        a list of {pg_name, pg_desc, size} with ``ranks: []`` counted as every
+        rank of the set; ``error`` instead when that metadata is unusable).
 
     Examples
     --------
@@ -183,7 +186,20 @@ def summarize_trace(path_or_prefix: str | os.PathLike) -> dict[str, Any]:
         "dependency_depth": None if None in depths else max(depths, default=0),
         "unknown_dep_ids": sum(s[1] for s in stats),
         "unknown_dep_refs": {k: sum(s[2][k] for s in stats) for k in ("data", "ctrl")},
+        "process_groups": _process_groups(tables),
     }
+
+
+def _process_groups(tables: dict[int, NodeTable]) -> dict[str, Any]:
+    """The ``process_groups`` entry of :func:`summarize_trace`."""
+    from netsim.workload.groups import process_groups
+
+    try:
+        found = process_groups(tables)
+    except InputError as exc:
+        return {"count": 0, "groups": [], "error": str(exc)}
+    return {"count": len(found),
+            "groups": [{"pg_name": g.name, "pg_desc": g.desc, "size": len(g.ranks)} for g in found.values()]}
 
 
 def _count_collectives(t: NodeTable, colls: Counter[tuple[str, int | None, str | None]]) -> int:
