@@ -104,7 +104,8 @@ def analyze(tables: dict[str, pd.DataFrame], *, top: int = 5, z: float = 3.5, pc
     skew = S.launch_skew(ops)
     exposed = O.exposed_comm_by_collective(ops)
     report = {
-        "ranks": int(ops["rank"].nunique()), "ops": int(len(ops)),
+        "ranks": int(len(ranks)) if ranks is not None and len(ranks) else int(ops["rank"].nunique()),
+        "ranks_in_ops": int(ops["rank"].nunique()), "ops": int(len(ops)),
         "stragglers": [int(r) for r in slow.loc[slow["flagged"], "rank"]],
         "overlap_pct": summary["overlap_pct"], "exposed_comm_ns": summary["exposed_comm_ns"],
         "non_compute_ns": summary["non_compute_ns"], "compute_ns": summary["compute_ns"],
