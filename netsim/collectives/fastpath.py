@@ -58,8 +58,9 @@ def fixed_durations(net: Network, step: Step, ranks: np.ndarray, repeat: int = 0
                     counts: list | None = None) -> np.ndarray | None:
     """Per-transfer seconds (overhead included) if they cannot depend on timing, else ``None``.
 
-    ``repeat``: the step's traffic ``repeat`` times is owed to the link counters (the event-driven path counts every submit): appended to ``counts`` as
-    ``(routes, bytes, busy)`` when given, else counted now."""
+    ``repeat``: the step's traffic ``repeat`` times is owed to the link counters (the
+    event-driven path counts every submit): appended to ``counts`` as ``(routes, bytes,
+    busy, transfers)`` when given, else counted now."""
     src, dst = ranks[step.src], ranks[step.dst]
     wire = step.nbytes * step.wire
     if isinstance(net, AnalyticalNetwork):

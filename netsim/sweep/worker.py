@@ -150,8 +150,6 @@ def _run_workload(cfg: dict, paths: dict):
         from netsim.workload.llmrun import simulate_llm
 
         kw = {k[len("llm."):]: v for k, v in cfg.items() if k.startswith("llm.") and k != "llm.model"}
-        if "global_batch" not in kw:
-            kw.setdefault("microbatches", 2 * int(kw["pp"]))
         kw.setdefault("seq", 4096)
         kwargs.pop("replicas", None)
         res = simulate_llm(topo, paths.get("llm.model", cfg["llm.model"]), **kwargs, **kw)

@@ -184,9 +184,7 @@ def _generator_kwargs(args: argparse.Namespace) -> dict:
     for key in ("tp", "pp", "dp"):
         if key not in kw:
             raise InputError(f"--llm needs --{key}", source="--llm")
-    if "microbatches" not in kw and "global_batch" not in kw:
-        kw["microbatches"] = 2 * kw["pp"]
-    kw.setdefault("seq", 4096)
+    kw.setdefault("seq", 4096)  # as `netsim workload llm`; microbatches default in the generator
     return kw
 
 

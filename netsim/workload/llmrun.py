@@ -63,6 +63,6 @@ def simulate_llm(topology, spec, *, model: str = "flow", symmetry: str = "auto",
         symmetry = "none"
     tables, groups, replicas = generate_tables(spec, symmetry=symmetry, **gen)
     name = spec if isinstance(spec, str) else getattr(spec, "name", str(spec))
-    label = {"workload": f"llm:{name}", "llm": {k: v for k, v in sorted(gen.items())}, "symmetry": symmetry}
+    label = {"workload": f"llm:{name}", "llm": dict(sorted(gen.items())), "symmetry": symmetry}
     return simulate(topology, tables, groups, model, ctrl_deps, streams, stragglers=stragglers, faults=faults,
                     seed=seed, out=out, overwrite=overwrite, replicas=replicas, label=label)
