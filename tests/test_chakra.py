@@ -62,6 +62,8 @@ def _reference_nodes(path: Path) -> list[EtNode]:
         attrs = [a for a in m.attr if not (p2p and a.name == "comm_type")]  # ignored on SEND/RECV
         node = EtNode(m.id, m.name, m.type, tuple(m.ctrl_deps), tuple(m.data_deps), m.duration_micros,
                       *normalize_attrs(attrs, True))
+        if m.type == NodeType.METADATA_NODE and m.HasField("inputs"):  # process-group metadata
+            node.inputs = m.inputs.values
         out.append(node)
     return out
 
