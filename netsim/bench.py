@@ -19,13 +19,14 @@ import simpy
 
 from netsim import units
 from netsim.collectives import plan as plan_mod
-from netsim.collectives.executor import run_collective
+from netsim.collectives.executor import ENGINES, run_collective
 from netsim.errors import InputError
 from netsim.network.analytical import AnalyticalNetwork
 from netsim.network.flow import FlowNetwork
 from netsim.results import nccl_table as nt
 from netsim.results.io import write_parquet_atomic
 from netsim.topology.model import Topology
+from netsim.topology.placement import place
 from netsim.topology.spec import load_topology
 
 MODELS = {"flow": FlowNetwork, "analytical": AnalyticalNetwork}
@@ -55,6 +56,8 @@ class BenchConfig:
     skew: str | None = None
     skew_matrix: str | None = None
     seed: int = 0
+    placement: str = "packed"
+    engine: str = "auto"
 
 
 def sweep_sizes(min_bytes: int, max_bytes: int, factor: int | None = None, increment: int | None = None) -> list[int]:
@@ -90,8 +93,13 @@ def build_plan(topo: Topology, cfg: BenchConfig, size_bytes: float) -> plan_mod.
             matrix = skew.load_matrix(cfg.skew_matrix, n)
         else:
             matrix = skew.skewed_matrix(n, size_bytes, cfg.skew, seed=cfg.seed)
-    return plan_mod.plan(topo, np.arange(n), cfg.op, size_bytes, cfg.algo, channels=cfg.channels,
+    return plan_mod.plan(topo, placed_ranks(topo, cfg), cfg.op, size_bytes, cfg.algo, channels=cfg.channels,
                          protocol=cfg.protocol, matrix=matrix, split_channels=cfg.model != "analytical")
+
+
+def placed_ranks(topo: Topology, cfg: BenchConfig) -> np.ndarray:
+    """Topology GPU of every rank of the job (``cfg.placement``)."""
+    return place(cfg.placement, cfg.gpus or topo.n_gpus, topo.n_gpus)
 
 
 def run_one(topo: Topology, cfg: BenchConfig, nbytes: int) -> tuple[nt.BenchRow, dict]:
@@ -100,7 +108,7 @@ def run_one(topo: Topology, cfg: BenchConfig, nbytes: int) -> tuple[nt.BenchRow,
     size, _count, _per_rank = nt.size_and_count(cfg.op, nbytes, n, cfg.dtype)
     p = build_plan(topo, cfg, float(size))
     net = MODELS[cfg.model](simpy.Environment(), topo)
-    result = run_collective(net, p.schedule, np.arange(n))
+    result = run_collective(net, p.schedule, placed_ranks(topo, cfg), engine=cfg.engine)
     time_s = result.time
     if time_s <= 0:  # zero bytes: nccl-tests still reports a launch; keep a tiny positive time
         time_s = 1e-9
@@ -119,6 +127,8 @@ def _validated(cfg: BenchConfig, topo: Topology) -> BenchConfig:
     if cfg.model not in MODELS:
         raise InputError(f"expected one of {', '.join(MODELS)}, got {cfg.model!r}", source="--model")
     n = cfg.gpus if cfg.gpus is not None else topo.n_gpus
+    if cfg.gpus is None and cfg.placement not in (None, "packed"):  # a placement file sets the count
+        n = place(cfg.placement, None, topo.n_gpus).size
     if n < 2 or n > topo.n_gpus:
         raise InputError(f"expected 2 <= GPUs <= {topo.n_gpus} (the topology's GPU count), got {n}",
                          source="--gpus")
@@ -127,6 +137,9 @@ def _validated(cfg: BenchConfig, topo: Topology) -> BenchConfig:
     if cfg.channels is not None and not 1 <= cfg.channels <= 64:
         raise InputError(f"expected 1..64 channels (NCCL's MAXCHANNELS), got {cfg.channels}", source="--channels")
     plan_mod.check_algorithm(cfg.op, cfg.algo)
+    if cfg.engine not in ENGINES:
+        raise InputError(f"expected one of {', '.join(ENGINES)}, got {cfg.engine!r}", source="--engine")
+    place(cfg.placement, n, topo.n_gpus)  # validates the spec for this many ranks
     if (cfg.skew or cfg.skew_matrix) and cfg.op != "alltoall":
         raise InputError(f"skew applies to alltoall only, not {cfg.op}", source="--skew")
     if cfg.skew and cfg.skew_matrix:
@@ -157,7 +170,11 @@ def register_cli(sub) -> None:
     p.add_argument("-e", "--maxbytes", type=_size("-e"), default=None, help="largest size (default = -b)")
     p.add_argument("-f", "--stepfactor", type=int, default=None, help="multiply size by this (default 2)")
     p.add_argument("-i", "--stepbytes", type=_size("-i"), default=None, help="add this to size instead")
-    p.add_argument("--gpus", type=int, default=None, help="use the first N GPUs (default all)")
+    p.add_argument("--gpus", type=int, default=None, help="use N GPUs (default all)")
+    p.add_argument("--placement", default="packed", metavar="SPEC",
+                   help="which GPUs: packed (first N, default), random[:SEED], strided:K, or a file of GPU ids")
+    p.add_argument("--engine", default="auto", choices=ENGINES,
+                   help="auto: vectorized where provably exact (default); event: event-driven reference")
     p.add_argument("--model", default="flow", help="flow (congestion-aware, default) or analytical")
     p.add_argument("-d", "--datatype", default="float", help="nccl-tests data type (default float)")
     p.add_argument("--channels", type=int, default=None, help="NCCL channels (default: NCCL's choice)")
@@ -177,7 +194,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     topo = load_topology(args.topology)
     cfg = _validated(BenchConfig(nt.canonical_op(args.op), args.algo, args.gpus, args.model,
                                  args.datatype, args.channels, args.proto, args.skew, args.skew_matrix,
-                                 args.seed), topo)
+                                 args.seed, args.placement, args.engine), topo)
     maxb = args.maxbytes if args.maxbytes is not None else args.minbytes
     sizes = sweep_sizes(args.minbytes, maxb, args.stepfactor, args.stepbytes)
     to_dataset = bool(args.out) and not str(args.out).endswith(".parquet")  # FILE.parquet: the one-table format
@@ -200,7 +217,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
                           step_factor=args.stepfactor if args.stepbytes is None else None,
                           step_bytes=args.stepbytes, title=title), end="")
     config = {"topology": str(args.topology), "gpus": cfg.gpus, "model": cfg.model, "op": cfg.op,
-              "algo": cfg.algo, "channels": cfg.channels}
+              "algo": cfg.algo, "channels": cfg.channels, "placement": cfg.placement, "engine": cfg.engine}
     if args.json_path:
         nt.write_nccl_json(args.json_path, cfg.op, rows, config=config)
     if to_dataset:

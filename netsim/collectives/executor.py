@@ -288,8 +288,14 @@ class CollectiveRun:
         return m, dt
 
 
+#: ``engine`` values: ``auto`` evaluates off the event queue where that is exact
+#: (:mod:`~netsim.collectives.fastpath`) and fast-forwards periodic regimes; ``event`` is the
+#: reference: every transfer simulated event by event, no skipping.
+ENGINES = ("auto", "event")
+
+
 def run_collective(network: Network, schedule: Schedule, ranks=None, start=None, *,
-                   fast_forward: bool = True) -> CollectiveResult:
+                   fast_forward: bool = True, engine: str = "auto") -> CollectiveResult:
     """Run one collective alone on ``network`` (its environment must be otherwise idle).
 
     >>> import simpy
@@ -301,6 +307,9 @@ def run_collective(network: Network, schedule: Schedule, ranks=None, start=None,
     >>> round(res.time, 6)
     6.0
     """
+    if engine not in ENGINES:
+        raise ValueError(f"engine: expected one of {', '.join(ENGINES)}, got {engine!r}")
+    fast_forward = fast_forward and engine == "auto"
     ranks = np.arange(schedule.nranks) if ranks is None else np.asarray(ranks, dtype=np.int64)
     if fast_forward:
         t0 = network.env.now
@@ -311,7 +320,7 @@ def run_collective(network: Network, schedule: Schedule, ranks=None, start=None,
             if end > network.env.now:
                 network.env.run(until=end)
             stats = {"steps_skipped": fixed["steps_skipped"], "steps_simulated": fixed["steps_simulated"],
-                     "mode": "vectorized"}
+                     "mode": "lockstep" if fixed["lockstep"] else "vectorized"}
             return CollectiveResult(schedule, ranks, starts, fixed["finish"], stats)
     run = CollectiveRun(network.env, network, schedule, ranks, start, fast_forward=fast_forward)
     network.exclusive = run if fast_forward else None
@@ -319,4 +328,6 @@ def run_collective(network: Network, schedule: Schedule, ranks=None, start=None,
     network.exclusive = None
     if not run.done.triggered:
         raise RuntimeError("collective did not complete (deadlock in the schedule)")
-    return run.done.value
+    res = run.done.value
+    res.stats["mode"] = "event"
+    return res

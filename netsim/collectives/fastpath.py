@@ -9,12 +9,24 @@ per-rank finish times ``x``::
 
 When every transfer's duration is fixed, this recurrence *is* the
 simulation, with no events at all: one numpy pass per step, for all ranks.
-Durations are fixed on the analytical network, and on the flow network when
-no two transfers of a step pattern share a link unless they join the same
-pair of ranks (those always run together and split the link evenly).  Then
-the max-min rate of each transfer is the same whenever it runs, because
-transfers of different steps of one pair never overlap.  Otherwise
-:func:`fixed_durations` returns ``None`` and the event-driven executor runs.
+Durations are fixed on the analytical network (no contention).  On the flow
+network a transfer's max-min rate depends on what runs beside it, so the pass
+is used only where that is provably known:
+
+* **uncontended** schedules: no link carries transfers of two different rank
+  pairs in any step of any phase.  Transfers of one pair in different steps never
+  overlap (the later starts after both ends finished the earlier step), and those
+  of one step start together, so every transfer meets the same competitors
+  whatever the timing;
+* **lockstep** schedules (some link is contended): the recurrence checks, step by
+  step, that every transfer of the step starts at the same instant and after every
+  transfer of the previous step was delivered.  Then each step runs alone and its
+  durations are those of all its transfers starting together
+  (:func:`_lockstep_drain`).  The first step where this fails makes
+  :func:`run_fixed` return ``None`` and the event-driven executor runs instead.
+
+Both conditions are exact statements about the event-driven execution; the
+property test ``tests/test_engine_exact.py`` checks the result against it.
 
 Long transients are cut short too: when the finish times of all ranks have
 advanced by the same amount for two whole periods (1..4 steps), the rest of
@@ -23,8 +35,11 @@ the phase is extrapolated.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
+from netsim.collectives.lockstep import Lockstep, StepShare, contended_links
 from netsim.collectives.schedule import PATH, UP, DOWN, Schedule, Step
 from netsim.network.analytical import AnalyticalNetwork
 from netsim.network.base import Network
@@ -55,12 +70,16 @@ def step_routes(topo, ranks: np.ndarray, step: Step) -> tuple[np.ndarray, np.nda
 
 
 def fixed_durations(net: Network, step: Step, ranks: np.ndarray, repeat: int = 0,
-                    counts: list | None = None) -> np.ndarray | None:
-    """Per-transfer seconds (overhead included) if they cannot depend on timing, else ``None``.
+                    counts: list | None = None, routes=None, drains: list | None = None) -> np.ndarray | None:
+    """Per-transfer seconds (overhead included) when every transfer of ``step`` starts together
+    and the step runs alone; ``None`` if the flow network needs more drain rounds than
+    :data:`MAX_DRAIN_ROUNDS` (or the network is neither model).
 
     ``repeat``: the step's traffic ``repeat`` times is owed to the link counters (the
     event-driven path counts every submit): appended to ``counts`` as ``(routes, bytes,
-    busy, transfers)`` when given, else counted now."""
+    busy, transfers)`` when given, else counted now.  ``routes``: the step's CSR paths
+    (:func:`step_routes`), when the caller has them.  ``drains``: on the flow network, the
+    seconds each transfer occupies its links (from its start until drained) are appended."""
     src, dst = ranks[step.src], ranks[step.dst]
     wire = step.nbytes * step.wire
     if isinstance(net, AnalyticalNetwork):
@@ -76,13 +95,15 @@ def fixed_durations(net: Network, step: Step, ranks: np.ndarray, repeat: int = 0
         return dur + step.overhead_s
     if not isinstance(net, FlowNetwork):
         return None
-    indptr, links = step_routes(net.topo, ranks, step)
+    indptr, links = routes if routes is not None else step_routes(net.topo, ranks, step)
     lengths = np.diff(indptr)
     cap = None if np.isinf(step.rate_cap) else np.full(src.size, step.rate_cap)
     moving = (lengths > 0) & (wire > 0)
     drain = _lockstep_drain(net, indptr, links, wire, cap, moving)
     if drain is None:
         return None
+    if drains is not None:
+        drains.append(drain)
     if repeat:
         item = ((indptr, links), wire * repeat, drain * repeat, int(src.size) * repeat)
         if counts is None:
@@ -158,10 +179,13 @@ class _Index:
 class _Pattern:
     """Precomputed gathers of one step pattern."""
 
-    def __init__(self, step: Step, n: int, dur: np.ndarray):
+    def __init__(self, step: Step, n: int, dur: np.ndarray, routes=None, contended=None, drain=None):
         src, dst = step.endpoints()
         order = np.argsort(src, kind="stable")
         self.src, self.dst, self.dur = src[order], dst[order], dur[order]
+        self.share = None
+        if contended is not None and src.size:
+            self.share = StepShare(routes, contended, order, drain[order])
         self.n = n
         self.delay = step.delay_s if step.n_transfers == 0 else 0.0
         self.permutation = (np.unique(self.src).size == self.src.size
@@ -181,26 +205,44 @@ class _Pattern:
             self.ranks = np.flatnonzero(counts)
             self.starts = np.concatenate(([0], np.cumsum(counts)))[self.ranks]
 
-    def advance(self, x: np.ndarray) -> np.ndarray:
-        """Finish times after one more step."""
+    def advance(self, x: np.ndarray, check: Lockstep | None = None) -> np.ndarray:
+        """Finish times after one more step; ``check`` follows the lockstep conditions
+        (:mod:`~netsim.collectives.lockstep`) on schedules with contended links."""
         if self.src.size == 0:
             return x + self.delay
         if not self.permutation:
-            deliv = np.maximum(x[self.src], x[self.dst]) + self.dur
+            start = np.maximum(x[self.src], x[self.dst])
+            deliv = start + self.dur
             out = x.copy()
             out[self.ranks] = np.maximum(out[self.ranks], np.maximum.reduceat(deliv[self.touch], self.starts))
-            return out
-        deliv = self.g_dst.combine(np.maximum, self.g_src(x), x, np.empty(self.src.size))
-        deliv += self.dur
-        if self.src.size == self.n:
-            out = deliv.copy()  # every rank sends, and deliv >= its own previous finish
         else:
-            out = x.copy()
-            out[self.src] = np.maximum(out[self.src], deliv)
-        if self.full_dst:
-            return self.g_inv.combine(np.maximum, out, deliv, out)
-        out[self.dst] = np.maximum(out[self.dst], deliv)
+            start = self.g_dst.combine(np.maximum, self.g_src(x), x, np.empty(self.src.size))
+            deliv = start + self.dur
+            if self.src.size == self.n:
+                out = deliv.copy()  # every rank sends, and deliv >= its own previous finish
+            else:
+                out = x.copy()
+                out[self.src] = np.maximum(out[self.src], deliv)
+            if self.full_dst:
+                out = self.g_inv.combine(np.maximum, out, deliv, out)
+            else:
+                out[self.dst] = np.maximum(out[self.dst], deliv)
+        if check is not None and self.share is not None:
+            check.step(self.share, start)
         return out
+
+
+@dataclass
+class Prepared:
+    """What :func:`run_fixed` precomputes for one schedule on fixed ranks (reusable).
+
+    patterns: ``(_Pattern, repeat)`` per phase; counts: link-counter items (see
+    :func:`fixed_durations`); lockstep: the durations hold only if the run stays in
+    lockstep (see the module docstring), checked while it runs."""
+
+    patterns: list
+    counts: list
+    lockstep: bool = False
 
 
 def _count(net: Network, counts: list) -> None:
@@ -235,35 +277,47 @@ def add_tally(net: Network, t: tuple) -> None:
     net.link_peak_flows[used] = np.maximum(net.link_peak_flows[used], peak)
 
 
-def fixed_patterns(net: Network, schedule: Schedule, ranks: np.ndarray):
+def fixed_patterns(net: Network, schedule: Schedule, ranks: np.ndarray) -> Prepared | None:
     """What :func:`run_fixed` precomputes (reusable for the same schedule on the same ranks),
-    or ``None`` if some phase has timing-dependent durations."""
+    or ``None`` if some step cannot be evaluated off the event queue at all."""
+    flow = isinstance(net, FlowNetwork)
+    routed = [(ph.step, step_routes(net.topo, ranks, ph.step) if flow and ph.step.n_transfers else None)
+              for ph in schedule.phases]
+    mask = contended_links(net.topo.n_links, schedule.nranks, [r for r in routed if r[1] is not None]) \
+        if flow else None
     patterns, counts = [], []
-    for ph in schedule.phases:
-        dur = fixed_durations(net, ph.step, ranks, ph.repeat, counts) if ph.step.n_transfers else np.zeros(0)
+    for ph, (step, routes) in zip(schedule.phases, routed):
+        drains: list = []
+        dur = fixed_durations(net, step, ranks, ph.repeat, counts, routes, drains) if step.n_transfers \
+            else np.zeros(0)
         if dur is None:
             return None
-        patterns.append((_Pattern(ph.step, schedule.nranks, dur), ph.repeat))
-    return patterns, counts
+        drain = drains[0] if drains else None
+        patterns.append((_Pattern(step, schedule.nranks, dur, routes, mask, drain), ph.repeat))
+    return Prepared(patterns, counts, mask is not None)
 
 
 def run_fixed(net: Network, schedule: Schedule, ranks: np.ndarray, start: np.ndarray,
-              prepared=None) -> dict | None:
-    """Finish time of every rank, or ``None`` if some phase has timing-dependent durations.
+              prepared: Prepared | None = None, *, count: bool = True, strict: bool = True) -> dict | None:
+    """Finish time of every rank, or ``None`` if the vectorized pass is not exact here.
 
-    ``prepared``: :func:`fixed_patterns` of the same schedule and ranks (saves re-routing)."""
+    ``prepared``: :func:`fixed_patterns` of the same schedule and ranks (saves re-routing).
+    ``count``: add the traffic to the network's link counters (only when a result is returned).
+    ``strict=False``: return the lockstep evaluation even where it is not exact, with
+    ``"exact": False`` (the workload runner then repeats the run event-driven)."""
     prepared = prepared if prepared is not None else fixed_patterns(net, schedule, ranks)
     if prepared is None:
         return None
-    patterns, counts = prepared
-    _count(net, counts)
+    check = Lockstep(net.topo.n_links) if prepared.lockstep else None
     x = np.asarray(start, dtype=np.float64).copy()
     simulated = skipped = 0
-    for pat, repeat in patterns:
+    for pat, repeat in prepared.patterns:
         hist: list[np.ndarray] = []
         k = 0
         while k < repeat:
-            x = pat.advance(x)
+            x = pat.advance(x, check)
+            if check is not None and not check.ok and strict:
+                return None
             k += 1
             simulated += 1
             hist.append(x)
@@ -274,10 +328,16 @@ def run_fixed(net: Network, schedule: Schedule, ranks: np.ndarray, start: np.nda
                 period, delta = jump
                 m = ((repeat - k) // period) * period
                 x = x + (m // period) * delta
+                if check is not None and pat.share is not None:
+                    check.shift(pat.share, (m // period) * delta)
                 k += m
                 skipped += m
                 hist.clear()
-    return {"finish": x, "steps_simulated": simulated, "steps_skipped": skipped}
+    if count:
+        _count(net, prepared.counts)
+    exact = check is None or check.ok
+    return {"finish": x, "steps_simulated": simulated, "steps_skipped": skipped, "exact": exact,
+            "lockstep": prepared.lockstep}
 
 
 def uniform_advance(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> float | None:

@@ -24,6 +24,8 @@ arrive with their representatives.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from netsim.collectives import chain, direct, ring
@@ -106,9 +108,10 @@ class FixedRun:
     per replica (``rankmap`` holds every copy's ranks) and every copy starts as the
     representatives did.  Attributes mirror :class:`CollectiveRun` for the recorder."""
 
-    def __init__(self, net, sched, rankmap: np.ndarray, n: int, on_done, prepared, release=None):
+    def __init__(self, net, sched, rankmap: np.ndarray, n: int, on_done, prepared, release=None,
+                 inexact=None):
         self.net, self.sched, self.rankmap, self.on_done = net, sched, rankmap, on_done
-        self.prepared, self.release = prepared, release
+        self.prepared, self.release, self.inexact = prepared, release, inexact
         self.start = np.full(n, np.nan)
         self.t_done = np.full(n, np.nan)
         self.left = n
@@ -121,8 +124,11 @@ class FixedRun:
             return
         n = self.start.size
         start = np.tile(self.start, self.rankmap.size // n)
-        full, patterns, counts = self.prepared
-        fin = run_fixed(self.net, full, self.rankmap, start, (patterns, []))["finish"][:n]
+        full, prepared, counts = self.prepared
+        res = run_fixed(self.net, full, self.rankmap, start, prepared, count=False, strict=False)
+        if not res["exact"] and self.inexact is not None:
+            self.inexact()  # contended and out of lockstep: the runner repeats it event-driven
+        fin = res["finish"][:n]
         add_tally(self.net, counts)
         self.t_done = np.maximum(fin, now) if fin.size else np.full(n, now)
         if self.release is not None:
@@ -215,13 +221,14 @@ class Instances:
         if prep is None:
             return None
         rankmap, prepared, links = prep
-        release = None
+        release = inexact = None
         if self.guard is not None:
+            inexact = lambda: self.guard.conflicts.add(key)  # noqa: E731
             if not self.guard.idle(links, self.net.link_load, self.env.now):
                 return None
             ticket = self.guard.hold(links, key)
             release = lambda t: self.guard.release(ticket, links, t)  # noqa: E731
-        return FixedRun(self.net, sched, rankmap, len(members), on_done, prepared, release)
+        return FixedRun(self.net, sched, rankmap, len(members), on_done, prepared, release, inexact)
 
     def _prepare(self, sched, members: tuple, kind):
         ranks = np.asarray(members, dtype=np.int64)
@@ -234,10 +241,10 @@ class Instances:
         prepared = fixed_patterns(self.net, full, rankmap)
         if prepared is None:
             return None
-        patterns, counts = prepared
-        links = [item[0][1] for item in counts if item[0] is not None]
+        links = [item[0][1] for item in prepared.counts if item[0] is not None]
         links = np.unique(np.concatenate(links)) if links else np.zeros(0, np.int64)
-        return rankmap, (full, patterns, tally(self.net, counts)), links
+        summed = tally(self.net, prepared.counts)
+        return rankmap, (full, replace(prepared, counts=[]), summed), links
 
     def _done(self, inst: dict, local: np.ndarray, t: float) -> None:
         """Members finished at ``t``: a representative is done when its whole orbit is."""
