@@ -8,7 +8,8 @@ as if all of the step's transfers started together and nothing else ran
 components never meet, so each component's durations are exact if, in the actual
 run,
 
-1. all transfers of the component start at one instant, and
+1. all transfers of the component start at one instant (checked more strictly: all
+   transfers of the step that cross a contended link start at one instant), and
 2. no transfer of another step still occupies one of its *contended* links
    (links that carry two different rank pairs somewhere in the schedule) when it
    starts.
@@ -33,7 +34,7 @@ import numpy as np
 
 from netsim.collectives.schedule import Step
 
-__all__ = ["contended_links", "components", "StepShare", "Lockstep", "RTOL"]
+__all__ = ["contended_links", "StepShare", "Lockstep", "RTOL"]
 
 #: Relative slack of the time comparisons (see the module docstring).
 RTOL = 1e-12
@@ -64,28 +65,11 @@ def contended_links(n_links: int, n: int, steps) -> np.ndarray | None:
     return mask if mask.any() else None
 
 
-def components(indptr: np.ndarray, links: np.ndarray, n_links: int) -> np.ndarray:
-    """Component label of every transfer (transfers connected through shared links share
-    the smallest index among them); label propagation with pointer jumping.
-
-    >>> components(np.array([0, 1, 2, 3]), np.array([5, 6, 5]), 8).tolist()
-    [0, 1, 0]
-    """
-    m = indptr.size - 1
-    lab = np.arange(m, dtype=np.int64)
-    if not links.size:
-        return lab
-    ent = np.repeat(lab, np.diff(indptr))
-    big = np.iinfo(np.int64).max
-    while True:
-        per_link = np.full(n_links, big)
-        np.minimum.at(per_link, links, lab[ent])
-        new = lab.copy()
-        np.minimum.at(new, ent, per_link[links])
-        new = new[new]  # pointer jumping: follow labels to their own labels
-        if np.array_equal(new, lab):
-            return lab
-        lab = new
+def _distinct(values: np.ndarray, size: int) -> np.ndarray:
+    """Sorted distinct values of an int array in ``[0, size)`` (a mask; no hashing)."""
+    seen = np.zeros(size, dtype=bool)
+    seen[values] = True
+    return np.flatnonzero(seen)
 
 
 class StepShare:
@@ -101,19 +85,11 @@ class StepShare:
         indptr, links = routes
         pos = np.empty(order.size, dtype=np.int64)
         pos[order] = np.arange(order.size)  # step transfer -> position in the pattern
-        ent = np.repeat(np.arange(order.size), np.diff(indptr))
         hit = mask[links]
-        self.ent_t, self.ent_l = pos[ent[hit]], links[hit]
-        self.links = np.unique(self.ent_l)
-        lab = pos[components(indptr, links, mask.size)]  # labels in pattern positions
-        lab_at = np.empty(order.size, dtype=np.int64)
-        lab_at[pos] = lab
-        sizes = np.bincount(lab_at, minlength=order.size)
-        multi = np.flatnonzero(sizes[lab_at] > 1)
-        by = multi[np.argsort(lab_at[multi], kind="stable")]
-        self.comp_order = by
-        first = np.r_[True, lab_at[by][1:] != lab_at[by][:-1]] if by.size else np.zeros(0, bool)
-        self.comp_bounds = np.flatnonzero(first)
+        ent = np.repeat(pos, np.diff(indptr))[hit]
+        self.ent_t, self.ent_l = ent, links[hit]
+        self.links = _distinct(self.ent_l, mask.size)
+        self.touch = _distinct(ent, order.size)  # transfers on contended links: they must start together
 
 
 class Lockstep:
@@ -130,10 +106,9 @@ class Lockstep:
         slack = RTOL * max(float(np.abs(start).max()), 1e-300)
         if share.ent_t.size and (start[share.ent_t] < self.busy[share.ent_l] - slack).any():
             self.ok = False
-        elif share.comp_order.size:
-            s = start[share.comp_order]
-            spread = np.maximum.reduceat(s, share.comp_bounds) - np.minimum.reduceat(s, share.comp_bounds)
-            self.ok = not (spread > slack).any()
+        elif share.touch.size:
+            s = start[share.touch]
+            self.ok = float(s.max() - s.min()) <= slack
         if self.ok and share.ent_t.size:
             t = share.ent_t
             np.maximum.at(self.busy, share.ent_l, start[t] + share.drain[t])
