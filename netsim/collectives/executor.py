@@ -278,6 +278,10 @@ class CollectiveRun:
         if m < 1 or not self.net.can_shift(self):
             return 0, 0.0
         dt = (m // period) * delta
+        st = ph.step
+        if ph.routes is None:
+            ph.routes = step_routes(self.net.topo, self.ranks, st)
+        self.net.count_bytes(ph.routes, st.nbytes * st.wire * m)  # the skipped steps' traffic
         self.net.shift(dt)
         self.cur += m
         self.t_done += dt

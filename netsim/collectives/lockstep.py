@@ -8,8 +8,9 @@ as if all of the step's transfers started together and nothing else ran
 components never meet, so each component's durations are exact if, in the actual
 run,
 
-1. all transfers of the component start at one instant (checked more strictly: all
-   transfers of the step that cross a contended link start at one instant), and
+1. all transfers of the component start at one instant (checked on the transfers that
+   cross contended links: components through other links join one rank pair's transfers
+   of one step, which start together anyway), and
 2. no transfer of another step still occupies one of its *contended* links
    (links that carry two different rank pairs somewhere in the schedule) when it
    starts.
@@ -34,7 +35,7 @@ import numpy as np
 
 from netsim.collectives.schedule import Step
 
-__all__ = ["contended_links", "StepShare", "Lockstep", "RTOL"]
+__all__ = ["contended_links", "components", "StepShare", "Lockstep", "RTOL"]
 
 #: Relative slack of the time comparisons (see the module docstring).
 RTOL = 1e-12
@@ -65,6 +66,38 @@ def contended_links(n_links: int, n: int, steps) -> np.ndarray | None:
     return mask if mask.any() else None
 
 
+def components(ent: np.ndarray, links: np.ndarray, m: int) -> np.ndarray:
+    """Component label of each of ``m`` transfers, given incidence entries (``ent[i]`` uses
+    link ``links[i]``): transfers connected through shared links get the smallest index
+    among them.  Shiloach-Vishkin style: hook every tree onto the smallest root its links
+    touch, compress paths, repeat (O(log m) rounds).
+
+    >>> components(np.array([0, 1, 2]), np.array([5, 6, 5]), 3).tolist()
+    [0, 1, 0]
+    """
+    lab = np.arange(m, dtype=np.int64)
+    if not ent.size:
+        return lab
+    by_link = np.argsort(links, kind="stable")
+    lk = links[by_link]
+    l_first = np.flatnonzero(np.r_[True, lk[1:] != lk[:-1]])
+    l_len = np.diff(np.r_[l_first, lk.size])
+    while True:
+        roots = lab[ent]
+        per_entry = np.empty(ent.size, dtype=np.int64)
+        per_entry[by_link] = np.repeat(np.minimum.reduceat(roots[by_link], l_first), l_len)
+        new = lab.copy()
+        np.minimum.at(new, roots, per_entry)  # hook whole trees onto the smallest root they touch
+        while True:  # then compress every path to its root
+            nxt = new[new]
+            if np.array_equal(nxt, new):
+                break
+            new = nxt
+        if np.array_equal(new, lab):
+            return lab
+        lab = new
+
+
 def _distinct(values: np.ndarray, size: int) -> np.ndarray:
     """Sorted distinct values of an int array in ``[0, size)`` (a mask; no hashing)."""
     seen = np.zeros(size, dtype=bool)
@@ -89,7 +122,19 @@ class StepShare:
         ent = np.repeat(pos, np.diff(indptr))[hit]
         self.ent_t, self.ent_l = ent, links[hit]
         self.links = _distinct(self.ent_l, mask.size)
-        self.touch = _distinct(ent, order.size)  # transfers on contended links: they must start together
+        self.touch = _distinct(ent, order.size)  # transfers on contended links
+        self._groups = None
+
+    def groups(self) -> tuple[np.ndarray, np.ndarray]:
+        """Transfers on contended links grouped by component: ``(order, bounds)`` for
+        ``reduceat`` (computed on first use: most steps pass the plain all-equal test)."""
+        if self._groups is None:
+            local = np.searchsorted(self.touch, self.ent_t)
+            lab = components(local, self.ent_l, self.touch.size)
+            by = np.argsort(lab, kind="stable")
+            k = lab[by]
+            self._groups = (self.touch[by], np.flatnonzero(np.r_[True, k[1:] != k[:-1]]))
+        return self._groups
 
 
 class Lockstep:
@@ -108,7 +153,11 @@ class Lockstep:
             self.ok = False
         elif share.touch.size:
             s = start[share.touch]
-            self.ok = float(s.max() - s.min()) <= slack
+            if float(s.max() - s.min()) > slack:  # not all together: then each component must be
+                order, bounds = share.groups()
+                s = start[order]
+                spread = np.maximum.reduceat(s, bounds) - np.minimum.reduceat(s, bounds)
+                self.ok = not (spread > slack).any()
         if self.ok and share.ent_t.size:
             t = share.ent_t
             np.maximum.at(self.busy, share.ent_l, start[t] + share.drain[t])

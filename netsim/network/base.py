@@ -20,7 +20,8 @@ Per-link counters (arrays over link ids, see :meth:`Network.link_stats`):
 ``link_busy_s`` and ``link_peak_flows``, whose meaning depends on the model
 (documented on each model).  They count what is simulated: collectives run by the
 vectorized fast path (:func:`~netsim.collectives.fastpath.run_fixed`) bypass ``submit``,
-and steps skipped by fast-forward are not counted (the workload runner uses neither).
+and steps skipped by fast-forward add their bytes (:meth:`Network.count_bytes`) but not their
+busy time or peaks (the workload runner uses neither).
 """
 
 from __future__ import annotations
@@ -134,6 +135,10 @@ class Network:
             else:
                 np.add.at(self.link_bytes, links, np.repeat(nbytes, lengths))
         return lengths
+
+    def count_bytes(self, routes: tuple[np.ndarray, np.ndarray], nbytes: np.ndarray) -> None:
+        """Add traffic that was not submitted (steps skipped by fast-forward) to ``link_bytes``."""
+        self._account(routes[0], routes[1], np.asarray(nbytes, dtype=np.float64))
 
     def link_stats(self) -> dict[str, np.ndarray]:
         """Per-link counters: ``bytes``, ``busy_s``, ``peak_flows`` (arrays over link ids)."""
