@@ -109,9 +109,9 @@ def test_run_id_is_stable_and_independent_of_spelling(tmp_path):
     (tmp_path / "w.0.et").write_bytes(b"")  # paths are hashed as written: stable across machines
     path = _write(tmp_path, {"kind": "run", "base": {"topology": "w.0.et", "workload": "w"}})
     s = load_sweep(path)
-    assert s.configs == [{"kind": "run", "model": "flow", "no_ctrl_deps": False, "streams": 1,
-                          "topology": "w.0.et", "workload": "w"}]
-    assert s.run_ids == ["391439edb5993532"]
+    assert s.configs == [{"kind": "run", "model": "flow", "no_ctrl_deps": False, "streams": 1, "placement": "packed",
+                          "engine": "auto", "topology": "w.0.et", "workload": "w"}]
+    assert s.run_ids == ["391439edb5993532"]  # as before placement and engine existed: defaults are not hashed
     assert s.paths[0]["workload"] == str(tmp_path / "w")
 
 

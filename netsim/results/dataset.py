@@ -8,7 +8,8 @@ Layout (a sweep is many ``run_id`` partitions in one directory; one run is one):
     DIR/ranks/run_id=<run_id>/part-0.parquet
     DIR/runs/run_id=<run_id>/part-0.parquet      written last: it marks the run complete
 
-``run_id`` is the first 16 hex digits of the SHA-256 of :func:`canonical_config`.
+``run_id`` is the first 16 hex digits of the SHA-256 of :func:`canonical_config`
+(options at a default they had before they existed left out, see :func:`run_id_for`).
 Every file carries a ``run_id`` column, dictionary-encoded strings, and the file
 metadata keys ``netsim.config`` (canonical config JSON) and ``netsim.schema_version``.
 Files are written to a hidden temporary name (``.part-0.parquet.<random>.tmp``)
@@ -55,7 +56,7 @@ COLUMNS: dict[str, dict[str, str]] = {
     "links": {"link_id": "int64", "kind": _DICT, "src": _DICT, "dst": _DICT, "src_kind": _DICT,
               "dst_kind": _DICT, "status": _DICT, "capacity_GBps": "float64", "bytes": "float64",
               "busy_ns": "float64", "utilization": "float64", "peak_flows": "int32"},
-    "ranks": {"rank": "int32", "host": "int32", "finish_ns": "float64", "compute_ns": "float64",
+    "ranks": {"rank": "int32", "gpu": "int32", "host": "int32", "finish_ns": "float64", "compute_ns": "float64",
               "comm_ns": "float64", "exposed_comm_ns": "float64", "idle_ns": "float64", "ops": "int64",
               "compute_scale": "float64", "launch_delay_ns": "float64"},
     "runs": {"netsim_version": _DICT, "schema_version": "int32", "wall_time_s": "float64"},
@@ -81,15 +82,25 @@ def canonical_config(cfg: dict) -> str:
     return json.dumps(cfg, sort_keys=True, separators=(",", ":"), default=_json_default, allow_nan=True)
 
 
+#: Options added after run ids were first written, with the value every earlier run had:
+#: a top-level key at this value is left out of the hash, so those runs keep their ids.
+IMPLICIT_DEFAULTS = {"placement": "packed", "engine": "auto"}
+
+
 def run_id_for(cfg: dict) -> str:
-    """First 16 hex digits of the SHA-256 of :func:`canonical_config`.
+    """First 16 hex digits of the SHA-256 of :func:`canonical_config`, without the
+    :data:`IMPLICIT_DEFAULTS` keys that hold their default.
 
     >>> len(run_id_for({})), run_id_for({"a": 1}) == run_id_for({"a": 1})
     (16, True)
+    >>> run_id_for({"a": 1, "placement": "packed"}) == run_id_for({"a": 1}) != run_id_for({"a": 1, "placement": "random"})
+    True
     """
     import hashlib
 
-    return hashlib.sha256(canonical_config(cfg).encode()).hexdigest()[:16]
+    hashed = {k: v for k, v in cfg.items()
+              if not (k in IMPLICIT_DEFAULTS and isinstance(v, str) and v == IMPLICIT_DEFAULTS[k])}
+    return hashlib.sha256(canonical_config(hashed).encode()).hexdigest()[:16]
 
 
 def part_path(out_dir: str | os.PathLike, table: str, run_id: str) -> Path:

@@ -211,8 +211,10 @@ class RunRecorder:
         if rep is not None:  # the other replicas are translations of the representatives
             cols, ids = {k: rep.expand(v) for k, v in cols.items()}, np.arange(self.n)
         gpn = max(1, self.run.topo.gpus_per_node)
+        gpu = self.run.rank_gpus[ids]
         return pd.DataFrame({
-            "rank": ids.astype(np.int32), "host": (ids // gpn).astype(np.int32), "finish_ns": finish * 1e9,
+            "rank": ids.astype(np.int32), "gpu": gpu.astype(np.int32), "host": (gpu // gpn).astype(np.int32),
+            "finish_ns": finish * 1e9,
             "compute_ns": cols["compute"] * 1e9, "comm_ns": cols["comm"] * 1e9,
             "exposed_comm_ns": (cols["busy"] - cols["compute"]) * 1e9,
             "idle_ns": np.maximum(finish - cols["busy"], 0.0) * 1e9, "ops": cols["ops"],

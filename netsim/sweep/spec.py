@@ -37,9 +37,11 @@ BENCH_RENAMES = {"datatype": "dtype", "proto": "protocol"}
 #: ``netsim run`` keys -> simulate() parameter (``no_ctrl_deps`` is inverted into ``ctrl_deps``).
 RUN_KEYS = {"topology": "topology", "workload": "workload", "comm_groups": "comm_groups", "model": "model",
             "no_ctrl_deps": "ctrl_deps", "streams": "streams"}
-RUN_DEFAULTS = {"model": "flow", "no_ctrl_deps": False, "streams": 1}
-_NOT_KEYS = ("out", "overwrite", "replicas", "label")  # simulate() arguments that the sweep owns
+RUN_DEFAULTS = {"model": "flow", "no_ctrl_deps": False, "streams": 1, "placement": "packed", "engine": "auto"}
+_NOT_KEYS = ("out", "overwrite", "replicas", "label", "notes")  # simulate() arguments that the sweep owns
 PATH_KEYS = ("topology", "workload", "comm_groups", "skew_matrix", "faults")
+#: ``placement`` values that are specs, not files (anything else names a file of GPU ids).
+PLACEMENT_KINDS = ("packed", "random", "strided")
 
 
 def bench_keys() -> dict[str, str]:
@@ -171,7 +173,7 @@ def parse_sweep(data: Any, source: str = "<sweep>", root: str | Path = ".") -> S
         index[rid] = len(configs)
         configs.append(cfg)
         ids.append(rid)
-        paths.append({k: p.resolved[(k, cfg[k])] for k in PATH_KEYS + ("llm.model",)
+        paths.append({k: p.resolved[(k, cfg[k])] for k in PATH_KEYS + ("llm.model", "placement")
                       if isinstance(cfg.get(k), str) and (k, cfg[k]) in p.resolved})
     return Sweep(kind, source, configs, ids, paths, swept, str(data.get("name") or Path(source).stem))
 
@@ -252,6 +254,8 @@ class _Parser:
             return units.parse_size(v, source=self.source, field=where)
         if key == "faults" and isinstance(v, dict):  # an inline faults document
             return v
+        if key == "placement":
+            return self.placement(v, where)
         if key in PATH_KEYS + ("llm.model",) and v is not None:
             if not isinstance(v, str) or not v:
                 raise InputError(f"expected a file path, got {v!r}", source=self.source, field=where)
@@ -261,6 +265,28 @@ class _Parser:
                                  source=self.source, field=where)
             if found is not None:
                 self.resolved[(key, v)] = found
+        return v
+
+    def placement(self, v: Any, where: str) -> str:
+        """A placement spec (checked like ``--placement``) or a file of GPU ids (resolved)."""
+        from netsim.topology.placement import place
+
+        if not isinstance(v, str) or not v.strip():
+            raise InputError(f"expected packed, random[:SEED], strided:K or a file of GPU ids, got {v!r}",
+                             source=self.source, field=where)
+        v = v.strip()
+        kind = v.partition(":")[0]
+        if kind in PLACEMENT_KINDS:
+            try:
+                place(v, 1, 1)  # the syntax (seed, stride); GPU counts are checked per configuration
+            except InputError as exc:
+                raise InputError(exc.message, source=self.source, field=where) from None
+            return v
+        found = self.find(v)
+        if found is None:
+            raise InputError(f"expected packed, random[:SEED], strided:K or a file of GPU ids, got {v!r} "
+                             f"(no such file in {self.root} or the current folder)", source=self.source, field=where)
+        self.resolved[("placement", v)] = found
         return v
 
     def find(self, text: str) -> str | None:

@@ -6,6 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
+from netsim.collectives.executor import ENGINES
 from netsim.errors import InputError
 
 
@@ -28,6 +29,12 @@ def register_cli(sub) -> None:
                      "takes the flags of `netsim workload llm`; docs/workloads.md)")
     run.add_argument("--comm-groups", default=None, help="ASTRA-sim comm-group JSON")
     run.add_argument("--model", default="flow", choices=["flow", "analytical"], help="network model")
+    run.add_argument("--placement", default="packed", metavar="SPEC",
+                     help="which GPU each rank runs on: packed (rank r on GPU r, default), random[:SEED], "
+                          "strided:K, or a file of GPU ids (docs/workloads.md)")
+    run.add_argument("--engine", default="auto", choices=list(ENGINES),
+                     help="auto: collectives evaluated off the event queue where exact (default); "
+                          "event: every collective event-driven (the reference)")
     run.add_argument("--no-ctrl-deps", action="store_true", help="gate on data_deps only")
     run.add_argument("--streams", type=int, default=1,
                      help="nodes in flight per lane (CPU, GPU compute, GPU comm); ASTRA-sim uses 1")
@@ -75,12 +82,18 @@ def register_cli(sub) -> None:
 
 
 def simulate(topology, workload, comm_groups=None, model: str = "flow", ctrl_deps: bool = True,
-             streams: int = 1, *, stragglers=(), faults=None, seed: int | None = None, out=None,
-             overwrite: bool = False, replicas=None, label: dict | None = None):
+             streams: int = 1, *, stragglers=(), faults=None, seed: int | None = None, placement: str = "packed",
+             engine: str = "auto", out=None, overwrite: bool = False, replicas=None, label: dict | None = None,
+             notes=()):
     """Python API of ``netsim run``: returns a :class:`~netsim.workload.runner.WorkloadResult`.
 
     ``stragglers``: ``"RANK:FACTOR"`` strings or ``(rank, factor)`` pairs; ``faults``: a faults
-    YAML path or dict (``docs/faults.md``); ``seed`` overrides its seed.  ``workload`` may also
+    YAML path or dict (``docs/faults.md``); ``seed`` overrides its seed.  ``placement``: which
+    topology GPU each job rank runs on (``packed``, ``random[:SEED]``, ``strided:K`` or a file
+    of GPU ids; :func:`netsim.topology.placement.place`); a non-packed placement switches
+    replica symmetry off (every rank must then be in ``workload``).  ``engine``: ``auto``
+    evaluates collectives off the event queue where exact, ``event`` simulates every one
+    event-driven (the reference).  ``notes`` are prepended to the run's notes.  ``workload`` may also
     be a dict rank -> NodeTable and ``comm_groups`` a dict name -> ranks (in memory; ``label``
     then names the workload in the run's config), ``replicas`` a
     :class:`~netsim.workload.replicas.Replicas` (``workload`` needs only the representatives).  ``result.tables()``
@@ -91,6 +104,7 @@ def simulate(topology, workload, comm_groups=None, model: str = "flow", ctrl_dep
 
     from netsim.results.dataset import check_writable, run_id_for
     from netsim.topology.model import Topology
+    from netsim.topology.placement import place
     from netsim.topology.spec import load_topology
     from netsim.workload.faults import fault_spec, plan_faults
     from netsim.workload.groups import CommGroups, load_groups
@@ -98,13 +112,17 @@ def simulate(topology, workload, comm_groups=None, model: str = "flow", ctrl_dep
     from netsim.workload.runner import WorkloadRun
 
     t0 = time.perf_counter()
+    if engine not in ENGINES:
+        raise InputError(f"expected one of {', '.join(ENGINES)}, got {engine!r}", source="--engine")
+    placement = "packed" if placement is None else str(placement).strip()
     spec = fault_spec(faults, stragglers, seed)
     in_memory = isinstance(workload, dict)
     config = {"command": "run", "topology": topology.name if isinstance(topology, Topology) else str(topology),
               **(label if label is not None else
                  {"workload": "in memory" if in_memory else str(workload),
                   "comm_groups": None if comm_groups is None or isinstance(comm_groups, dict) else str(comm_groups)}),
-              "model": model, "ctrl_deps": bool(ctrl_deps), "streams": int(streams), **spec.config()}
+              "model": model, "ctrl_deps": bool(ctrl_deps), "streams": int(streams), **spec.config(),
+              "placement": placement, "engine": engine}
     run_id = run_id_for(config)
     if out is not None:
         check_writable(out, run_id, overwrite)
@@ -115,9 +133,12 @@ def simulate(topology, workload, comm_groups=None, model: str = "flow", ctrl_dep
         groups = CommGroups(comm_groups, world)
     else:
         groups = load_groups(comm_groups, tables, world)
-    plan = plan_faults(spec, topo, world, model)
+    gpus = place(placement, world, topo.n_gpus)
+    plan = plan_faults(spec, topo, world, model, gpus=gpus)
     res = WorkloadRun(plan.topology, tables, groups, model, ctrl_deps=ctrl_deps, streams=streams,
-                      compute_scale=plan.compute_scale, launch_delay=plan.launch_delay, replicas=replicas).run()
+                      compute_scale=plan.compute_scale, launch_delay=plan.launch_delay, replicas=replicas,
+                      placement=gpus, fast=engine == "auto").run()
+    res.notes[:0] = list(notes)
     res.config, res.link_status, res.wall_time_s = config, plan.link_status, time.perf_counter() - t0
     if out is not None:
         res.write(out, overwrite=overwrite)
@@ -127,8 +148,8 @@ def simulate(topology, workload, comm_groups=None, model: str = "flow", ctrl_dep
 def _cmd_run(args: argparse.Namespace) -> int:
     import numpy as np
 
-    common = dict(stragglers=args.straggler, faults=args.faults, seed=args.seed, out=args.out,
-                  overwrite=args.overwrite)
+    common = dict(stragglers=args.straggler, faults=args.faults, seed=args.seed, placement=args.placement,
+                  engine=args.engine, out=args.out, overwrite=args.overwrite)
     if args.llm is not None:
         from netsim.workload.llmrun import simulate_llm
 
@@ -143,7 +164,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
                "finish_us": {"min": float(fin.min()), "median": float(np.median(fin)), "max": float(fin.max())},
                "exposed_comm_us_mean": float(exp.mean()), "compute_us_mean": float(res.compute.mean() * 1e6),
                "ops": len(res.ops), "unknown_dep_refs": res.unknown_deps, "model": args.model,
-               "notes": res.notes}
+               "placement": res.config.get("placement", args.placement), "engine": args.engine, "notes": res.notes}
     if args.out:
         from netsim.results.dataset import run_id_for
         summary.update(out=str(args.out), run_id=run_id_for(res.config))
@@ -151,7 +172,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
         print(json.dumps(summary, indent=2))
         return 0
     f = summary["finish_us"]
-    print(f"workload      {args.workload}  ({summary['ranks']} ranks, {summary['ops']:,} ops, model {args.model})")
+    placed = f", placement {summary['placement']}" if summary["placement"] != "packed" else ""
+    print(f"workload      {args.workload}  ({summary['ranks']} ranks, {summary['ops']:,} ops, model {args.model}"
+          f"{placed})")
     print(f"iteration     {summary['iteration_us']:,.3f} us")
     print(f"rank finish   min {f['min']:,.3f}  median {f['median']:,.3f}  max {f['max']:,.3f} us")
     print(f"compute       {summary['compute_us_mean']:,.3f} us per rank (GPU)")

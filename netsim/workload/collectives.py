@@ -16,6 +16,10 @@ agree.  An instance is executed in one of two ways:
 * **event-driven** (:class:`~netsim.collectives.executor.CollectiveRun`): transfers start
   as both their ends arrive and share links max-min fairly with everything else.
 
+Members are job ranks; ``gpus[rank]`` is the topology GPU a rank runs on (its placement,
+:mod:`netsim.topology.placement`): schedules are planned on the members' GPUs and every
+transfer reaches the network between GPUs.
+
 With :class:`~netsim.workload.replicas.Replicas`, local-group instances carry every
 replica's copy (the evaluated schedule is the group schedule stacked once per replica,
 so copies that share links contend exactly), and global-group instances let shadows
@@ -141,8 +145,13 @@ class FixedRun:
 class Instances:
     """Every collective instance of one workload run, keyed by (members, issue order)."""
 
-    def __init__(self, env, net, schedule_fn, replicas=None, event_only=frozenset(), fast: bool = True):
+    def __init__(self, env, net, schedule_fn, replicas=None, event_only=frozenset(), fast: bool = True,
+                 gpus: np.ndarray | None = None):
         self.env, self.net, self.schedule_fn, self.replicas = env, net, schedule_fn, replicas
+        # topology GPU of every job rank; replicas are shifted copies only on the packed placement
+        self.gpus = None if gpus is None else np.asarray(gpus, dtype=np.int64)
+        if replicas is not None and self.gpus is not None and not np.array_equal(self.gpus, np.arange(self.gpus.size)):
+            raise ValueError("replica symmetry needs the packed placement (rank r on GPU r)")
         self.event_only, self.fast = event_only, fast
         self.items: dict[tuple, dict] = {}
         self.mirrored = Mirrored(net, replicas) if replicas is not None else None
@@ -153,6 +162,11 @@ class Instances:
         self._kinds: dict = {}  # members -> (kind, rank -> local index)
         self.stats = {"fixed": 0, "event": 0}
         self.max_skew_s = 0.0  # largest spread of finish times within a representative's orbit
+
+    def placed(self, ranks) -> np.ndarray:
+        """Topology GPUs of job ``ranks``."""
+        ranks = np.asarray(ranks, dtype=np.int64)
+        return ranks if self.gpus is None else self.gpus[ranks]
 
     def kind(self, members: tuple) -> tuple:
         hit = self._kinds.get(members)
@@ -194,7 +208,7 @@ class Instances:
 
     def _create(self, key, ctype, size, where, group, kind) -> dict:
         members = key[0]
-        sched = self.schedule_fn(ctype, max(size, 0), members)
+        sched = self.schedule_fn(ctype, max(size, 0), tuple(self.placed(members).tolist()))
         inst = {"type": ctype, "size": size, "first": (where[2], where[1]), "done": {}, "arrived": set(),
                 "group": group, "rep_of": {}, "left": {}, "t_first": {}}
         on_done = lambda loc, t: self._done(inst, loc, t)  # noqa: E731
@@ -207,7 +221,7 @@ class Instances:
             self.stats["fixed"] += 1
         else:
             net = self.mirrored if kind == LOCAL else self.net
-            inst["run"] = CollectiveRun(self.env, net, sched, np.array(members), deferred=True,
+            inst["run"] = CollectiveRun(self.env, net, sched, self.placed(members), deferred=True,
                                         on_rank_done=on_done)
             self.stats["event"] += 1
         self.items[key] = inst
@@ -238,6 +252,7 @@ class Instances:
             rankmap = self.replicas.perms[:, ranks].ravel()
         else:
             full, rankmap = sched, ranks
+        rankmap = self.placed(rankmap)
         prepared = fixed_patterns(self.net, full, rankmap)
         if prepared is None:
             return None

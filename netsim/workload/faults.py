@@ -89,15 +89,21 @@ class FaultPlan:
         return np.where(self.failed, 2, np.where(self.link_factor != 1.0, 1, 0)).astype(np.int8)
 
 
-def plan_faults(spec: FaultSpec, topo: Topology, n_ranks: int, model: str = "flow") -> FaultPlan:
-    """Draw and apply ``spec`` for a workload of ``n_ranks`` ranks on ``topo``."""
+def plan_faults(spec: FaultSpec, topo: Topology, n_ranks: int, model: str = "flow",
+                gpus: np.ndarray | None = None) -> FaultPlan:
+    """Draw and apply ``spec`` for a workload of ``n_ranks`` ranks on ``topo``.
+
+    ``gpus``: topology GPU of every rank (the placement; default rank r on GPU r).  A
+    rank's host is its GPU's scale-up domain (``gpu // gpus_per_node``).
+    """
     doc, src = spec.doc, spec.source
     scale, delay = np.ones(n_ranks), np.zeros(n_ranks)
-    gpn = max(1, min(topo.gpus_per_node, n_ranks))
+    gpus = np.arange(n_ranks, dtype=np.int64) if gpus is None else np.asarray(gpus, dtype=np.int64)
+    host_of = gpus // max(1, topo.gpus_per_node)
     for section, out in (("compute", scale), ("launch_jitter", delay)):
         for k, rule in enumerate(_as_list(doc.get(section))):
             rng, where = _rng(spec.seed, section, k), f"{section}[{k}]"
-            ranks, slot = _pick_ranks(rule, n_ranks, gpn, rng, src, where)
+            ranks, slot = _pick_ranks(rule, n_ranks, host_of, rng, src, where)
             draws = _draws(rule, slot.max(initial=-1) + 1, rng, src, where, section == "launch_jitter")[slot]
             if section == "compute":
                 out[ranks] *= draws
@@ -120,7 +126,7 @@ def plan_faults(spec: FaultSpec, topo: Topology, n_ranks: int, model: str = "flo
         if topo.meta.get("astra_network") and model == "analytical":
             raise InputError("link and switch faults need --model flow on an ASTRA-sim network (its analytical "
                              "model charges dimensions, not links)", source=src, field="links/switches")
-        router = FaultRouter(topo, failed, n_ranks) if failed.any() else topo.router
+        router = FaultRouter(topo, failed, n_ranks, gpus=gpus) if failed.any() else topo.router
         meta = {**topo.meta, "faults": {"degraded_links": int(((factor != 1) & ~failed).sum()),
                                         "failed_links": int(failed.sum())}}
         topo = replace(topo, link_bw=topo.link_bw * factor, router=router, meta=meta)
@@ -217,17 +223,21 @@ def _sample(ids: np.ndarray, rule, rng) -> np.ndarray:
     return np.sort(rng.choice(ids, size=min(k, ids.size), replace=False)) if ids.size else ids
 
 
-def _pick_ranks(rule, n, gpn, rng, src, where) -> tuple[np.ndarray, np.ndarray]:
-    """Selected ranks and, per selected rank, its draw slot (one draw per rank or per host)."""
+def _pick_ranks(rule, n, host_of, rng, src, where) -> tuple[np.ndarray, np.ndarray]:
+    """Selected ranks and, per selected rank, its draw slot (one draw per rank or per host).
+
+    ``host_of``: the host of every rank; the units drawn from are the hosts that hold ranks."""
     host = "hosts" in rule or (rule.get("unit") == "host" and "ranks" not in rule)
-    unit_of = np.arange(n) // gpn if host else np.arange(n)
-    n_units, key = (int(unit_of[-1]) + 1 if n else 0), ("hosts" if host else "ranks")
-    chosen = _sample(np.arange(n_units), rule, rng)
+    unit_of = host_of if host else np.arange(n)
+    units, key = np.unique(unit_of), ("hosts" if host else "ranks")
+    chosen = _sample(units, rule, rng)
     if key in rule:
         ids = rule[key]
-        if not (isinstance(ids, list) and all(type(i) is int and 0 <= i < n_units for i in ids)):
-            raise InputError(f"expected a list of {key} in 0..{n_units - 1}, got {ids!r}", source=src,
-                             field=f"{where}.{key}")
+        valid = set(units.tolist())
+        if not (isinstance(ids, list) and all(type(i) is int and i in valid for i in ids)):
+            span = (f"in 0..{units.size - 1}" if np.array_equal(units, np.arange(units.size))
+                    else f"among the job's hosts {units[:8].tolist()}{'...' if units.size > 8 else ''}")
+            raise InputError(f"expected a list of {key} {span}, got {ids!r}", source=src, field=f"{where}.{key}")
         chosen = np.unique(np.asarray(ids, dtype=np.int64))
     ranks = np.flatnonzero(np.isin(unit_of, chosen))
     return ranks, np.searchsorted(chosen, unit_of[ranks])
@@ -361,11 +371,14 @@ class FaultRouter:
     First the base router's other ECMP choices (the flow key re-hashed, up to ``tries``
     times), which keeps its routing discipline (up/down, PXN); then a shortest path over
     the surviving links (breadth-first; may forward through GPUs, as on an NVLink mesh).
-    Deterministic.  Construction checks that the first ``n_ranks`` ranks still reach each other.
+    Deterministic.  Construction checks that the job's ranks (on GPUs ``gpus``, default the
+    first ``n_ranks``) still reach each other.
     """
 
-    def __init__(self, topo: Topology, failed: np.ndarray, n_ranks: int, tries: int = 16):
+    def __init__(self, topo: Topology, failed: np.ndarray, n_ranks: int, tries: int = 16,
+                 gpus: np.ndarray | None = None):
         self.base, self.failed, self.gpus, self.tries = topo.router, failed, topo.gpus, tries
+        self._job = np.arange(n_ranks, dtype=np.int64) if gpus is None else np.asarray(gpus, dtype=np.int64)
         self.link_src, self.link_dst = topo.link_src.astype(np.int64), topo.link_dst.astype(np.int64)
         alive = np.flatnonzero(~failed)
         self._out = _adjacency(self.link_src[alive], alive, topo.n_nodes)
@@ -432,7 +445,7 @@ class FaultRouter:
         return np.concatenate(([0], np.cumsum(lengths))), np.array([x for p in paths for x in p], dtype=np.int64)
 
     def _check(self, n_ranks: int) -> None:
-        g = self.gpus[:n_ranks].astype(np.int64)
+        g = self.gpus[self._job[:n_ranks]].astype(np.int64)
         if g.size < 2:
             return
         out = np.flatnonzero(self._bfs(int(g[0]), True)[g] < 0)

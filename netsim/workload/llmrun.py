@@ -8,8 +8,9 @@ and the runner simulates one replica standing for all
 (:mod:`netsim.workload.replicas`).  A 16,384-rank Llama-3-405B job (TP8 PP16 DP128)
 thus walks 128 ranks' graphs instead of 16,384.
 
-``symmetry="none"``, or any straggler or fault (they make ranks differ), generates and
-simulates every rank.
+``symmetry="none"``, any straggler or fault (they make ranks differ), or a placement
+other than the packed one (replicas are then not shifted copies of each other on the
+fabric), generates and simulates every rank; the run's notes say so.
 """
 
 from __future__ import annotations
@@ -52,17 +53,44 @@ def generate_tables(spec, *, symmetry: str = "auto", **gen):
 
 
 def simulate_llm(topology, spec, *, model: str = "flow", symmetry: str = "auto", ctrl_deps: bool = True,
-                 streams: int = 1, stragglers=(), faults=None, seed: int | None = None, out=None,
-                 overwrite: bool = False, **gen):
+                 streams: int = 1, stragglers=(), faults=None, seed: int | None = None, placement: str = "packed",
+                 engine: str = "auto", out=None, overwrite: bool = False, **gen):
     """Generate ``spec`` (a preset name, YAML path or ModelSpec) with the generator's keyword
-    arguments ``gen`` and run it on ``topology``; see the module docstring.  Returns the
+    arguments ``gen`` and run it on ``topology``; see the module docstring.  ``placement`` and
+    ``engine`` are :func:`~netsim.workload.cli.simulate`'s.  Returns the
     :class:`~netsim.workload.runner.WorkloadResult` (its config names the generator call)."""
     from netsim.workload.cli import simulate
 
+    notes = []
     if stragglers or faults is not None:
         symmetry = "none"
+    elif symmetry == "auto" and not _packed(placement, gen):
+        symmetry = "none"
+        notes.append(f"replica symmetry off: placement {placement} does not lay the data-parallel replicas out "
+                     "as shifted copies on the fabric; generated and simulated every rank")
     tables, groups, replicas = generate_tables(spec, symmetry=symmetry, **gen)
     name = spec if isinstance(spec, str) else getattr(spec, "name", str(spec))
     label = {"workload": f"llm:{name}", "llm": dict(sorted(gen.items())), "symmetry": symmetry}
     return simulate(topology, tables, groups, model, ctrl_deps, streams, stragglers=stragglers, faults=faults,
-                    seed=seed, out=out, overwrite=overwrite, replicas=replicas, label=label)
+                    seed=seed, placement=placement, engine=engine, out=out, overwrite=overwrite, replicas=replicas,
+                    label=label, notes=notes)
+
+
+def _packed(placement, gen: dict) -> bool:
+    """Whether ``placement`` puts rank r on GPU r for the generated job (decided before the
+    topology is known: ``random`` never counts as packed; a bad spec raises InputError)."""
+    import math
+
+    from netsim.topology.placement import is_packed, place
+
+    text = "packed" if placement is None else str(placement).strip()
+    if text == "packed":
+        return True
+    world = math.prod(int(gen.get(k) or 1) for k in ("tp", "pp", "dp", "cp"))
+    kind = text.partition(":")[0]
+    if kind == "random":
+        place(text, 1, 1)  # checks the seed
+        return False
+    if kind == "strided":
+        return is_packed(place(text, 2, 1 << 62))  # [0, K]: packed when K = 1
+    return is_packed(place(text, world, 1 << 62))  # a file: its GPU ids, checked against the topology later

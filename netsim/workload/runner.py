@@ -18,6 +18,10 @@ and sends).  Receives, memory and metadata nodes take no lane.
   preset when the duration is 0 (0 with nothing to compute costs 1 ns, as in
   ASTRA-sim).
 
+**Placement**: job rank *r* runs on topology GPU ``placement[r]``
+(:mod:`netsim.topology.placement`; identity by default): collectives are planned on the
+members' GPUs and every transfer, collective or point-to-point, goes between GPUs.
+
 **Faults** (:mod:`netsim.workload.faults`): ``compute_scale[rank]`` multiplies every
 compute node's duration on that rank; ``launch_delay[rank]`` (seconds) holds back
 the rank's first issue.
@@ -120,8 +124,12 @@ class WorkloadRun:
 
     ``replicas`` (:class:`~netsim.workload.replicas.Replicas`): ``tables`` need only hold
     the representatives; the other ranks are their translations (ignored when faults
-    make ranks differ).  ``event_only``: collective instances ``(members, seq)`` always
-    simulated event by event; ``fast=False``: all of them.
+    make ranks differ, or when ``placement`` is not the identity: replicas are then not
+    shifted copies of each other on the fabric).  ``placement``: topology GPU of every
+    job rank (default: rank r on GPU r).  ``event_only``: collective instances
+    ``(members, seq)`` always simulated event by event; ``fast=False``: all of them (the
+    event-driven reference, ``engine="event"``).  ``schedule_fn(comm_type, comm_size,
+    gpus)`` gets the topology GPUs of a collective's members.
     """
 
     #: Most times a flow-model run is repeated because a collective evaluated off the
@@ -131,7 +139,7 @@ class WorkloadRun:
     def __init__(self, topo: Topology, tables: dict[int, NodeTable], groups: CommGroups,
                  model: str = "flow", *, ctrl_deps: bool = True, streams: int = 1,
                  schedule_fn=None, network=None, compute_scale=None, launch_delay=None,
-                 replicas: Replicas | None = None, event_only=(), fast: bool = True):
+                 replicas: Replicas | None = None, event_only=(), fast: bool = True, placement=None):
         if streams < 1:
             raise InputError(f"expected at least 1 stream per lane, got {streams}", source="--streams")
         self.streams = streams
@@ -149,6 +157,18 @@ class WorkloadRun:
                                  f"workload only holds the representatives (rank {missing[0]} is missing)",
                                  source="replicas")
             replicas = None
+        self.notes: list[str] = []
+        self.gpus = _placement(placement, n, topo.n_gpus)
+        if replicas is not None and self.gpus is not None:
+            missing = sorted(set(range(n)) - set(tables))
+            if missing:
+                raise InputError("replica symmetry needs the packed placement (replicas must be shifted copies "
+                                 "on the fabric), but the workload only holds the representatives (rank "
+                                 f"{missing[0]} is missing); simulate every rank (symmetry none)",
+                                 source="--placement")
+            replicas = None
+            self.notes.append("replica symmetry off: the placement is not packed, so replicas are not shifted "
+                              "copies on the fabric; simulated every rank")
         if replicas is not None:
             if replicas.count == 1:
                 replicas = None
@@ -163,12 +183,16 @@ class WorkloadRun:
         self._network = network or MODELS[model]
         self.topo, self.groups = topo, groups
         self.unknown = 0
-        self.notes: list[str] = []
         self._graphs: dict = {}
         self._tables = {r: self._graph(r, tables[r], ctrl_deps) for r in sorted(tables)}
         self.event_only = set(event_only)
         self.fast = fast
         self._reset()
+
+    @property
+    def rank_gpus(self) -> np.ndarray:
+        """Topology GPU of every job rank (the placement)."""
+        return np.arange(self.world, dtype=np.int64) if self.gpus is None else self.gpus
 
     def _reset(self) -> None:
         """Fresh simulation state (a run may be repeated, see :meth:`run`)."""
@@ -181,7 +205,7 @@ class WorkloadRun:
             self._ready(st, np.flatnonzero(indeg == 0).tolist())
             self.ranks.append(st)
         self.colls = Instances(self.env, self.net, self.schedule_fn, self.replicas, frozenset(self.event_only),
-                               self.fast)
+                               self.fast, self.gpus)
         self._colls = self.colls.items
         self.p2p = self.colls.mirrored or self.net
         self._mail: dict[tuple, deque] = defaultdict(deque)
@@ -364,7 +388,8 @@ class WorkloadRun:
         if self.replicas is not None and dst not in self._tables:
             raise InputError(f"rank {st.rank} sends to rank {dst} of another replica, which breaks the "
                              "replica symmetry", source=t.source, field=f"node {int(t.id[i])}")
-        ev = self.p2p.transfer(st.rank, dst, max(size, 0))
+        src_gpu, dst_gpu = (st.rank, dst) if self.gpus is None else (int(self.gpus[st.rank]), int(self.gpus[dst]))
+        ev = self.p2p.transfer(src_gpu, dst_gpu, max(size, 0))
         ev.callbacks.append(lambda _e: (self._deliver(key), done()))
 
     def _deliver(self, key: tuple) -> None:
@@ -407,6 +432,18 @@ class WorkloadRun:
         if len(stuck) > 16:
             lines.append(f"  ... and {len(stuck) - 16} more ranks")
         return "\n".join(lines)
+
+
+def _placement(placement, n: int, n_gpus: int) -> np.ndarray | None:
+    """The GPU of every rank as an int64 array, or None for the identity (rank r on GPU r)."""
+    if placement is None:
+        return None
+    gpus = np.asarray(placement, dtype=np.int64)
+    if gpus.shape != (n,):
+        raise ValueError(f"placement: expected {n} GPU ids (one per rank), got shape {gpus.shape}")
+    if gpus.size and (gpus.min() < 0 or gpus.max() >= n_gpus or np.unique(gpus).size != n):
+        raise ValueError(f"placement: expected distinct GPU ids in 0..{n_gpus - 1}")
+    return None if np.array_equal(gpus, np.arange(n)) else gpus
 
 
 def _per_rank(values, default: float, n: int, name: str) -> np.ndarray:
