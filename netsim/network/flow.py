@@ -3,68 +3,61 @@
 Every transfer is a flow on its routed path.  Between events the set of
 flows is fixed, and so are their rates: the max-min fair allocation of every
 link's capacity among the flows crossing it (progressive filling,
-:func:`~netsim.network.maxmin.max_min_rates`).  Rates are recomputed only
-when flows start or end.  A flow drains at its rate from the moment it is
-submitted; its last byte lands one path latency after it has drained.
+:func:`~netsim.network.maxmin.max_min_rates`).  Rates change only when flows
+start or end, and only the rates that *can* change are re-solved
+(:mod:`~netsim.network.flowtable`: exact, by a property of progressive filling).
+A flow drains at its rate from the moment it is submitted; its last byte lands
+one path latency after it has drained.
 
-Batching: all submissions made at one simulated instant are solved once
-(the update runs after every other event of that instant), and all flows
-that drain at the same instant finish as one batch.  Rate solutions are
-cached by the pattern of active paths, so repeated steps of a collective
-reuse them.
+Batching, exactly: all submissions made at one simulated instant are solved once
+(the update runs after every other event of that instant), and every flow due at
+the same instant — within the float resolution of the clock, a few ulps — finishes in
+one batch.  No byte tolerance: a flow with bytes left finishes when they have drained.
+
+Link capacities are :attr:`~netsim.topology.model.Topology.capacity` (the routing
+policy's view of the fabric; ``link_bw`` unless flows are sprayed).
 
 ``link_load`` counts the flows draining through every link right now, and an optional
 ``watch(links, now)`` hook sees the links of every submitted flow (the workload runner
 uses both to prove that a collective runs alone on its links).
 
 Link counters: ``link_bytes`` as in :class:`~netsim.network.base.Network`;
-``link_busy_s`` = time during which at least one flow was draining through the
-link (accumulated between rate solves); ``link_peak_flows`` = the most flows
-that drained through the link at once (counted at every rate solve).
+busy seconds = time during which at least one flow was draining through the link;
+``link_peak_flows`` = the most flows that drained through the link at once.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from netsim.network.base import DoneCallback, Network, call_late
-from netsim.network.maxmin import max_min_rates
-from netsim.topology.model import csr_gather
+from netsim.network.flowtable import FlowTable, gather_moving
 
-#: A flow with at most this fraction of its bytes left is finished (float drift).
-_RTOL = 1e-9
-
-
-@dataclass
-class _Batch:
-    indptr: np.ndarray
-    links: np.ndarray
-    size: np.ndarray
-    remaining: np.ndarray
-    latency: np.ndarray
-    rate: np.ndarray
-    alive: np.ndarray
-    on_done: DoneCallback
-    cap: np.ndarray | None = None  # per-flow rate cap (B/s), None = uncapped
+#: A flow due within this many ulps of the clock is due now (same instant, float resolution).
+_SAME_INSTANT_ULPS = 64
 
 
 class FlowNetwork(Network):
-    """Max-min fair flow model; see the module docstring."""
+    """Max-min fair flow model; see the module docstring.
+
+    ``incremental=False`` re-solves every flow at every event (the reference the
+    incremental solver is tested against).
+    """
 
     model = "flow"
 
-    def __init__(self, env, topo, *, cache_size: int = 256):
+    def __init__(self, env, topo, *, incremental: bool = True):
         super().__init__(env, topo)
-        self._batches: list[_Batch] = []
-        self._t = 0.0
+        self._flows = FlowTable(getattr(topo, "capacity", topo.link_bw), incremental=incremental)
+        self._owners: dict[int, list] = {}  # submission id -> [on_done, flows left]
+        self._next_owner = 0
+        self._t = 0.0  # the flows' clock (ahead of now while a shift pauses them)
+        self._drained_s = 0.0  # seconds the flows have actually drained (busy-time clock)
+        self._busy_since = np.zeros(topo.n_links)
         self._gen = 0
         self._update_scheduled = False
-        self._cache: dict[int, tuple] = {}  # path pattern -> (rates, links in use, flows per link)
-        self._active = np.zeros(0, dtype=np.int64)  # links with a draining flow since the last solve
-        self._cache_size = cache_size
         self.stats["events"] = 0
+        self.stats["partial_solves"] = 0
         self.link_load = np.zeros(topo.n_links, dtype=np.int32)  # flows draining through each link
         self.watch = None  # watch(links, now): told of every path submitted (see LinkGuard)
 
@@ -72,7 +65,7 @@ class FlowNetwork(Network):
     def submit(self, src, dst, nbytes, on_done: DoneCallback, key=None, routes=None, cap=None) -> None:
         """See :meth:`Network.submit`."""
         src, dst = np.asarray(src, np.int64), np.asarray(dst, np.int64)
-        size = np.asarray(nbytes, dtype=np.float64).copy()
+        size = np.asarray(nbytes, dtype=np.float64)
         self.stats["transfers"] += int(src.size)
         indptr, links = routes if routes is not None else self.topo.routes(src, dst, key)
         latency = self.topo.path_latency(indptr, links)
@@ -82,14 +75,18 @@ class FlowNetwork(Network):
         if local.all():
             return
         self._advance()
-        moving = links if not local.any() else csr_gather(indptr, links, np.flatnonzero(~local))[1]
-        np.add.at(self.link_load, moving, 1)
+        moving = np.flatnonzero(~local)
+        ip, lk = gather_moving(indptr, links, moving)
+        self._load(lk, +1)
         if self.watch is not None:
-            self.watch(moving, self.env.now)
-        if cap is not None:
-            cap = np.broadcast_to(np.asarray(cap, dtype=np.float64), size.shape).copy()
-        self._batches.append(_Batch(indptr, links, size, size.copy(), latency, np.zeros(src.size),
-                                    ~local, on_done, cap))
+            self.watch(lk, self.env.now)
+        capv = np.full(moving.size, np.inf) if cap is None else \
+            np.broadcast_to(np.asarray(cap, dtype=np.float64), size.shape)[moving]
+        owner = self._next_owner
+        self._next_owner += 1
+        self._owners[owner] = [on_done, int(moving.size)]
+        slots = self._flows.add(ip, lk, size[moving], latency[moving], capv, owner, moving)
+        self._flows.started(slots, self.link_load)
         self._schedule_update()
 
     def _count(self, routes, nbytes: np.ndarray, busy: np.ndarray) -> None:
@@ -109,9 +106,32 @@ class FlowNetwork(Network):
 
     def active_flows(self) -> int:
         """Flows currently draining."""
-        return int(sum(int(b.alive.sum()) for b in self._batches))
+        return self._flows.n_alive
+
+    def link_stats(self) -> dict[str, np.ndarray]:
+        """See :meth:`Network.link_stats`; links busy right now count until now."""
+        busy = self.link_busy_s.copy()
+        open_ = self.link_load > 0
+        busy[open_] += self._drained_s - self._busy_since[open_]
+        return {"bytes": self.link_bytes, "busy_s": busy, "peak_flows": self.link_peak_flows}
 
     # ------------------------------------------------------------ internals
+    def _load(self, links: np.ndarray, sign: int) -> None:
+        """Flows start (+1) or stop (-1) crossing ``links``: load, busy time, peaks."""
+        if not links.size:
+            return
+        uniq, cnt = np.unique(links, return_counts=True)
+        before = self.link_load[uniq]
+        after = before + sign * cnt.astype(np.int32)
+        self.link_load[uniq] = after
+        if sign > 0:
+            self._busy_since[uniq[before == 0]] = self._drained_s
+            self.link_peak_flows[uniq] = np.maximum(self.link_peak_flows[uniq], after)
+        else:
+            ended = uniq[after == 0]
+            self.link_busy_s[ended] += self._drained_s - self._busy_since[ended]
+            self._flows.used[ended] = 0.0  # no flow left: no rounding residue either
+
     def _schedule_update(self) -> None:
         if self._update_scheduled:
             return
@@ -122,10 +142,8 @@ class FlowNetwork(Network):
         """Drain flows up to now (flows are frozen while ``_t`` is ahead of now after a shift)."""
         dt = self.env.now - self._t
         if dt > 0:
-            for b in self._batches:
-                b.remaining -= b.rate * dt
-            if self._active.size:
-                self.link_busy_s[self._active] += dt
+            self._flows.drain(dt)
+            self._drained_s += dt
             self._t = self.env.now
 
     def shift(self, dt: float) -> None:
@@ -139,59 +157,37 @@ class FlowNetwork(Network):
         self.stats["events"] += 1
         self._advance()
         self._finish_drained()
-        self._solve()
+        f = self._flows
+        solves, partial = f.stats["rate_solves"], f.stats["partial_solves"]
+        f.resolve(self.link_load)
+        self.stats["rate_solves"] += f.stats["rate_solves"] - solves
+        self.stats["partial_solves"] += f.stats["partial_solves"] - partial
+        f.compact()
         self._arm_timer()
 
     def _finish_drained(self) -> None:
-        now, kept = max(self.env.now, self._t), []
-        for b in self._batches:
-            done = b.alive & (b.remaining <= b.size * _RTOL + 1e-6)
-            if done.any():
-                b.alive &= ~done
-                idx = np.flatnonzero(done)
-                np.subtract.at(self.link_load, csr_gather(b.indptr, b.links, idx)[1], 1)
-                self._deliver(idx, now + b.latency[idx], b.on_done)
-            if b.alive.any():
-                kept.append(b)
-        self._batches = kept
-
-    def _solve(self) -> None:
-        if not self._batches:
-            self._active = self._active[:0]
+        now = max(self.env.now, self._t)
+        f = self._flows
+        done = f.take_drained(_SAME_INSTANT_ULPS * np.spacing(now))
+        if not done.size:
             return
-        parts = [csr_gather(b.indptr, b.links, np.flatnonzero(b.alive)) for b in self._batches]
-        lengths = np.concatenate([np.diff(ip) for ip, _ in parts])
-        links = np.concatenate([lk for _, lk in parts])
-        caps = None
-        if any(b.cap is not None for b in self._batches):
-            caps = np.concatenate([(b.cap if b.cap is not None else np.full(b.size.size, np.inf))[b.alive]
-                                   for b in self._batches])
-        key = hash((lengths.tobytes(), links.tobytes(), None if caps is None else caps.tobytes()))
-        hit = self._cache.get(key)
-        if hit is None:
-            indptr = np.zeros(lengths.size + 1, dtype=np.int64)
-            np.cumsum(lengths, out=indptr[1:])
-            rates = max_min_rates(indptr, links, self.topo.link_bw, rate_cap=caps)
-            self.stats["rate_solves"] += 1
-            if len(self._cache) >= self._cache_size:
-                self._cache.pop(next(iter(self._cache)))
-            hit = self._cache[key] = (rates, *np.unique(links, return_counts=True))
-            used, counts = hit[1], hit[2]  # a cached pattern has been counted already
-            self.link_peak_flows[used] = np.maximum(self.link_peak_flows[used], counts)
-        else:
-            self.stats["cache_hits"] += 1
-        rates, self._active = hit[0], hit[1]
-        start = 0
-        for b in self._batches:
-            idx = np.flatnonzero(b.alive)
-            b.rate[:] = 0.0
-            b.rate[idx] = rates[start:start + idx.size]
-            start += idx.size
+        self._load(f.paths(done)[1], -1)
+        owners = f.owner[done]
+        order = np.argsort(owners, kind="stable")
+        done, owners = done[order], owners[order]
+        cuts = np.flatnonzero(np.r_[True, owners[1:] != owners[:-1], True])
+        for a, b in zip(cuts[:-1].tolist(), cuts[1:].tolist()):
+            o = int(owners[a])
+            entry = self._owners[o]
+            entry[1] -= b - a
+            if entry[1] == 0:
+                del self._owners[o]
+            self._deliver(f.local[done[a:b]], now + f.lat[done[a:b]], entry[0])
 
     def _arm_timer(self) -> None:
-        if not self._batches:
+        t_next = self._flows.next_due()
+        if not np.isfinite(t_next):
             return
-        t_next = min(float(np.min(b.remaining[b.alive] / b.rate[b.alive])) for b in self._batches)
         self._gen += 1
         gen = self._gen
         self.call_at(max(self._t, self.env.now) + max(t_next, 0.0), lambda: self._timer(gen))
