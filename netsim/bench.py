@@ -27,6 +27,7 @@ from netsim.results import nccl_table as nt
 from netsim.results.io import write_parquet_atomic
 from netsim.topology.model import Topology
 from netsim.topology.placement import place
+from netsim.topology.policy import with_routing
 from netsim.topology.spec import load_topology
 
 MODELS = {"flow": FlowNetwork, "analytical": AnalyticalNetwork}
@@ -44,6 +45,7 @@ class BenchConfig:
     channels (default: NCCL's count, reduced for small sizes like NCCL). protocol: force
     LL/LL128/Simple. skew: ``zipf:ALPHA`` or ``uniform`` expert load (all-to-all becomes
     alltoallv). skew_matrix: file with an n x n byte matrix (alltoallv). seed: skew seed.
+    routing: scale-out routing ecmp/adaptive/spray overriding the topology file's (None keeps it).
     """
 
     op: str
@@ -58,6 +60,7 @@ class BenchConfig:
     seed: int = 0
     placement: str = "packed"
     engine: str = "auto"
+    routing: str | None = None
 
 
 def sweep_sizes(min_bytes: int, max_bytes: int, factor: int | None = None, increment: int | None = None) -> list[int]:
@@ -106,6 +109,8 @@ def run_one(topo: Topology, cfg: BenchConfig, nbytes: int) -> tuple[nt.BenchRow,
     """Simulate one size; returns the table row and the executor/network counters."""
     n = cfg.gpus or topo.n_gpus
     size, _count, _per_rank = nt.size_and_count(cfg.op, nbytes, n, cfg.dtype)
+    if cfg.routing is not None:
+        topo = with_routing(topo, cfg.routing)
     p = build_plan(topo, cfg, float(size))
     net = MODELS[cfg.model](simpy.Environment(), topo)
     result = run_collective(net, p.schedule, placed_ranks(topo, cfg), engine=cfg.engine)
@@ -120,6 +125,7 @@ def bench(topology: str | Topology, op: str, sizes: list[int], **kwargs) -> list
     """Python API: one :class:`~netsim.results.nccl_table.BenchRow` per size."""
     topo = load_topology(topology) if not isinstance(topology, Topology) else topology
     cfg = _validated(BenchConfig(op=nt.canonical_op(op), **kwargs), topo)
+    topo = with_routing(topo, cfg.routing) if cfg.routing is not None else topo
     return [run_one(topo, cfg, s)[0] for s in sizes]
 
 
@@ -139,6 +145,8 @@ def _validated(cfg: BenchConfig, topo: Topology) -> BenchConfig:
     plan_mod.check_algorithm(cfg.op, cfg.algo)
     if cfg.engine not in ENGINES:
         raise InputError(f"expected one of {', '.join(ENGINES)}, got {cfg.engine!r}", source="--engine")
+    if cfg.routing is not None:
+        with_routing(topo, cfg.routing)  # a known policy, and a fabric it applies to
     place(cfg.placement, n, topo.n_gpus)  # validates the spec for this many ranks
     if (cfg.skew or cfg.skew_matrix) and cfg.op != "alltoall":
         raise InputError(f"skew applies to alltoall only, not {cfg.op}", source="--skew")
@@ -175,6 +183,9 @@ def register_cli(sub) -> None:
                    help="which GPUs: packed (first N, default), random[:SEED], strided:K, or a file of GPU ids")
     p.add_argument("--engine", default="auto", choices=ENGINES,
                    help="auto: vectorized where provably exact (default); event: event-driven reference")
+    p.add_argument("--routing", default=None, metavar="POLICY",
+                   help="scale-out routing: ecmp (static hash), adaptive (least-loaded path at flow start) or "
+                        "spray (every flow over all equal-cost paths); default: the topology file's (ecmp)")
     p.add_argument("--model", default="flow", help="flow (congestion-aware, default) or analytical")
     p.add_argument("-d", "--datatype", default="float", help="nccl-tests data type (default float)")
     p.add_argument("--channels", type=int, default=None, help="NCCL channels (default: NCCL's choice)")
@@ -194,7 +205,8 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     topo = load_topology(args.topology)
     cfg = _validated(BenchConfig(nt.canonical_op(args.op), args.algo, args.gpus, args.model,
                                  args.datatype, args.channels, args.proto, args.skew, args.skew_matrix,
-                                 args.seed, args.placement, args.engine), topo)
+                                 args.seed, args.placement, args.engine, args.routing), topo)
+    topo = with_routing(topo, cfg.routing) if cfg.routing is not None else topo
     maxb = args.maxbytes if args.maxbytes is not None else args.minbytes
     sizes = sweep_sizes(args.minbytes, maxb, args.stepfactor, args.stepbytes)
     to_dataset = bool(args.out) and not str(args.out).endswith(".parquet")  # FILE.parquet: the one-table format
@@ -207,17 +219,22 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 
         from netsim.results import dataset, record
         run_config = {"command": "bench", "topology": str(args.topology), **dataclasses.asdict(cfg), "sizes": sizes}
+        if cfg.routing is None:  # the topology file's routing: keep the run ids of runs before --routing
+            del run_config["routing"]
         dataset.check_writable(args.out, dataset.run_id_for(run_config), args.overwrite)
         t0 = time.perf_counter()
     rows = [run_one(topo, cfg, s)[0] for s in sizes]
     algos = sorted({r.algorithm for r in rows})
+    routing = topo.routing
     title = (f"netsim bench: {topo.name}, {cfg.gpus} GPUs, model {cfg.model}, "
+             + (f"routing {routing}, " if routing != "ecmp" else "") +
              f"algorithm {', '.join(algos)} (simulated; nccl-tests table format)")
     print(nt.format_table(cfg.op, rows, nranks=cfg.gpus, min_bytes=sizes[0], max_bytes=sizes[-1],
                           step_factor=args.stepfactor if args.stepbytes is None else None,
                           step_bytes=args.stepbytes, title=title), end="")
     config = {"topology": str(args.topology), "gpus": cfg.gpus, "model": cfg.model, "op": cfg.op,
-              "algo": cfg.algo, "channels": cfg.channels, "placement": cfg.placement, "engine": cfg.engine}
+              "algo": cfg.algo, "channels": cfg.channels, "placement": cfg.placement, "engine": cfg.engine,
+              "routing": routing}
     if args.json_path:
         nt.write_nccl_json(args.json_path, cfg.op, rows, config=config)
     if to_dataset:

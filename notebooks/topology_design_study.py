@@ -132,6 +132,33 @@ fig.tight_layout()
 show(fig, "nic_800g_speedup")
 
 # %% [markdown]
+# ## Routing: ECMP vs adaptive vs packet spraying
+#
+# `topologies/studies/fat_tree_routing.yaml` compares `scale_out.routing` policies
+# (docs/topology.md#routing) with the congestion-aware flow model: static ECMP hashing can put
+# several flows on one uplink while others idle; adaptive routing picks the least-loaded path when
+# a flow starts; spraying splits every flow over all paths.  Reduced here to an all-to-all on 64
+# GPUs of the 3-tier fabric (top-of-rack, 2:1 leaves) and the event-driven reference engine.
+
+# %%
+ROUTING = REPO / "topologies" / "studies" / "fat_tree_routing.yaml"
+rdoc = yaml.safe_load(ROUTING.read_text())
+rdoc["base"].update(gpus=64, nodes=8, engine="event")
+rdoc["grid"]["topology"] = ["fat_tree_3tier.yaml"]
+rdoc["grid"]["scale_out.tiers.0.oversubscription"] = [2]
+rdoc["zip"] = {"op": ["alltoall"], "size": ["16M"]}
+ROUT = Path(tempfile.mkdtemp(prefix="fat_tree_routing_"))  # or Path("results/fat_tree_routing")
+print(sweep.run_sweep(sweep.parse_sweep(rdoc, source=str(ROUTING), root=ROUTING.parent), ROUT, jobs=2,
+                      progress=False).line())
+rdf = sweep.results(ROUT).set_index("scale_out.routing").loc[["ecmp", "adaptive", "spray"]]
+fig, ax = plt.subplots(figsize=(4, 3))
+ax.bar(rdf.index, rdf["busbw_GBps"], color=["C3", "C0", "C2"])
+ax.set_ylabel("bus bandwidth (GB/s)")
+ax.set_title("all-to-all 16 MiB, 64 GPUs, 3-tier 2:1")
+fig.tight_layout()
+show(fig, "busbw_by_routing")
+
+# %% [markdown]
 # The `runs` table also records each configuration's wall time, netsim version and status;
 # failed configurations (none here) are in `netsim.sweep.failures(OUT)`.
 

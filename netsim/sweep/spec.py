@@ -252,6 +252,10 @@ class _Parser:
             if isinstance(v, float) and v.is_integer():
                 v = int(v)
             return units.parse_size(v, source=self.source, field=where)
+        if key in ("routing", "scale_out.routing"):
+            from netsim.topology.policy import check_routing
+
+            return check_routing(v, source=self.source, field=where)
         if key == "faults" and isinstance(v, dict):  # an inline faults document
             return v
         if key == "placement":

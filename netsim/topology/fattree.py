@@ -16,17 +16,21 @@ spine pod holds one rail of several scalable units (rail-aligned pods).
 Routing is computed from coordinates: go up from the source NIC to the lowest
 common ancestor tier, choosing each parent by an ECMP hash of
 ``(src, dst, key, tier)``, then down the unique path to the destination.
-GPUs of the same node talk over the node's own scale-up network.
+GPUs of the same node talk over the node's own scale-up network.  The
+``adaptive`` and ``spray`` policies change only the parent choice; see
+:mod:`netsim.topology.policy`.
 """
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 
 import numpy as np
 
 from netsim.topology.model import (NODE_KINDS, Topology, csr_from_columns,
                                    link_kind_id, mix_hash, node_kind_id)
+from netsim.topology.policy import adaptive_pick, with_routing
 
 
 @dataclass(frozen=True)
@@ -113,14 +117,40 @@ def _largest_divisor(n: int, limit: int) -> int:
 
 
 class FatTreeRouter:
-    """Coordinate-based routes in a :func:`fat_tree` (see the module docstring)."""
+    """Coordinate-based routes in a :func:`fat_tree` (see the module docstring).
+
+    ``policy`` is the scale-out routing (:mod:`netsim.topology.policy`); change it with
+    :meth:`with_policy` (or :func:`~netsim.topology.policy.with_routing` on the topology).
+    """
+
+    #: :meth:`routes` takes ``load`` (used under the ``adaptive`` policy).
+    load_aware = True
 
     def __init__(self, node: Topology, n_nodes: int, pos: np.ndarray, levels: list[_Level],
-                 link_base: dict[str, int], level_base: list[int], node_links: int, pxn: bool = False):
+                 link_base: dict[str, int], level_base: list[int], node_links: int, pxn: bool = False,
+                 policy: str = "ecmp"):
         self.node, self.g, self.n_nodes, self.pxn = node, node.n_gpus, n_nodes, pxn
         self.pos, self.levels = pos, levels
         self.base, self.level_base, self.node_links = link_base, level_base, node_links
         self.H = n_nodes * self.g
+        self.policy = policy
+
+    def with_policy(self, policy: str) -> "FatTreeRouter":
+        """A router like this one (sharing its tables) that routes by ``policy``."""
+        other = copy.copy(self)
+        other.policy = policy
+        return other
+
+    def spray_classes(self, n_links: int) -> np.ndarray:
+        """Representative link id of every link's spray class (see :mod:`netsim.topology.policy`)."""
+        cls = np.arange(n_links, dtype=np.int64)
+        for i in range(2, len(self.levels) + 1):
+            lv, below, base = self.levels[i - 1], self.levels[i - 2], self.level_base[i - 2]
+            n, Wi = below.S * lv.w, below.W * lv.w
+            rep = (np.arange(n, dtype=np.int64) // Wi) * Wi
+            cls[base:base + n] = base + rep
+            cls[base + n:base + 2 * n] = base + n + rep
+        return cls
 
     def nbytes(self) -> int:
         """Memory held by the router (positions)."""
@@ -135,8 +165,10 @@ class FatTreeRouter:
             k[same] = i
         return k
 
-    def routes(self, src: np.ndarray, dst: np.ndarray, key: np.ndarray | None = None):
-        """See :meth:`netsim.topology.model.Router.routes`."""
+    def routes(self, src: np.ndarray, dst: np.ndarray, key: np.ndarray | None = None,
+               load: np.ndarray | None = None):
+        """See :meth:`netsim.topology.model.Router.routes`; ``load``: see :meth:`Topology.routes
+        <netsim.topology.model.Topology.routes>` (read under the ``adaptive`` policy only)."""
         key = np.zeros_like(src) if key is None else key
         same_node = (src // self.g) == (dst // self.g)
         lengths = np.zeros(src.size, dtype=np.int64)
@@ -149,23 +181,23 @@ class FatTreeRouter:
             lengths[idx] = np.diff(ip)
         if (~same_node).any():
             idx = np.flatnonzero(~same_node)
-            ip, lk = self._inter_node(src[idx], dst[idx], key[idx])
+            ip, lk = self._inter_node(src[idx], dst[idx], key[idx], load)
             parts["fabric"] = (idx, ip, lk)
             lengths[idx] = np.diff(ip)
         return _merge_csr(src.size, lengths, parts.values())
 
-    def _inter_node(self, s: np.ndarray, d: np.ndarray, key: np.ndarray):
+    def _inter_node(self, s: np.ndarray, d: np.ndarray, key: np.ndarray, load=None):
         """Fabric routes; with PXN, first hop over NVLink to the GPU on the destination's rail."""
         if not self.pxn:
-            return self._fabric_routes(s, d, key)
+            return self._fabric_routes(s, d, key, load)
         relay = (s // self.g) * self.g + d % self.g
         ip1, lk1 = self.routes(s, relay, key)  # same node: NVLink (empty when relay == s)
-        ip2, lk2 = self._fabric_routes(relay, d, key)
+        ip2, lk2 = self._fabric_routes(relay, d, key, load)
         l1, l2 = np.diff(ip1), np.diff(ip2)
         rows = np.arange(s.size)
         return _merge_csr(s.size, l1 + l2, [(rows, ip1, lk1), (rows, ip2, lk2)], offsets=[0, l1])
 
-    def _fabric_routes(self, s: np.ndarray, d: np.ndarray, key: np.ndarray):
+    def _fabric_routes(self, s: np.ndarray, d: np.ndarray, key: np.ndarray, load=None):
         H, b = self.H, self.base
         ps, pd = self.pos[s], self.pos[d]
         k = self.lca_level(s, d)
@@ -174,10 +206,11 @@ class FatTreeRouter:
         B = np.zeros(s.size, dtype=np.int64)
         for i in range(2, h + 1):
             lv, below = self.levels[i - 1], self.levels[i - 2]
-            bi = (mix_hash(s, d, key, np.int64(i)) % np.uint64(lv.w)).astype(np.int64)
             cs = (ps // below.M) * below.W + B
             cd = (pd // below.M) * below.W + B
             base = self.level_base[i - 2]
+            bi = self._branches(lv.w, s, d, key, i, k >= i, base + cs * lv.w,
+                                base + below.S * lv.w + cd * lv.w, load)
             up_cols.append(base + cs * lv.w + bi)
             down_cols.append(base + below.S * lv.w + cd * lv.w + bi)
             valid.append(k >= i)
@@ -186,6 +219,21 @@ class FatTreeRouter:
         ok_all = np.ones(s.size, dtype=bool)
         oks = [ok_all, ok_all] + valid + valid[::-1] + [ok_all, ok_all]
         return csr_from_columns(np.stack(cols, axis=1), np.stack(oks, axis=1))
+
+    def _branches(self, w, s, d, key, i, uses, up0, down0, load) -> np.ndarray:
+        """Branch per transfer at tier ``i`` (``uses``: transfers that cross it; blocks at ``up0``/``down0``)."""
+        if self.policy == "spray":
+            return np.zeros(s.size, dtype=np.int64)
+        bi = (mix_hash(s, d, key, np.int64(i)) % np.uint64(w)).astype(np.int64)
+        if self.policy != "adaptive" or w == 1 or not uses.any():
+            return bi
+        rows = np.flatnonzero(uses)
+        cand = np.arange(w, dtype=np.int64)
+        u, dn = up0[rows], down0[rows]
+        loads = (np.zeros((rows.size, w), dtype=np.int64) if load is None else
+                 load[u[:, None] + cand] + load[dn[:, None] + cand])
+        bi[rows] = adaptive_pick(loads, u, dn, bi[rows])
+        return bi
 
 
 def _merge_csr(n: int, lengths: np.ndarray, parts, offsets=None) -> tuple[np.ndarray, np.ndarray]:
@@ -208,7 +256,8 @@ def _merge_csr(n: int, lengths: np.ndarray, parts, offsets=None) -> tuple[np.nda
 
 def fat_tree(node: Topology, n_nodes: int, tiers: list[Tier], *, nic_bw: float,
              nic_latency: float = 400e-9, pcie_bw: float = 63e9, pcie_latency: float = 100e-9,
-             rail_optimized: bool = True, pxn: bool | None = None, name: str = "fat-tree") -> Topology:
+             rail_optimized: bool = True, pxn: bool | None = None, routing: str = "ecmp",
+             name: str = "fat-tree") -> Topology:
     """Replicate ``node`` ``n_nodes`` times under a fat-tree of ``tiers``.
 
     Parameters
@@ -227,6 +276,8 @@ def fat_tree(node: Topology, n_nodes: int, tiers: list[Tier], *, nic_bw: float,
         Route inter-node traffic like NCCL's PXN: first over NVLink to the GPU of the
         source node on the destination's rail, then through that GPU's NIC, so that
         traffic between nodes stays on one rail.  Default: on when rail-optimized.
+    routing
+        ``ecmp``, ``adaptive`` or ``spray`` (:mod:`netsim.topology.policy`).
 
     >>> from netsim.topology.builders import hgx_h100
     >>> t = fat_tree(hgx_h100(), 4, [Tier("leaf", down=4, up=4), Tier("spine", down=8)], nic_bw=50e9)
@@ -246,8 +297,9 @@ def fat_tree(node: Topology, n_nodes: int, tiers: list[Tier], *, nic_bw: float,
     meta = _fat_tree_meta(node, n_nodes, tiers, levels, nic_bw, rail_optimized)
     meta["pxn"] = bool(pxn)
     gpus = (np.arange(H) // g) * node.n_nodes + node.gpus[np.arange(H) % g]
-    return Topology(name=name, gpus=gpus.astype(np.int32), router=router, meta=meta,
+    topo = Topology(name=name, gpus=gpus.astype(np.int32), router=router, meta=meta,
                     node_kind=node_base, **arrays)
+    return with_routing(topo, routing, source=None, field="routing")
 
 
 def _wire(node, n_nodes, tiers, levels, pos, H, nic_bw, nic_lat, pcie_bw, pcie_lat):

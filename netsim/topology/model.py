@@ -22,12 +22,15 @@ Examples
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Mapping, Protocol
 
 import numpy as np
 
 NODE_KINDS: tuple[str, ...] = ("gpu", "nvswitch", "nic", "leaf", "spine", "core", "switch")
 LINK_KINDS: tuple[str, ...] = ("nvlink", "pcie", "ib", "ethernet", "link")
+#: Scale-out routing policies (:mod:`netsim.topology.policy`); the first is the default.
+ROUTINGS: tuple[str, ...] = ("ecmp", "adaptive", "spray")
 
 
 def node_kind_id(name: str) -> int:
@@ -50,7 +53,8 @@ class Router(Protocol):
 
         ``key`` is an optional per-pair integer mixed into the ECMP hash (e.g. a
         channel id) so that flows of one pair can spread over equal-cost paths.
-        A pair with ``src == dst`` gets an empty path.
+        A pair with ``src == dst`` gets an empty path.  Routers with a true
+        ``load_aware`` attribute also take ``load=`` (see :meth:`Topology.routes`).
         """
         ...
 
@@ -70,6 +74,18 @@ class Topology:
     link_width: np.ndarray  # int16 physical links aggregated
     router: Router
     meta: Mapping[str, Any] = field(default_factory=dict)
+    #: Scale-out routing policy, one of :data:`ROUTINGS`; set it with
+    #: :func:`netsim.topology.policy.with_routing` (which also sets the router and ``link_class``).
+    routing: str = "ecmp"
+    #: Under ``spray``: the representative link id of every link's class of interchangeable
+    #: fabric links (itself for links outside any class); ``None`` for other policies.
+    link_class: np.ndarray | None = None
+
+    def __post_init__(self):
+        if self.routing not in ROUTINGS:
+            raise ValueError(f"routing must be one of {', '.join(ROUTINGS)}, got {self.routing!r}")
+        if (self.routing == "spray") != (self.link_class is not None):
+            raise ValueError("link_class is set exactly when routing is spray (use with_routing)")
 
     # ----------------------------------------------------------------- sizes
     @property
@@ -96,14 +112,22 @@ class Topology:
         """Memory held by the arrays (router tables included when they report it)."""
         arrays = [self.node_kind, self.gpus, self.link_src, self.link_dst, self.link_bw,
                   self.link_lat, self.link_kind, self.link_width]
+        arrays += [self.link_class] if self.link_class is not None else []
         extra = getattr(self.router, "nbytes", lambda: 0)()
         return int(sum(a.nbytes for a in arrays) + extra)
 
     # --------------------------------------------------------------- routing
     def routes(
-        self, src: np.ndarray, dst: np.ndarray, key: np.ndarray | None = None
+        self, src: np.ndarray, dst: np.ndarray, key: np.ndarray | None = None,
+        load: np.ndarray | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
-        """Vectorized routes for rank pairs; see :meth:`Router.routes`."""
+        """Vectorized routes for rank pairs; see :meth:`Router.routes`.
+
+        ``load`` (int array over link ids: flows now crossing each link) is read only when
+        :attr:`routing` is ``adaptive``: pairs are then placed in the order given, each on the
+        least-loaded equal-cost fabric path, counting the pairs placed before it (see
+        :mod:`netsim.topology.policy`); ``None`` means an idle fabric.  ``load`` is never modified.
+        """
         src = np.asarray(src, dtype=np.int64)
         dst = np.asarray(dst, dtype=np.int64)
         if src.shape != dst.shape:
@@ -113,7 +137,20 @@ class Topology:
             raise ValueError(f"rank out of range [0, {n})")
         if key is not None:
             key = np.broadcast_to(np.asarray(key, dtype=np.int64), src.shape)
-        return self.router.routes(src, dst, key)
+        if self.routing == "ecmp":
+            return self.router.routes(src, dst, key)
+        if not getattr(self.router, "load_aware", False):
+            from netsim.errors import InputError
+            raise InputError(f"{self.routing} routing needs the fat-tree router; this topology's router "
+                             f"({type(self.router).__name__}) is not it: routing around failed links is "
+                             "static ECMP only", field="routing")
+        if self.routing == "spray":
+            return self.router.routes(src, dst, key)
+        if load is not None:
+            load = np.asarray(load)
+            if load.shape != (self.n_links,):
+                raise ValueError(f"load must have one entry per link ({self.n_links}), got shape {load.shape}")
+        return self.router.routes(src, dst, key, load=load)
 
     def route(self, src: int, dst: int, key: int = 0) -> np.ndarray:
         """Link ids from rank ``src`` to rank ``dst``."""
@@ -125,8 +162,60 @@ class Topology:
         return csr_sum(indptr, self.link_lat[links])
 
     def path_bottleneck(self, indptr: np.ndarray, links: np.ndarray) -> np.ndarray:
-        """Smallest link bandwidth per path (``inf`` for an empty path)."""
-        return csr_min(indptr, self.link_bw[links])
+        """Smallest :attr:`capacity` per path (``inf`` for an empty path): a lone flow's rate."""
+        return csr_min(indptr, self.capacity[links])
+
+    # ------------------------------------------------- sharing under a policy
+    @cached_property
+    def capacity(self) -> np.ndarray:
+        """Bytes/s per link id that the network models share among the flows routed over it.
+
+        ``link_bw`` itself (the same array, read-only by contract) for ``ecmp`` and
+        ``adaptive``.  Under ``spray``, a class representative's entry is the sum of
+        ``link_bw`` over its class (the class acts as one link), every other link keeps its
+        own ``link_bw`` (class members other than the representative carry no flow).
+        Computed once per Topology object; never modify ``link_bw`` in place.
+
+        >>> from netsim.topology.builders import nvswitch_domain
+        >>> t = nvswitch_domain(4, links_per_gpu=2, link_bw=25e9)
+        >>> t.capacity is t.link_bw
+        True
+        """
+        if self.link_class is None:
+            return self.link_bw
+        sums = np.bincount(self.link_class, weights=self.link_bw, minlength=self.n_links)
+        rep = self.link_class == np.arange(self.n_links)
+        return np.where(rep, sums, self.link_bw)
+
+    @cached_property
+    def _spread_share(self) -> np.ndarray:
+        """Each link's share of its class representative's additive counters (spray only)."""
+        cls = self.link_class
+        size = np.bincount(cls, minlength=self.n_links)[cls].astype(np.float64)
+        total = self.capacity[cls]
+        return np.divide(self.link_bw, total, out=1.0 / size, where=total > 0)
+
+    def spread(self, values: np.ndarray, additive: bool = True) -> np.ndarray:
+        """Map per-link counters computed on the links flows use back onto every physical link.
+
+        ``values`` has the link ids on its last axis.  For ``ecmp`` and ``adaptive`` it is
+        returned unchanged (the same object).  Under ``spray``, every member of a class gets
+        its representative's value: times its share ``link_bw / class capacity`` (``1 /
+        class size`` on a healthy fabric) when ``additive`` (bytes, byte-seconds: the class
+        total is conserved), or as is when not (quantities equal on every member: busy
+        seconds, utilization, flow counts).  Entries of non-representative members in
+        ``values`` are ignored (no flow takes them under spray).  The result is float when
+        ``additive``.
+
+        >>> from netsim.topology.builders import nvswitch_domain
+        >>> t = nvswitch_domain(2, links_per_gpu=1, link_bw=1e9)
+        >>> t.spread(np.array([5.0, 0.0, 0.0, 3.0])).tolist()
+        [5.0, 0.0, 0.0, 3.0]
+        """
+        if self.link_class is None:
+            return values
+        picked = np.take(np.asarray(values), self.link_class, axis=-1)
+        return picked * self._spread_share if additive else picked
 
     # ------------------------------------------------------------ describing
     def kind_of_node(self, node: int) -> str:

@@ -65,6 +65,11 @@ def _str(v, src, f):
     return v
 
 
+def _routing(v, src, f):
+    from netsim.topology.policy import check_routing
+    return check_routing(v, source=src, field=f)
+
+
 def _ratio(v, src, f):
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not v >= 1:
         raise InputError(f"expected a ratio >= 1 (down:up capacity), got {v!r}", source=src, field=f)
@@ -160,6 +165,7 @@ class ScaleOutSpec:
     pcie_latency: seconds for the PCIe hop.
     rail_optimized: NIC *i* of every node on the leaf of rail *i*.
     pxn: NCCL PXN routing (NVLink to the GPU on the destination's rail first); default = rail_optimized.
+    routing: path choice among equal-cost paths: ecmp (static hash), adaptive or spray (docs/topology.md).
     tiers: switch tiers, leaf first.
     """
 
@@ -170,6 +176,7 @@ class ScaleOutSpec:
     pcie_latency: float = _opt(_time, 100e-9)
     rail_optimized: bool = _opt(_bool, True)
     pxn: bool | None = _opt(_bool)
+    routing: str = _opt(_routing, "ecmp")
     tiers: tuple = _opt(_tiers, ())
 
 
@@ -357,7 +364,7 @@ def _build(spec: TopologySpec, source: str) -> Topology:
     try:
         return fat_tree(node, spec.nodes, tiers, nic_bw=so.nic_bw, nic_latency=so.nic_latency,
                         pcie_bw=so.pcie_bw, pcie_latency=so.pcie_latency,
-                        rail_optimized=so.rail_optimized, pxn=so.pxn, name=spec.name)
+                        rail_optimized=so.rail_optimized, pxn=so.pxn, routing=so.routing, name=spec.name)
     except ValueError as exc:
         raise InputError(f"cannot wire {spec.nodes} nodes: {exc}", source=source,
                          field="scale_out.tiers") from None

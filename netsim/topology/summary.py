@@ -43,6 +43,7 @@ def summarize(topo: Topology) -> dict:
         out["switches_by_tier"] = dict(meta["switches"])
         out["oversubscription"] = dict(meta["oversubscription"])
         out["rail_optimized"] = bool(meta.get("rail_optimized"))
+        out["routing"] = topo.routing
     if "dims" in meta:
         out["dims"] = [{"kind": d["kind"], "npus": d["npus"], "bw_GBps": round(d["bw_Bps"] / 1e9, 4),
                         "latency_ns": round(d["latency_s"] * 1e9, 3)} for d in meta["dims"]]
@@ -68,6 +69,8 @@ def format_summary(s: dict) -> str:
     if "oversubscription" in s:
         ratios = ", ".join(f"{k} {v:g}:1" for k, v in s["oversubscription"].items()) or "none"
         lines.append(f"oversubscr.   {ratios}" + ("  (rail-optimized)" if s.get("rail_optimized") else ""))
+    if "routing" in s:
+        lines.append(f"routing       {s['routing']} (scale-out fabric)")
     if "dims" in s:
         lines.append("dims          " + " x ".join(
             f"{d['kind']}({d['npus']}, {d['bw_GBps']:g} GB/s, {d['latency_ns']:g} ns)" for d in s["dims"]))

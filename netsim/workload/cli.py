@@ -29,6 +29,8 @@ def register_cli(sub) -> None:
                      "takes the flags of `netsim workload llm`; docs/workloads.md)")
     run.add_argument("--comm-groups", default=None, help="ASTRA-sim comm-group JSON")
     run.add_argument("--model", default="flow", choices=["flow", "analytical"], help="network model")
+    run.add_argument("--routing", default=None, metavar="POLICY",
+                     help="scale-out routing: ecmp, adaptive or spray (docs/topology.md); default: the topology file's")
     run.add_argument("--placement", default="packed", metavar="SPEC",
                      help="which GPU each rank runs on: packed (rank r on GPU r, default), random[:SEED], "
                           "strided:K, or a file of GPU ids (docs/workloads.md)")
@@ -82,7 +84,8 @@ def register_cli(sub) -> None:
 
 
 def simulate(topology, workload, comm_groups=None, model: str = "flow", ctrl_deps: bool = True,
-             streams: int = 1, *, stragglers=(), faults=None, seed: int | None = None, placement: str = "packed",
+             streams: int = 1, *, stragglers=(), faults=None, seed: int | None = None,
+             routing: str | None = None, placement: str = "packed",
              engine: str = "auto", out=None, overwrite: bool = False, replicas=None, label: dict | None = None,
              notes=()):
     """Python API of ``netsim run``: returns a :class:`~netsim.workload.runner.WorkloadResult`.
@@ -95,7 +98,8 @@ def simulate(topology, workload, comm_groups=None, model: str = "flow", ctrl_dep
     evaluates collectives off the event queue where exact, ``event`` simulates every one
     event-driven (the reference).  ``notes`` are prepended to the run's notes.  ``workload`` may also
     be a dict rank -> NodeTable and ``comm_groups`` a dict name -> ranks (in memory; ``label``
-    then names the workload in the run's config), ``replicas`` a
+    then names the workload in the run's config), ``routing`` (``ecmp``, ``adaptive``, ``spray``)
+    overrides the topology's scale-out routing (:func:`netsim.topology.policy.with_routing`), ``replicas`` a
     :class:`~netsim.workload.replicas.Replicas` (``workload`` needs only the representatives).  ``result.tables()``
     gives the results tables as DataFrames; ``out`` also writes them as a dataset
     (``netsim.results.dataset.run_id_for(result.config)`` names the run).
@@ -105,6 +109,7 @@ def simulate(topology, workload, comm_groups=None, model: str = "flow", ctrl_dep
     from netsim.results.dataset import check_writable, run_id_for
     from netsim.topology.model import Topology
     from netsim.topology.placement import place
+    from netsim.topology.policy import check_routing, with_routing
     from netsim.topology.spec import load_topology
     from netsim.workload.faults import fault_spec, plan_faults
     from netsim.workload.groups import CommGroups, load_groups
@@ -123,10 +128,13 @@ def simulate(topology, workload, comm_groups=None, model: str = "flow", ctrl_dep
                   "comm_groups": None if comm_groups is None or isinstance(comm_groups, dict) else str(comm_groups)}),
               "model": model, "ctrl_deps": bool(ctrl_deps), "streams": int(streams), **spec.config(),
               "placement": placement, "engine": engine}
+    if routing is not None or (isinstance(topology, Topology) and topology.routing != "ecmp"):
+        config["routing"] = check_routing(routing) if routing is not None else topology.routing
     run_id = run_id_for(config)
     if out is not None:
         check_writable(out, run_id, overwrite)
     topo = topology if isinstance(topology, Topology) else load_topology(topology)
+    topo = with_routing(topo, routing) if routing is not None else topo
     tables = workload if in_memory else read_workload(workload)
     world = replicas.world if replicas is not None else len(tables)
     if isinstance(comm_groups, dict):
@@ -150,15 +158,21 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
     common = dict(stragglers=args.straggler, faults=args.faults, seed=args.seed, placement=args.placement,
                   engine=args.engine, out=args.out, overwrite=args.overwrite)
+    topology, routing = args.topology, args.routing
+    if args.llm is not None and routing is not None:  # simulate_llm takes no routing: route the topology
+        from netsim.topology.policy import with_routing
+        from netsim.topology.spec import load_topology
+
+        topology, routing = with_routing(load_topology(args.topology), routing), None
     if args.llm is not None:
         from netsim.workload.llmrun import simulate_llm
 
-        res = simulate_llm(args.topology, args.llm, model=args.model, symmetry=args.symmetry,
+        res = simulate_llm(topology, args.llm, model=args.model, symmetry=args.symmetry,
                            ctrl_deps=not args.no_ctrl_deps, streams=args.streams, **common, **_generator_kwargs(args))
         args.workload = f"llm:{args.llm}"
     else:
-        res = simulate(args.topology, args.workload, args.comm_groups, args.model, not args.no_ctrl_deps,
-                       args.streams, **common)
+        res = simulate(topology, args.workload, args.comm_groups, args.model, not args.no_ctrl_deps,
+                       args.streams, routing=routing, **common)
     fin, exp = res.finish * 1e6, res.exposed_comm * 1e6
     summary = {"ranks": int(fin.size), "iteration_us": float(fin.max()),
                "finish_us": {"min": float(fin.min()), "median": float(np.median(fin)), "max": float(fin.max())},
