@@ -29,12 +29,12 @@ RTOL = 1e-9
 
 
 @lru_cache(maxsize=None)
-def tree(over: float, rail: bool, nodes: int = 8, gpn: int = 4):
+def tree(over: float, rail: bool, nodes: int = 8, gpn: int = 4, routing: str = "ecmp"):
     """``nodes`` nodes of ``gpn`` GPUs (NVSwitch) under a 2-tier tree, leaves ``over``:1."""
     per_leaf = 2 * gpn
-    spec = {"name": f"t{over}{rail}", "node": {"kind": "nvswitch", "gpus": gpn, "links_per_gpu": 4, "link_bw": "25GB/s"},
+    spec = {"name": f"t{over}{rail}{routing}", "node": {"kind": "nvswitch", "gpus": gpn, "links_per_gpu": 4, "link_bw": "25GB/s"},
             "nodes": nodes,
-            "scale_out": {"kind": "fat_tree", "nic_bw": "400Gbps", "rail_optimized": rail,
+            "scale_out": {"kind": "fat_tree", "nic_bw": "400Gbps", "rail_optimized": rail, "routing": routing,
                           "tiers": [{"name": "leaf", "down": per_leaf, "up": 4, "oversubscription": over},
                                     {"name": "spine", "down": nodes * gpn // per_leaf * 2}]}}
     return build_topology(parse_spec(spec))
@@ -45,7 +45,7 @@ def run(topo, cfg: BenchConfig, size: int, engine: str):
     p = build_plan(topo, cfg, float(size))
     net = FlowNetwork(simpy.Environment(), topo)
     res = run_collective(net, p.schedule, placed_ranks(topo, cfg), engine=engine)
-    return res, net.link_bytes.copy(), p.label
+    return res, net.link_stats()["bytes"].copy(), p.label
 
 
 def assert_same(topo, cfg, size):
@@ -66,9 +66,9 @@ placements = st.one_of(st.just("packed"), st.integers(0, 10**6).map(lambda s: f"
        op=st.sampled_from(["all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast"]),
        gpus=st.sampled_from([4, 6, 8, 10, 16]), placement=placements,
        size=st.sampled_from([1 << 12, 1 << 18, 1 << 22, 3 << 20]),
-       algo=st.sampled_from(["auto", "ring", "tree"]))
-def test_default_engine_equals_event_driven(over, rail, op, gpus, placement, size, algo):
-    topo = tree(over, rail)
+       algo=st.sampled_from(["auto", "ring", "tree"]), routing=st.sampled_from(["ecmp", "ecmp", "spray", "adaptive"]))
+def test_default_engine_equals_event_driven(over, rail, op, gpus, placement, size, algo, routing):
+    topo = tree(over, rail, routing=routing)
     if placement.startswith("strided:") and (gpus - 1) * int(placement[8:]) >= topo.n_gpus:
         placement = "strided:2"
     if algo == "tree" and op not in ("all_reduce",):

@@ -47,9 +47,10 @@ job = st.tuples(st.sampled_from([0.0, 0.0, 1e-6, 2.5e-6, 7e-6]), st.integers(0, 
 
 
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(over=st.sampled_from([1, 2, 4, 8]), rail=st.booleans(), jobs=st.lists(job, min_size=2, max_size=60))
-def test_incremental_equals_full_resolve(over, rail, jobs):
-    topo = tree(over, rail)
+@given(over=st.sampled_from([1, 2, 4, 8]), rail=st.booleans(), jobs=st.lists(job, min_size=2, max_size=60),
+       routing=st.sampled_from(["ecmp", "spray", "adaptive"]))
+def test_incremental_equals_full_resolve(over, rail, jobs, routing):
+    topo = tree(over, rail, routing=routing)
     inc, net_i = finish_times(topo, jobs, True)
     full, net_f = finish_times(topo, jobs, False)
     np.testing.assert_allclose(inc, full, rtol=1e-9, atol=0)

@@ -93,8 +93,8 @@ def fixed_durations(net: Network, step: Step, ranks: np.ndarray, repeat: int = 0
             else:
                 counts.append(item)
         return dur + step.overhead_s
-    if not isinstance(net, FlowNetwork):
-        return None
+    if not isinstance(net, FlowNetwork) or net.topo.routing == "adaptive":
+        return None  # adaptive paths depend on the live load: event by event only
     indptr, links = routes if routes is not None else step_routes(net.topo, ranks, step)
     lengths = np.diff(indptr)
     cap = None if np.isinf(step.rate_cap) else np.full(src.size, step.rate_cap)
@@ -135,7 +135,7 @@ def _lockstep_drain(net, indptr, links, wire, cap, moving) -> np.ndarray | None:
         if not active.size:
             return drain
         ip, lk = csr_gather(indptr, links, active)
-        rates = max_min_rates(ip, lk, net.topo.link_bw, rate_cap=None if cap is None else cap[active])
+        rates = max_min_rates(ip, lk, net.topo.capacity, rate_cap=None if cap is None else cap[active])
         net.stats["rate_solves"] += 1
         left = rem[active] / rates
         dt = float(left.min())

@@ -141,8 +141,15 @@ class Network:
         self._account(routes[0], routes[1], np.asarray(nbytes, dtype=np.float64))
 
     def link_stats(self) -> dict[str, np.ndarray]:
-        """Per-link counters: ``bytes``, ``busy_s``, ``peak_flows`` (arrays over link ids)."""
-        return {"bytes": self.link_bytes, "busy_s": self.link_busy_s, "peak_flows": self.link_peak_flows}
+        """Per-link counters: ``bytes``, ``busy_s``, ``peak_flows`` (arrays over physical link ids:
+        under ``spray`` routing, a class representative's counters are spread over its members,
+        :meth:`~netsim.topology.model.Topology.spread`)."""
+        return self._spread(self.link_bytes, self.link_busy_s, self.link_peak_flows)
+
+    def _spread(self, nbytes: np.ndarray, busy: np.ndarray, peak: np.ndarray) -> dict[str, np.ndarray]:
+        t = self.topo
+        return {"bytes": t.spread(nbytes), "busy_s": t.spread(busy, additive=False),
+                "peak_flows": t.spread(peak, additive=False)}
 
     def _deliver(self, indices: np.ndarray, times: np.ndarray, on_done: DoneCallback) -> None:
         """Call ``on_done`` once per distinct time in ``times`` (absolute seconds)."""

@@ -32,6 +32,7 @@ import numpy as np
 
 from netsim.network.base import DoneCallback, Network, call_late
 from netsim.network.flowtable import FlowTable, gather_moving
+from netsim.topology.model import csr_gather
 
 #: A flow due within this many ulps of the clock is due now (same instant, float resolution).
 _SAME_INSTANT_ULPS = 64
@@ -48,7 +49,7 @@ class FlowNetwork(Network):
 
     def __init__(self, env, topo, *, incremental: bool = True):
         super().__init__(env, topo)
-        self._flows = FlowTable(getattr(topo, "capacity", topo.link_bw), incremental=incremental)
+        self._flows = FlowTable(topo.capacity, incremental=incremental)
         self._owners: dict[int, list] = {}  # submission id -> [on_done, flows left]
         self._next_owner = 0
         self._t = 0.0  # the flows' clock (ahead of now while a shift pauses them)
@@ -67,7 +68,7 @@ class FlowNetwork(Network):
         src, dst = np.asarray(src, np.int64), np.asarray(dst, np.int64)
         size = np.asarray(nbytes, dtype=np.float64)
         self.stats["transfers"] += int(src.size)
-        indptr, links = routes if routes is not None else self.topo.routes(src, dst, key)
+        indptr, links = self._route(src, dst, key, routes)
         latency = self.topo.path_latency(indptr, links)
         local = (self._account(indptr, links, size) == 0) | (size <= 0)
         if local.any():  # nothing to move through the network
@@ -88,6 +89,29 @@ class FlowNetwork(Network):
         slots = self._flows.add(ip, lk, size[moving], latency[moving], capv, owner, moving)
         self._flows.started(slots, self.link_load)
         self._schedule_update()
+
+    def _route(self, src, dst, key, routes):
+        """Paths of a submission.  Under ``adaptive`` routing every path is chosen now, on the live
+        ``link_load`` (:mod:`netsim.topology.policy`); given ``routes`` are kept only where their
+        shape differs (hops cut to one link, e.g. in-switch reduction: no choice there)."""
+        if self.topo.routing != "adaptive":
+            return routes if routes is not None else self.topo.routes(src, dst, key)
+        ip, lk = self.topo.routes(src, dst, key, load=self.link_load)
+        if routes is None:
+            return ip, lk
+        given = np.diff(routes[0])
+        keep = given != np.diff(ip)
+        if not keep.any():
+            return ip, lk
+        rows = [(np.flatnonzero(~keep), ip, lk), (np.flatnonzero(keep), *routes)]
+        lengths = np.where(keep, given, np.diff(ip))
+        indptr = np.zeros(src.size + 1, dtype=np.int64)
+        np.cumsum(lengths, out=indptr[1:])
+        links = np.empty(int(indptr[-1]), dtype=np.int64)
+        for idx, p, l in rows:
+            sub_ip, seg = csr_gather(p, l, idx)
+            links[np.repeat(indptr[idx] - sub_ip[:-1], np.diff(sub_ip)) + np.arange(sub_ip[-1])] = seg
+        return indptr, links
 
     def _count(self, routes, nbytes: np.ndarray, busy: np.ndarray) -> None:
         """Counters for traffic evaluated outside :meth:`submit` (the collectives fast path):
@@ -113,7 +137,7 @@ class FlowNetwork(Network):
         busy = self.link_busy_s.copy()
         open_ = self.link_load > 0
         busy[open_] += self._drained_s - self._busy_since[open_]
-        return {"bytes": self.link_bytes, "busy_s": busy, "peak_flows": self.link_peak_flows}
+        return self._spread(self.link_bytes, busy, self.link_peak_flows)
 
     # ------------------------------------------------------------ internals
     def _load(self, links: np.ndarray, sign: int) -> None:
