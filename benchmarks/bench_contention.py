@@ -1,0 +1,132 @@
+"""The engine under contention (issue: contention-engine).
+
+E1  exactness: default engine vs ``--engine event`` on random placements on a 2-tier tree with
+    4:1 oversubscribed leaves (16 nodes x 8 GPUs): worst relative difference of any rank's
+    finish time and of any link's bytes (target <= 0.1 %, goal 1e-9).
+E2  flow-model all-to-all, 64 MiB per rank, on h100-superpod-1024, growing GPU counts:
+    incremental max-min (default) vs re-solving every flow at every event, CPU seconds.
+E3  routing: ecmp vs adaptive vs spray on a contended random placement (4:1 tree).
+
+Each case runs in a fresh process; CPU seconds are the process's user+system time.
+Run: python benchmarks/bench_contention.py [--quick]
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from functools import partial
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _harness import print_table, run_case  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+
+
+def _tree(over: float, routing: str = "ecmp"):
+    from netsim.topology.spec import build_topology, parse_spec
+    spec = {"name": f"tree-{over}to1", "node": {"kind": "nvswitch", "gpus": 8, "links_per_gpu": 4, "link_bw": "25GB/s"},
+            "nodes": 16,
+            "scale_out": {"kind": "fat_tree", "nic_bw": "400Gbps", "rail_optimized": False, "routing": routing,
+                          "tiers": [{"name": "leaf", "down": 16, "up": 4, "oversubscription": over},
+                                    {"name": "spine", "down": 16}]}}
+    return build_topology(parse_spec(spec))
+
+
+def _collective(topo, op, algo, gpus, placement, size, engine, incremental=True):
+    import simpy
+    from netsim.bench import BenchConfig, _validated, build_plan, placed_ranks
+    from netsim.collectives.executor import run_collective
+    from netsim.network.flow import FlowNetwork
+    cfg = _validated(BenchConfig(op, algo=algo, gpus=gpus, placement=placement), topo)
+    plan = build_plan(topo, cfg, float(size))
+    net = FlowNetwork(simpy.Environment(), topo, incremental=incremental)
+    res = run_collective(net, plan.schedule, placed_ranks(topo, cfg), engine=engine)
+    return res, net, plan.label
+
+
+def e1_case(op, algo, size, seed):
+    return partial(_e1, op, algo, size, seed)
+
+
+def _e1(op, algo, size, seed):
+    import numpy as np
+    topo = _tree(4)
+    t0 = time.process_time()
+    auto, net_a, label = _collective(topo, op, algo, 64, f"random:{seed}", size, "auto")
+    t1 = time.process_time()
+    ref, net_e, _ = _collective(topo, op, algo, 64, f"random:{seed}", size, "event")
+    t2 = time.process_time()
+    rel = float(np.max(np.abs(auto.finish - ref.finish) / np.abs(ref.finish).clip(1e-30)))
+    lb = net_e.link_bytes
+    rel_b = float(np.max(np.abs(net_a.link_bytes - lb) / np.where(lb > 0, lb, 1)))
+    return {"case": f"E1 {label} {size >> 20} MiB random:{seed}", "mode": auto.stats["mode"],
+            "time_us": ref.time * 1e6, "rel_finish": rel, "rel_bytes": rel_b,
+            "auto_cpu_s": t1 - t0, "event_cpu_s": t2 - t1}
+
+
+def e2_case(gpus, incremental):
+    return partial(_e2, gpus, incremental)
+
+
+def _e2(gpus, incremental):
+    from netsim.topology.spec import load_topology
+    topo = load_topology(ROOT / "topologies" / "h100-superpod-1024.yaml")
+    t0 = time.process_time()
+    res, net, label = _collective(topo, "alltoall", "auto", gpus, "packed", 64 << 20, "auto", incremental)
+    s = net.summary()
+    return {"case": f"E2 alltoall 64 MiB {label}", "gpus": gpus, "solver": "incremental" if incremental else "full",
+            "mode": res.stats["mode"], "time_us": res.time * 1e6, "events": s.get("events", 0),
+            "solves": s.get("rate_solves", 0), "partial": s.get("partial_solves", 0),
+            "cpu_s": time.process_time() - t0}
+
+
+def e3_case(routing, seed, op="alltoall", size=16 << 20):
+    return partial(_e3, routing, seed, op, size)
+
+
+def _e3(routing, seed, op, size):
+    topo = _tree(4, routing)
+    t0 = time.process_time()
+    res, net, label = _collective(topo, op, "auto", 64, f"random:{seed}", size, "auto")
+    return {"case": f"E3 {op} {size >> 20} MiB {label} random:{seed}", "routing": routing,
+            "time_us": res.time * 1e6, "cpu_s": time.process_time() - t0}
+
+
+def main() -> None:
+    quick = "--quick" in sys.argv
+    seeds = [0, 1] if quick else [0, 1, 2, 3, 4]
+    rows = []
+    for op, algo, size in [("all_reduce", "ring", 16 << 20), ("all_reduce", "auto", 1 << 20),
+                           ("all_gather", "auto", 64 << 20), ("alltoall", "auto", 4 << 20)]:
+        for seed in seeds:
+            rows.append(run_case(e1_case(op, algo, size, seed)))
+    print_table(rows, [("case", "case", "s"), ("mode", "mode", "s"), ("time_us", "time us", ".2f"),
+                       ("rel_finish", "max rel diff finish", ".2e"), ("rel_bytes", "max rel diff bytes", ".2e"),
+                       ("auto_cpu_s", "auto CPU s", ".2f"), ("event_cpu_s", "event CPU s", ".2f"),
+                       ("wall_s", "wall s", ".2f")])
+    print(f"E1 worst relative difference: {max(max(r['rel_finish'], r['rel_bytes']) for r in rows):.2e}\n")
+    rows = []
+    for gpus in ([256, 320] if quick else [256, 320, 384, 448]):
+        for inc in (True, False):
+            if not inc and gpus > 384:
+                continue
+            rows.append(run_case(e2_case(gpus, inc)))
+    print_table(rows, [("case", "case", "s"), ("gpus", "GPUs", "d"), ("solver", "solver", "s"), ("mode", "mode", "s"),
+                       ("time_us", "time us", ".1f"), ("events", "events", ","), ("solves", "solves", ","),
+                       ("partial", "partial", ","), ("cpu_s", "CPU s", ".2f"), ("wall_s", "wall s", ".2f"),
+                       ("peak_rss_MB", "peak RSS MB", ".0f")])
+    print()
+    rows = []
+    for op in ("alltoall", "all_gather"):
+        for seed in seeds:
+            for routing in ("ecmp", "adaptive", "spray"):
+                rows.append(run_case(e3_case(routing, seed, op)))
+    print_table(rows, [("case", "case", "s"), ("routing", "routing", "s"), ("time_us", "time us", ".2f"),
+                       ("cpu_s", "CPU s", ".2f"), ("wall_s", "wall s", ".2f")])
+
+
+if __name__ == "__main__":
+    main()
