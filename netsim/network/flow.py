@@ -170,6 +170,11 @@ class FlowNetwork(Network):
             self._drained_s += dt
             self._t = self.env.now
 
+    def can_shift(self, owner: object) -> bool:
+        """See :meth:`Network.can_shift`; never under ``adaptive`` routing, where the paths of
+        skipped steps would depend on a load that fast-forward does not simulate."""
+        return self.topo.routing != "adaptive" and super().can_shift(owner)
+
     def shift(self, dt: float) -> None:
         """See :meth:`Network.shift`: active flows also pause for ``dt``."""
         self._advance()

@@ -23,9 +23,17 @@ change, and this is exact (not a heuristic):
 So with θ the smallest of the ended flows' rates and the started flows' lower bounds,
 every flow with rate < θ keeps its rate, and the others are the max-min fair allocation of
 the *residual* capacities (capacity minus the kept flows' rates) among themselves:
-progressive filling continued from level θ.  :meth:`resolve` solves exactly that problem
-with :func:`~netsim.network.maxmin.max_min_rates` (the same vectorized solver), and falls
-back to a full solve when most flows are above θ.  θ is lowered by a relative margin of
+progressive filling continued from level θ.
+
+* **Only the touched components of that residual problem change.**  Max-min fairness
+  decomposes over connected components (flows joined by shared links).  A component of the
+  flows above θ that shares no link with an ended or a started flow was a component of the
+  previous residual problem too, with the same residual capacities (the flows below θ are
+  the same), so its rates stay.  :meth:`resolve` finds the flows above θ connected to the
+  changed links (a breadth-first search over shared links, vectorized per round).
+
+:meth:`resolve` solves what is left with :func:`~netsim.network.maxmin.max_min_rates` (the
+same vectorized solver), and falls back to a full solve when most flows are in it.  θ is lowered by a relative margin of
 ``4 * rtol`` so that the solver's own tie tolerance never splits a level.
 ``tests/test_flow_incremental.py`` checks the incremental solution against full solves.
 """
@@ -39,8 +47,10 @@ from netsim.topology.model import csr_gather
 
 #: The solver's tie tolerance (see :func:`~netsim.network.maxmin.max_min_rates`).
 RTOL = 1e-9
-#: Re-solve everything when at least this fraction of the flows is above θ.
+#: Re-solve everything when at least this fraction of the flows may change.
 FULL_FRACTION = 0.5
+#: Search for touched components only when at least this many flows are above θ.
+SEARCH_FROM = 32
 
 
 class FlowTable:
@@ -61,6 +71,8 @@ class FlowTable:
         self.pool_n = 0
         self.used = np.zeros(capacity.size)  # sum of the rates of the alive flows crossing each link
         self.theta = np.inf  # rates below this stay as they are at the next solve
+        self._changed: list[np.ndarray] = []  # links of flows ended since the last solve
+        self._mark = np.zeros(capacity.size, dtype=bool)  # scratch for the component search
         self.stats = {"rate_solves": 0, "partial_solves": 0, "solved_flows": 0}
 
     # ----------------------------------------------------------- storage
@@ -153,6 +165,7 @@ class FlowTable:
         self.theta = min(self.theta, float(rate.min()))
         indptr, links = self.paths(slots)
         np.subtract.at(self.used, links, np.repeat(rate, np.diff(indptr)))
+        self._changed.append(links)
         self.alive[slots] = False
         self.rate[slots] = 0.0
         self.rem[slots] = 0.0
@@ -174,16 +187,40 @@ class FlowTable:
         """Re-solve the rates that may have changed since the last solve (module docstring)."""
         a = self.alive_slots()
         theta, self.theta = self.theta, np.inf
+        ended, self._changed = self._changed, []
         fresh = self.fresh[a]
         self.fresh[a] = False
         if not a.size:
             return
         if self.incremental and theta > 0:
             upper = a[fresh | (self.rate[a] >= theta * (1.0 - 4 * RTOL))]
-            if upper.size < FULL_FRACTION * a.size:
+            limit = FULL_FRACTION * a.size
+            if SEARCH_FROM <= upper.size < limit or upper.size >= limit > SEARCH_FROM:
+                upper = self._touched(upper, np.concatenate(ended + [self.paths(a[fresh])[1]]), limit)
+            if upper.size < limit:
                 if upper.size == 0 or self._partial(upper, load):
                     return
         self._full(a)
+
+    def _touched(self, upper: np.ndarray, seeds: np.ndarray, limit: float) -> np.ndarray:
+        """The flows of ``upper`` connected to the links ``seeds`` through links shared by
+        flows of ``upper`` (module docstring); all of ``upper`` once they reach ``limit``."""
+        indptr, links = self.paths(upper)
+        owner = np.repeat(np.arange(upper.size), np.diff(indptr))
+        mark = self._mark
+        mark[seeds] = True
+        hit = np.zeros(upper.size, dtype=bool)
+        count = 0
+        while True:
+            hit[owner[mark[links]]] = True
+            n = int(np.count_nonzero(hit))
+            if n == count or n >= limit:
+                break
+            count = n
+            mark[links[hit[owner]]] = True
+        mark[seeds] = False
+        mark[links] = False
+        return upper if n >= limit else upper[hit]
 
     def _full(self, a: np.ndarray) -> None:
         indptr, links = self.paths(a)
