@@ -152,11 +152,6 @@ def _run_workload(cfg: dict, paths: dict):
         kw = {k[len("llm."):]: v for k, v in cfg.items() if k.startswith("llm.") and k != "llm.model"}
         kw.setdefault("seq", 4096)
         kwargs.pop("replicas", None)
-        routing = kwargs.pop("routing", None)  # simulate_llm takes no routing: route the topology itself
-        if routing is not None:
-            from netsim.topology.policy import with_routing
-
-            topo = with_routing(topo, routing)
         res = simulate_llm(topo, paths.get("llm.model", cfg["llm.model"]), **kwargs, **kw)
     else:
         res = simulate(topo, paths.get("workload", cfg["workload"]), paths.get("comm_groups", cfg.get("comm_groups")),

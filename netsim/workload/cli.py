@@ -158,21 +158,16 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
     common = dict(stragglers=args.straggler, faults=args.faults, seed=args.seed, placement=args.placement,
                   engine=args.engine, out=args.out, overwrite=args.overwrite)
-    topology, routing = args.topology, args.routing
-    if args.llm is not None and routing is not None:  # simulate_llm takes no routing: route the topology
-        from netsim.topology.policy import with_routing
-        from netsim.topology.spec import load_topology
-
-        topology, routing = with_routing(load_topology(args.topology), routing), None
+    common["routing"] = args.routing
     if args.llm is not None:
         from netsim.workload.llmrun import simulate_llm
 
-        res = simulate_llm(topology, args.llm, model=args.model, symmetry=args.symmetry,
+        res = simulate_llm(args.topology, args.llm, model=args.model, symmetry=args.symmetry,
                            ctrl_deps=not args.no_ctrl_deps, streams=args.streams, **common, **_generator_kwargs(args))
         args.workload = f"llm:{args.llm}"
     else:
-        res = simulate(topology, args.workload, args.comm_groups, args.model, not args.no_ctrl_deps,
-                       args.streams, routing=routing, **common)
+        res = simulate(args.topology, args.workload, args.comm_groups, args.model, not args.no_ctrl_deps,
+                       args.streams, **common)
     fin, exp = res.finish * 1e6, res.exposed_comm * 1e6
     summary = {"ranks": int(fin.size), "iteration_us": float(fin.max()),
                "finish_us": {"min": float(fin.min()), "median": float(np.median(fin)), "max": float(fin.max())},

@@ -54,10 +54,10 @@ def generate_tables(spec, *, symmetry: str = "auto", **gen):
 
 def simulate_llm(topology, spec, *, model: str = "flow", symmetry: str = "auto", ctrl_deps: bool = True,
                  streams: int = 1, stragglers=(), faults=None, seed: int | None = None, placement: str = "packed",
-                 engine: str = "auto", out=None, overwrite: bool = False, **gen):
+                 engine: str = "auto", routing: str | None = None, out=None, overwrite: bool = False, **gen):
     """Generate ``spec`` (a preset name, YAML path or ModelSpec) with the generator's keyword
-    arguments ``gen`` and run it on ``topology``; see the module docstring.  ``placement`` and
-    ``engine`` are :func:`~netsim.workload.cli.simulate`'s.  Returns the
+    arguments ``gen`` and run it on ``topology``; see the module docstring.  ``placement``,
+    ``engine`` and ``routing`` are :func:`~netsim.workload.cli.simulate`'s.  Returns the
     :class:`~netsim.workload.runner.WorkloadResult` (its config names the generator call)."""
     from netsim.workload.cli import simulate
 
@@ -72,7 +72,8 @@ def simulate_llm(topology, spec, *, model: str = "flow", symmetry: str = "auto",
     name = spec if isinstance(spec, str) else getattr(spec, "name", str(spec))
     label = {"workload": f"llm:{name}", "llm": dict(sorted(gen.items())), "symmetry": symmetry}
     return simulate(topology, tables, groups, model, ctrl_deps, streams, stragglers=stragglers, faults=faults,
-                    seed=seed, placement=placement, engine=engine, out=out, overwrite=overwrite, replicas=replicas,
+                    seed=seed, placement=placement, engine=engine, routing=routing, out=out, overwrite=overwrite,
+                    replicas=replicas,
                     label=label, notes=notes)
 
 
