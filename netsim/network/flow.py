@@ -31,8 +31,8 @@ from __future__ import annotations
 import numpy as np
 
 from netsim.network.base import DoneCallback, Network, call_late
-from netsim.network.flowtable import FlowTable, gather_moving
-from netsim.topology.model import csr_gather
+from netsim.network.flowtable import FlowTable
+from netsim.topology.model import csr_gather, csr_merge
 
 #: A flow due within this many ulps of the clock is due now (same instant, float resolution).
 _SAME_INSTANT_ULPS = 64
@@ -77,7 +77,7 @@ class FlowNetwork(Network):
             return
         self._advance()
         moving = np.flatnonzero(~local)
-        ip, lk = gather_moving(indptr, links, moving)
+        ip, lk = (indptr, links) if moving.size == src.size else csr_gather(indptr, links, moving)
         self._load(lk, +1)
         if self.watch is not None:
             self.watch(lk, self.env.now)
@@ -103,15 +103,9 @@ class FlowNetwork(Network):
         keep = given != np.diff(ip)
         if not keep.any():
             return ip, lk
-        rows = [(np.flatnonzero(~keep), ip, lk), (np.flatnonzero(keep), *routes)]
-        lengths = np.where(keep, given, np.diff(ip))
-        indptr = np.zeros(src.size + 1, dtype=np.int64)
-        np.cumsum(lengths, out=indptr[1:])
-        links = np.empty(int(indptr[-1]), dtype=np.int64)
-        for idx, p, l in rows:
-            sub_ip, seg = csr_gather(p, l, idx)
-            links[np.repeat(indptr[idx] - sub_ip[:-1], np.diff(sub_ip)) + np.arange(sub_ip[-1])] = seg
-        return indptr, links
+        parts = [(idx, *csr_gather(p, lk_, idx)) for idx, p, lk_ in
+                 ((np.flatnonzero(~keep), ip, lk), (np.flatnonzero(keep), *routes))]
+        return csr_merge(src.size, np.where(keep, given, np.diff(ip)), parts)
 
     def _count(self, routes, nbytes: np.ndarray, busy: np.ndarray) -> None:
         """Counters for traffic evaluated outside :meth:`submit` (the collectives fast path):

@@ -43,7 +43,6 @@ from __future__ import annotations
 import numpy as np
 
 from netsim.network.maxmin import max_min_rates
-from netsim.topology.model import csr_gather
 
 #: The solver's tie tolerance (see :func:`~netsim.network.maxmin.max_min_rates`).
 RTOL = 1e-9
@@ -250,9 +249,3 @@ class FlowTable:
         self.stats["solved_flows"] += int(upper.size)
         return True
 
-
-def gather_moving(indptr: np.ndarray, links: np.ndarray, moving: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """CSR of the rows ``moving`` (all rows without a copy when every row moves)."""
-    if moving.size == indptr.size - 1:
-        return indptr, links
-    return csr_gather(indptr, links, moving)

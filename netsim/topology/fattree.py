@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from netsim.topology.model import (NODE_KINDS, Topology, csr_from_columns,
+from netsim.topology.model import (NODE_KINDS, Topology, csr_from_columns, csr_merge,
                                    link_kind_id, mix_hash, node_kind_id)
 from netsim.topology.policy import adaptive_pick, with_routing
 
@@ -184,7 +184,7 @@ class FatTreeRouter:
             ip, lk = self._inter_node(src[idx], dst[idx], key[idx], load)
             parts["fabric"] = (idx, ip, lk)
             lengths[idx] = np.diff(ip)
-        return _merge_csr(src.size, lengths, parts.values())
+        return csr_merge(src.size, lengths, parts.values())
 
     def _inter_node(self, s: np.ndarray, d: np.ndarray, key: np.ndarray, load=None):
         """Fabric routes; with PXN, first hop over NVLink to the GPU on the destination's rail."""
@@ -195,7 +195,7 @@ class FatTreeRouter:
         ip2, lk2 = self._fabric_routes(relay, d, key, load)
         l1, l2 = np.diff(ip1), np.diff(ip2)
         rows = np.arange(s.size)
-        return _merge_csr(s.size, l1 + l2, [(rows, ip1, lk1), (rows, ip2, lk2)], offsets=[0, l1])
+        return csr_merge(s.size, l1 + l2, [(rows, ip1, lk1), (rows, ip2, lk2)], offsets=[0, l1])
 
     def _fabric_routes(self, s: np.ndarray, d: np.ndarray, key: np.ndarray, load=None):
         H, b = self.H, self.base
@@ -234,24 +234,6 @@ class FatTreeRouter:
                  load[u[:, None] + cand] + load[dn[:, None] + cand])
         bi[rows] = adaptive_pick(loads, u, dn, bi[rows])
         return bi
-
-
-def _merge_csr(n: int, lengths: np.ndarray, parts, offsets=None) -> tuple[np.ndarray, np.ndarray]:
-    """Scatter CSR pieces (each for a subset of rows) into one CSR in row order.
-
-    ``offsets[i]`` (scalar or per-row array) shifts piece *i* inside its rows, so that
-    pieces can also be concatenated row-wise.
-    """
-    indptr = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(lengths, out=indptr[1:])
-    out = np.empty(int(indptr[-1]), dtype=np.int64)
-    for i, (idx, ip, lk) in enumerate(parts):
-        counts = np.diff(ip)
-        rows = np.repeat(idx, counts)
-        within = np.arange(lk.size) - np.repeat(ip[:-1], counts)
-        shift = 0 if offsets is None else np.broadcast_to(offsets[i], idx.shape)[np.repeat(np.arange(idx.size), counts)]
-        out[indptr[rows] + within + shift] = lk
-    return indptr, out
 
 
 def fat_tree(node: Topology, n_nodes: int, tiers: list[Tier], *, nic_bw: float,

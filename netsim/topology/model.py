@@ -294,6 +294,28 @@ def csr_gather(indptr: np.ndarray, data: np.ndarray, rows: np.ndarray) -> tuple[
     return new_indptr, data[indptr[rows][row_of] + offset]
 
 
+def csr_merge(n: int, lengths: np.ndarray, parts, offsets=None) -> tuple[np.ndarray, np.ndarray]:
+    """Scatter CSR pieces (each for a subset of rows) into one CSR in row order.
+
+    ``offsets[i]`` (scalar or per-row array) shifts piece *i* inside its rows, so that
+    pieces can also be concatenated row-wise.
+
+    >>> csr_merge(3, np.array([1, 2, 1]), [(np.array([1]), np.array([0, 2]), np.array([8, 9])),
+    ...                                    (np.array([0, 2]), np.array([0, 1, 2]), np.array([5, 7]))])[1].tolist()
+    [5, 8, 9, 7]
+    """
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(lengths, out=indptr[1:])
+    out = np.empty(int(indptr[-1]), dtype=np.int64)
+    for i, (idx, ip, lk) in enumerate(parts):
+        counts = np.diff(ip)
+        rows = np.repeat(idx, counts)
+        within = np.arange(lk.size) - np.repeat(ip[:-1], counts)
+        shift = 0 if offsets is None else np.broadcast_to(offsets[i], idx.shape)[np.repeat(np.arange(idx.size), counts)]
+        out[indptr[rows] + within + shift] = lk
+    return indptr, out
+
+
 def csr_from_columns(columns: np.ndarray, valid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Build CSR from a padded ``(rows, width)`` matrix and its validity mask.
 
