@@ -25,7 +25,7 @@ import numpy as np
 import simpy
 
 from netsim.collectives.fastpath import MAX_PERIOD as _MAX_PERIOD
-from netsim.collectives.fastpath import run_fixed, step_routes, uniform_advance
+from netsim.collectives.fastpath import run_fixed, step_cap, step_routes, uniform_advance
 from netsim.collectives.schedule import Schedule, Step
 from netsim.network.base import Network, call_late
 from netsim.topology.model import csr_gather
@@ -46,6 +46,7 @@ class _PhaseIndex:
     es: np.ndarray  # the ranks each transfer belongs to (Step.endpoints)
     ed: np.ndarray
     routes: tuple | None = None  # CSR paths of every transfer, computed on first use
+    cap: object = False  # per-transfer rate bound (fastpath.step_cap), computed on first use
 
 
 def _index(schedule: Schedule) -> list[_PhaseIndex]:
@@ -216,7 +217,9 @@ class CollectiveRun:
                 self._coalesce(("deliver", ph, g, idx[local], epoch))
 
         nbytes = st.nbytes[idx] * st.wire if st.wire != 1.0 else st.nbytes[idx]
-        cap = None if np.isinf(st.rate_cap) else st.rate_cap
+        if ph.cap is False:
+            ph.cap = step_cap(self.net, st, ph.routes, st.nbytes * st.wire)
+        cap = ph.cap if ph.cap is None or np.isscalar(ph.cap) else ph.cap[idx]
         self.net.submit(self.ranks[st.src[idx]], self.ranks[st.dst[idx]], nbytes, delivered, key, routes, cap)
 
     def _delivered(self, ph: _PhaseIndex, g: int, idx: np.ndarray) -> None:

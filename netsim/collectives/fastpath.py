@@ -44,8 +44,7 @@ from netsim.collectives.schedule import PATH, UP, DOWN, Schedule, Step
 from netsim.network.analytical import AnalyticalNetwork
 from netsim.network.base import Network
 from netsim.network.flow import FlowNetwork
-from netsim.network.maxmin import max_min_rates
-from netsim.topology.model import csr_gather
+from netsim.network.maxmin import drain_alone
 
 #: Longest step period (in steps) the skip-ahead looks for.
 MAX_PERIOD = 4
@@ -69,8 +68,19 @@ def step_routes(topo, ranks: np.ndarray, step: Step) -> tuple[np.ndarray, np.nda
     return np.concatenate(([0], np.cumsum(new_len))).astype(indptr.dtype), links[keep]
 
 
+def step_cap(net: Network, step: Step, routes, wire: np.ndarray, parts: int = 1):
+    """Rate bound of every transfer of ``step``: its ``rate_cap``, and what the network charges
+    for the step's own load on shared links (:meth:`Network.step_rates`); ``None`` if neither."""
+    cap = None if np.isinf(step.rate_cap) else np.full(wire.size, step.rate_cap)
+    share = net.step_rates(routes, wire, cap, parts) if routes is not None else None
+    if share is None:
+        return None if cap is None else step.rate_cap
+    return share
+
+
 def fixed_durations(net: Network, step: Step, ranks: np.ndarray, repeat: int = 0,
-                    counts: list | None = None, routes=None, drains: list | None = None) -> np.ndarray | None:
+                    counts: list | None = None, routes=None, drains: list | None = None,
+                    parts: int = 1) -> np.ndarray | None:
     """Per-transfer seconds (overhead included) when every transfer of ``step`` starts together
     and the step runs alone; ``None`` if the flow network needs more drain rounds than
     :data:`MAX_DRAIN_ROUNDS` (or the network is neither model).
@@ -79,12 +89,14 @@ def fixed_durations(net: Network, step: Step, ranks: np.ndarray, repeat: int = 0
     event-driven path counts every submit): appended to ``counts`` as ``(routes, bytes,
     busy, transfers)`` when given, else counted now.  ``routes``: the step's CSR paths
     (:func:`step_routes`), when the caller has them.  ``drains``: on the flow network, the
-    seconds each transfer occupies its links (from its start until drained) are appended."""
+    seconds each transfer occupies its links (from its start until drained) are appended.
+    ``parts``: the step stacks that many copies of one collective (replicas), which the
+    analytical model does not let share links (see :meth:`Network.step_rates`)."""
     src, dst = ranks[step.src], ranks[step.dst]
     wire = step.nbytes * step.wire
     if isinstance(net, AnalyticalNetwork):
         routes = step_routes(net.topo, ranks, step) if repeat or not net.astra else None
-        cap = None if np.isinf(step.rate_cap) else step.rate_cap
+        cap = step_cap(net, step, routes, wire, parts)
         dur, ser = net._timing(src, dst, wire, step.key, None if net.astra else routes, cap)
         if repeat:
             item = (routes, wire * repeat, ser * repeat, int(src.size) * repeat)
@@ -119,32 +131,16 @@ MAX_DRAIN_ROUNDS = 8
 
 
 def _lockstep_drain(net, indptr, links, wire, cap, moving) -> np.ndarray | None:
-    """Seconds each transfer of a step needs when they all start together and run alone.
-
-    Max-min rates are solved, the flows that drain first are removed, and the rest re-solved
-    (a handful of rounds for the symmetric patterns of collectives; ``None`` beyond
-    :data:`MAX_DRAIN_ROUNDS`).  Exact when the step's flows do not share links (each drains
-    at its own bottleneck rate whatever the timing) and when ranks run the step in lockstep,
-    as the steps of a collective running alone on a symmetric fabric do.
+    """Seconds each transfer of a step needs when they all start together and run alone
+    (:func:`~netsim.network.maxmin.drain_alone`; ``None`` beyond :data:`MAX_DRAIN_ROUNDS`
+    solves).  Exact when the step's flows do not share links (each drains at its own
+    bottleneck rate whatever the timing) and when ranks run the step in lockstep, as the steps
+    of a collective running alone on a symmetric fabric do.
     """
-    drain = np.zeros(wire.size)
-    rem = wire.astype(np.float64).copy()
-    active = np.flatnonzero(moving)
-    t = 0.0
-    for _ in range(MAX_DRAIN_ROUNDS):
-        if not active.size:
-            return drain
-        ip, lk = csr_gather(indptr, links, active)
-        rates = max_min_rates(ip, lk, net.topo.capacity, rate_cap=None if cap is None else cap[active])
-        net.stats["rate_solves"] += 1
-        left = rem[active] / rates
-        dt = float(left.min())
-        done = left <= dt * (1 + 1e-9)
-        t += dt
-        drain[active[done]] = t
-        rem[active] -= rates * dt
-        active = active[~done]
-    return drain if not active.size else None
+    wire = np.where(moving, wire, 0.0)
+    drain, complete, solves = drain_alone(indptr, links, wire, net.topo.capacity, cap, MAX_DRAIN_ROUNDS)
+    net.stats["rate_solves"] += solves
+    return drain if complete else None
 
 
 class _Index:
@@ -277,9 +273,10 @@ def add_tally(net: Network, t: tuple) -> None:
     net.link_peak_flows[used] = np.maximum(net.link_peak_flows[used], peak)
 
 
-def fixed_patterns(net: Network, schedule: Schedule, ranks: np.ndarray) -> Prepared | None:
+def fixed_patterns(net: Network, schedule: Schedule, ranks: np.ndarray, parts: int = 1) -> Prepared | None:
     """What :func:`run_fixed` precomputes (reusable for the same schedule on the same ranks),
-    or ``None`` if some step cannot be evaluated off the event queue at all."""
+    or ``None`` if some step cannot be evaluated off the event queue at all.  ``parts``: see
+    :func:`fixed_durations`."""
     flow = isinstance(net, FlowNetwork)
     routed = [(ph.step, step_routes(net.topo, ranks, ph.step) if flow and ph.step.n_transfers else None)
               for ph in schedule.phases]
@@ -288,7 +285,7 @@ def fixed_patterns(net: Network, schedule: Schedule, ranks: np.ndarray) -> Prepa
     patterns, counts = [], []
     for ph, (step, routes) in zip(schedule.phases, routed):
         drains: list = []
-        dur = fixed_durations(net, step, ranks, ph.repeat, counts, routes, drains) if step.n_transfers \
+        dur = fixed_durations(net, step, ranks, ph.repeat, counts, routes, drains, parts) if step.n_transfers \
             else np.zeros(0)
         if dur is None:
             return None

@@ -1,6 +1,17 @@
-"""Analytical (alpha-beta) network: no contention, every transfer gets its path's bottleneck.
+"""Analytical network: each collective step timed as if it ran alone, without events.
 
-``time = sum of link latencies on the path + bytes / min link bandwidth``.
+``time = sum of link latencies on the path + bytes / rate``.  A lone transfer's rate is its
+path's bottleneck.  The transfers of one collective step share their links: their rates
+come from the fluid max-min model of that step run alone, all its transfers starting
+together (:func:`step_alone_rates`, used through :meth:`Network.step_rates` by the
+collectives).  Hence
+
+* a step never ends before ``bytes it puts on a link / the link's capacity`` on any link
+  (the bottleneck bound: the rates are feasible at every instant), so endpoint, NIC,
+  oversubscribed uplinks and ECMP collisions limit it;
+* where the flow model runs a collective in lockstep (each step alone), both give the same
+  times; elsewhere they differ by what the flow model's dynamics add: steps of different
+  ranks overlapping on a link, and concurrent operations, which do not see one another here.
 
 On a topology loaded from an ASTRA-sim network YAML the model follows
 ASTRA-sim's congestion-unaware backend exactly (reference §4.3): only the
@@ -26,6 +37,10 @@ import numpy as np
 
 from netsim import units
 from netsim.network.base import DoneCallback, Network
+from netsim.network.maxmin import drain_alone
+
+#: Most max-min solves spent on one step's sharing (:func:`step_alone_rates`).
+STEP_SOLVES = 8
 
 
 class AnalyticalNetwork(Network):
@@ -43,6 +58,13 @@ class AnalyticalNetwork(Network):
             self._kind = [d["kind"] for d in dims]
             self._lat_ns = np.array([d["latency_s"] * 1e9 for d in dims])
             self._bw_Bpns = np.array([d["bw_Bps"] / 1e9 for d in dims])
+
+    def step_rates(self, routes, nbytes: np.ndarray, cap=None, parts: int = 1) -> np.ndarray | None:
+        """See :meth:`Network.step_rates`: :func:`step_alone_rates` on the topology's capacities
+        (``None`` on ASTRA-sim topologies, whose congestion-unaware backend shares nothing)."""
+        if self.astra:
+            return None
+        return step_alone_rates(routes[0], routes[1], nbytes, self.topo.capacity, cap, parts)
 
     def durations(self, src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray,
                   key: np.ndarray | None = None, routes=None, cap=None) -> np.ndarray:
@@ -105,6 +127,27 @@ class AnalyticalNetwork(Network):
         np.add.at(self.link_busy_s, links, np.repeat(busy, lengths))
         used, counts = np.unique(links, return_counts=True)
         self.link_peak_flows[used] = np.maximum(self.link_peak_flows[used], counts)
+
+
+def step_alone_rates(indptr: np.ndarray, links: np.ndarray, nbytes: np.ndarray, capacity: np.ndarray,
+                     cap: np.ndarray | None = None, parts: int = 1) -> np.ndarray:
+    """Average rate (B/s) of each transfer of one step run alone: ``bytes / drain time`` in the
+    fluid max-min model of the step's transfers starting together
+    (:func:`~netsim.network.maxmin.drain_alone`, at most :data:`STEP_SOLVES` solves; flows
+    left after that keep their last rates).  ``parts`` > 1: the transfers are that many
+    equal consecutive blocks that do not share links (each gets its own copy of the links).
+    Transfers with no bytes or no links get ``inf``.
+
+    >>> ip, lk = np.array([0, 1, 2, 3]), np.array([0, 0, 1])
+    >>> step_alone_rates(ip, lk, np.array([1.0, 3.0, 2.0]), np.array([2.0, 2.0])).tolist()
+    [1.0, 1.5, 2.0]
+    """
+    nbytes = np.asarray(nbytes, dtype=np.float64)
+    if parts > 1 and links.size:  # blocks never share: give each its own copy of the links
+        block = np.repeat(np.arange(nbytes.size) // (nbytes.size // parts), np.diff(indptr))
+        links, capacity = links + block * capacity.size, np.tile(capacity, parts)
+    drain = drain_alone(indptr, links, nbytes, capacity, cap, STEP_SOLVES)[0]
+    return np.where(drain > 0, nbytes / np.where(drain > 0, drain, 1.0), np.inf)
 
 
 def astra_message_ns(bytes_: float, hops: int, latency_ns: float, bw_gib: float) -> int:

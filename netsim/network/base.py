@@ -90,6 +90,16 @@ class Network:
         """
         raise NotImplementedError
 
+    def step_rates(self, routes: tuple[np.ndarray, np.ndarray], nbytes: np.ndarray,
+                   cap: np.ndarray | None = None, parts: int = 1) -> np.ndarray | None:
+        """Per-transfer rate (B/s) that the model gives the transfers of one collective step
+        because they share links, or ``None`` when the model shares links itself as transfers
+        run (flow) or not at all.  ``routes``: their CSR paths; ``nbytes``: wire bytes;
+        ``cap``: each one's own rate bound, or None; ``parts``: the transfers are that many
+        equal consecutive blocks (copies of one collective) that do not share.  Collectives
+        pass the result as ``cap`` to :meth:`submit`."""
+        return None
+
     def transfer(self, src: int, dst: int, nbytes: float, key: int = 0) -> simpy.Event:
         """One transfer; the event succeeds with a :class:`TransferRecord` when the last byte lands."""
         event = self.env.event()

@@ -246,6 +246,7 @@ class Instances:
 
     def _prepare(self, sched, members: tuple, kind):
         ranks = np.asarray(members, dtype=np.int64)
+        k = 1
         if kind == LOCAL and self.replicas.count > 1:
             k, n = self.replicas.count, ranks.size
             full = on_groups(sched.op, sched.algorithm, k * n, sched.nbytes, sched, np.arange(k * n).reshape(k, n))
@@ -253,7 +254,7 @@ class Instances:
         else:
             full, rankmap = sched, ranks
         rankmap = self.placed(rankmap)
-        prepared = fixed_patterns(self.net, full, rankmap)
+        prepared = fixed_patterns(self.net, full, rankmap, parts=k)
         if prepared is None:
             return None
         links = [item[0][1] for item in prepared.counts if item[0] is not None]
