@@ -4,21 +4,23 @@ A flow ``f`` crosses the directed links ``links[indptr[f]:indptr[f+1]]``.
 Every link's capacity is shared max-min fairly among the flows crossing it:
 all unfrozen flows grow at the same rate until a link saturates (or a flow
 reaches its own ``rate_cap``); the flows through that bottleneck are frozen
-and the rest keep growing.  The loop below runs once per *bottleneck level*
-(distinct rate value); everything inside a level is vectorized with numpy.
+and the rest keep growing.
 
-Ties: at a level ``x`` every unfrozen flow on a link whose fair share is
-``<= x * (1 + rtol)``, and every flow whose cap is, is frozen at exactly
-``x``, so near-equal shares do not spawn extra levels and the links involved
-never end up over capacity.
+Rounds of local bottlenecks, not levels.  Progressive filling freezes one
+*level* (distinct rate) at a time, and an all-to-all on a fabric with ECMP
+collisions has thousands of levels.  The solver instead freezes, in each round,
+every link whose fair share ``rem / n`` is no larger than the share of any
+link (or cap) of any of its unfrozen flows, at that share, and every flow whose
+cap is no larger than the shares of its links, at its cap.  This is exact:
+freezing a flow at a rate no larger than the shares of its links never lowers
+those shares, so such a local bottleneck's flows can only ever be frozen at
+its current share, which is what progressive filling would give them.  The
+global minimum is always a local one, so every round freezes something, and a
+round costs ``O(entries of the unfrozen flows)`` in numpy.
 
-Cost per solve: ``O(nnz)`` (plus a sort when only few of ``capacity``'s links
-are used) to compress the used links and build the link -> flows transpose;
-then, per level, ``O(frontier)`` to find the smallest fair share (a subset of
-the used links that provably holds it, rebuilt in ``O(used links)`` when
-exhausted) plus the entries of the flows frozen at that level, so each
-incidence entry is handled a bounded number of times in total.  Identical
-input gives bit-identical output.
+Ties: shares within ``rtol`` of a neighbour's count as no larger, and a flow
+takes the smallest share (or cap) among its links, so no link ever ends up
+over capacity.  Identical input gives bit-identical output.
 
 Examples
 --------
@@ -31,35 +33,9 @@ Examples
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 __all__ = ["drain_alone", "link_loads", "max_min_rates"]
-
-#: How many capped flows :func:`_min_active_cap` inspects per numpy call.
-_CAP_CHUNK = 256
-#: Links kept in the frontier of smallest fair shares; all links if there are few.
-_FRONTIER = 1024
-
-
-@dataclass
-class _State:
-    """Mutable progressive-filling state over the *used* links only."""
-
-    inv: np.ndarray  # per incidence entry: index of its link among used links (int32)
-    t_indptr: np.ndarray  # transpose CSR: used link -> flows crossing it
-    t_flows: np.ndarray
-    n: np.ndarray  # unfrozen flows per used link
-    rem: np.ndarray  # capacity not yet taken by frozen flows
-    share: np.ndarray  # rem / n, or inf where n == 0
-    active: np.ndarray  # per flow: not frozen yet
-    slot: np.ndarray  # per flow scratch for de-duplication
-    cap_order: np.ndarray  # flows with a finite cap, by increasing cap
-    cap_sorted: np.ndarray  # their caps, sorted
-    cap_ptr: int = 0  # caps before this position belong to frozen flows
-    frontier: np.ndarray | None = None  # links that may hold the smallest share
-    bound: float = 0.0  # every link outside the frontier has share >= bound
 
 
 def _gather(indptr: np.ndarray, data: np.ndarray, rows: np.ndarray) -> np.ndarray:
@@ -70,20 +46,6 @@ def _gather(indptr: np.ndarray, data: np.ndarray, rows: np.ndarray) -> np.ndarra
     if ends.size == 0 or ends[-1] == 0:
         return data[:0]
     return data[np.repeat(starts - (ends - lens), lens) + np.arange(ends[-1])]
-
-
-def _run_lengths(keys: np.ndarray, n_keys: int) -> tuple[np.ndarray, np.ndarray]:
-    """Distinct values of a non-empty int array in ``[0, n_keys)`` and their multiplicities."""
-    if 4 * keys.size >= n_keys:  # dense: bincount is O(n_keys) but a single pass
-        cnt = np.bincount(keys, minlength=n_keys)
-        idx = np.flatnonzero(cnt)
-        return idx, cnt[idx]
-    keys = np.sort(keys)
-    first = np.empty(keys.size + 1, dtype=bool)
-    first[0] = first[-1] = True
-    np.not_equal(keys[1:], keys[:-1], out=first[1:-1])
-    bounds = np.flatnonzero(first)
-    return keys[bounds[:-1]], bounds[1:] - bounds[:-1]
 
 
 def _compress_links(links: np.ndarray, n_total: int) -> tuple[np.ndarray, np.ndarray]:
@@ -99,97 +61,22 @@ def _compress_links(links: np.ndarray, n_total: int) -> tuple[np.ndarray, np.nda
     return inv.reshape(-1).astype(np.int32), uniq
 
 
-def _transpose(inv: np.ndarray, lengths: np.ndarray, n_used: int) -> tuple[np.ndarray, np.ndarray]:
-    """Link -> flows CSR (flows ascending within each link) from the flow -> link incidence."""
-    key = inv.astype(np.uint16) if n_used <= 1 << 16 else inv
-    order = np.argsort(key, kind="stable")  # radix sort for 16-bit keys
-    flow_of_entry = np.repeat(np.arange(lengths.size, dtype=np.int32), lengths)
-    t_indptr = np.zeros(n_used + 1, dtype=np.int64)
-    np.cumsum(np.bincount(inv, minlength=n_used), out=t_indptr[1:])
-    return t_indptr, flow_of_entry[order]
-
-
-def _setup(indptr, links, capacity, rate_cap, rates) -> _State:
-    """Compress links, build the transpose and the initial shares; mark trivial flows."""
-    lengths = np.diff(indptr)
-    inv, used = _compress_links(links, capacity.size)
-    rem = capacity[used]
-    if not np.all(rem > 0):
-        raise ValueError("capacity of every used link must be > 0")
-    t_indptr, t_flows = _transpose(inv, lengths, used.size)
-    n = np.diff(t_indptr)
-    finite = np.isfinite(rate_cap)
-    free = (lengths == 0) & ~finite  # empty path, no cap: unconstrained
-    rates[free] = np.inf
-    capped = np.flatnonzero(finite)
-    cap_order = capped[np.argsort(rate_cap[capped], kind="stable")]
-    slot = np.empty(lengths.size, dtype=np.int64)
-    return _State(inv, t_indptr, t_flows, n, rem, rem / n, ~free, slot, cap_order, rate_cap[cap_order])
-
-
-def _min_active_cap(st: _State) -> float:
-    """Smallest cap among unfrozen capped flows; skips frozen ones in chunks."""
-    order, p = st.cap_order, st.cap_ptr
-    if p >= order.size:
-        return np.inf
-    while p < order.size:
-        chunk = st.active[order[p : p + _CAP_CHUNK]]
-        if chunk.any():
-            p += int(chunk.argmax())
-            break
-        p += chunk.size
-    st.cap_ptr = p
-    return float(st.cap_sorted[p]) if p < order.size else np.inf
-
-
-def _min_share(st: _State, rtol: float) -> float:
-    """Smallest fair share; rebuilds the frontier when it may no longer hold it.
-
-    Shares only grow during progressive filling, so links outside the frontier
-    keep ``share >= bound``; a margin of ``rtol`` absorbs rounding.
-    """
-    if st.frontier is not None and st.frontier.size:
-        low = float(st.share[st.frontier].min())
-        if st.bound == np.inf or low * (1.0 + rtol) ** 2 < st.bound:
-            return low
-    live = np.flatnonzero(st.n > 0)
-    shares = st.share[live]
-    if live.size <= 4 * _FRONTIER:
-        st.frontier, st.bound = live, np.inf
-    else:
-        kth = np.partition(shares, _FRONTIER)[_FRONTIER]
-        inside = shares <= kth
-        st.frontier, st.bound = live[inside], float(shares[~inside].min(initial=np.inf))
-    return float(shares.min()) if shares.size else np.inf
-
-
-def _frozen_flows(st: _State, thr: float) -> np.ndarray:
-    """Unfrozen flows on links with share <= ``thr`` or with cap <= ``thr``, each once."""
-    sat = st.frontier[st.share[st.frontier] <= thr]
-    cand = _gather(st.t_indptr, st.t_flows, sat)
-    hi = max(int(np.searchsorted(st.cap_sorted, thr, side="right")), st.cap_ptr)
-    if hi > st.cap_ptr:
-        cand = np.concatenate((cand, st.cap_order[st.cap_ptr : hi]))
-        st.cap_ptr = hi
-    cand = cand[st.active[cand]]
-    pos = np.arange(cand.size)
-    st.slot[cand] = pos  # whichever duplicate wins, one copy of each flow survives
-    return cand[st.slot[cand] == pos]
-
-
-def _freeze_level(st: _State, indptr: np.ndarray, rates: np.ndarray, level: float, rtol: float) -> int:
-    """Freeze every flow bottlenecked at ``level`` (within ``rtol``); return how many."""
-    frozen = _frozen_flows(st, level * (1.0 + rtol))
-    rates[frozen] = level
-    st.active[frozen] = False
-    touched = _gather(indptr, st.inv, frozen)
-    if touched.size:
-        idx, cnt = _run_lengths(touched, st.n.size)
-        n = st.n[idx] - cnt
-        rem = np.maximum(st.rem[idx] - level * cnt, 0.0)
-        st.n[idx], st.rem[idx] = n, rem
-        st.share[idx] = np.where(n > 0, rem / np.maximum(n, 1), np.inf)
-    return int(frozen.size)
+def _round(rem, n, ent, lens, cap, rtol):
+    """One round: which unfrozen flows freeze (mask) and at what rate (see the module docstring)."""
+    share = np.divide(rem, n, out=np.full(rem.size, np.inf), where=n > 0)
+    nonempty = lens > 0
+    starts = (np.cumsum(lens) - lens)[nonempty]
+    on_links = np.full(lens.size, np.inf)  # smallest share among each flow's links
+    hit = np.zeros(lens.size, dtype=bool)
+    rate = cap
+    if ent.size:
+        on_links[nonempty] = np.minimum.reduceat(share[ent], starts)
+        rate = np.minimum(on_links, cap)
+        low = np.full(rem.size, np.inf)  # per link: smallest rate any of its flows may get
+        np.minimum.at(low, ent, np.repeat(rate, lens))
+        local = share <= low * (1.0 + rtol)
+        hit[nonempty] = np.logical_or.reduceat(local[ent], starts)
+    return hit | (cap <= on_links * (1.0 + rtol)), rate
 
 
 def _validate(indptr, links, capacity, rate_cap, rtol):
@@ -258,18 +145,30 @@ def max_min_rates(
     [1.0, 7.0]
     """
     indptr, links, capacity, rate_cap = _validate(indptr, links, capacity, rate_cap, rtol)
-    rates = np.zeros(indptr.size - 1)
-    st = _setup(indptr, links, capacity, rate_cap, rates)
-    remaining = int(st.active.sum())
-    while remaining:
-        level = min(_min_active_cap(st), _min_share(st, rtol))
-        if not np.isfinite(level):  # unreachable for valid input; keep the loop finite
-            rates[st.active] = np.inf
-            break
-        frozen = _freeze_level(st, indptr, rates, level, rtol)
-        if frozen == 0:  # defensive: progressive filling always freezes a flow
-            raise RuntimeError(f"max-min solver made no progress at level {level!r}")
-        remaining -= frozen
+    n_flows = indptr.size - 1
+    rates = np.zeros(n_flows)
+    lengths = np.diff(indptr)
+    inv, used = _compress_links(links, capacity.size)
+    rem = capacity[used].astype(np.float64)
+    if not np.all(rem > 0):
+        raise ValueError("capacity of every used link must be > 0")
+    n = np.bincount(inv, minlength=used.size)
+    free = (lengths == 0) & ~np.isfinite(rate_cap)  # empty path, no cap: unconstrained
+    rates[free] = np.inf
+    act = np.flatnonzero(~free)
+    lens, cap = lengths[act], rate_cap[act]
+    ent = inv if act.size == n_flows else _gather(indptr, inv, act)
+    while act.size:
+        freeze, rate = _round(rem, n, ent, lens, cap, rtol)
+        if not freeze.any():  # defensive: the smallest share is always a local bottleneck
+            raise RuntimeError("max-min solver made no progress")
+        rates[act[freeze]] = rate[freeze]
+        gone = np.repeat(freeze, lens)
+        if gone.any():
+            e = ent[gone]
+            rem = np.maximum(rem - np.bincount(e, weights=np.repeat(rate, lens)[gone], minlength=rem.size), 0.0)
+            n = n - np.bincount(e, minlength=rem.size)
+        act, lens, cap, ent = act[~freeze], lens[~freeze], cap[~freeze], ent[~gone]
     return rates
 
 
