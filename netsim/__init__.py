@@ -12,6 +12,7 @@ __version__ = "0.1.0"
 
 from netsim.errors import InputError, NetsimError  # noqa: F401
 from netsim.topology import Topology, load_topology, summarize  # noqa: F401
+from netsim.shipped import find_shipped  # noqa: F401
 
 
 # Imported eagerly on purpose: the function shares its name with the submodule, and binding it
@@ -26,5 +27,5 @@ def simulate(*args, **kwargs):
     return _simulate(*args, **kwargs)
 
 
-__all__ = ["InputError", "NetsimError", "Topology", "__version__", "bench", "load_topology", "open_results",
+__all__ = ["InputError", "NetsimError", "Topology", "__version__", "bench", "find_shipped", "load_topology", "open_results",
            "simulate", "summarize"]

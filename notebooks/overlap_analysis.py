@@ -51,8 +51,7 @@ from netsim.workload.chakra import write_workload
 from netsim.workload.chakra_schema import CommType, NodeType
 from netsim.workload.chakra_types import EtNode
 
-REPO = Path(llm.__file__).resolve().parents[3]  # the checkout, for its shipped topologies
-TOPOLOGY = REPO / "topologies" / "h100-superpod-1su.yaml"
+TOPOLOGY = netsim.find_shipped("topologies/h100-superpod-1su.yaml")  # run from the checkout
 WORK = Path(tempfile.mkdtemp(prefix="netsim-overlap-"))
 RESULTS = WORK / "results"
 

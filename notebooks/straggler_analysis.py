@@ -47,8 +47,7 @@ from netsim.analysis.plots import plot_heatmap, plot_launch_skew, plot_timeline
 from netsim.results.dataset import run_id_for
 from netsim.workload.generate import llm
 
-REPO = Path(llm.__file__).resolve().parents[3]  # the checkout, for its shipped topologies
-TOPOLOGY = REPO / "topologies" / "h100-superpod-1su.yaml"
+TOPOLOGY = netsim.find_shipped("topologies/h100-superpod-1su.yaml")  # run from the checkout
 WORK = Path(tempfile.mkdtemp(prefix="netsim-stragglers-"))
 FIGS = WORK / "figs"
 

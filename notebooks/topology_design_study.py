@@ -16,8 +16,8 @@
 #
 # `topologies/studies/fat_tree_design.yaml` sweeps an H100 cluster's fabric: 2-tier (256-port
 # switches) vs 3-tier (64-port switches), leaf oversubscription 1:1 / 2:1 / 7:1 (down:up),
-# rail-optimized or not, 400G vs 800G NICs, for all-reduce and all-to-all at 1k–16k GPUs
-# (analytical network model; see the comments in the study file):
+# rail-optimized or not, 400G vs 800G NICs, for all-reduce and all-to-all at 1k–16k GPUs, and an
+# all-to-all job placed at random in a larger cluster:
 #
 # ```
 # netsim sweep topologies/studies/fat_tree_design.yaml --out results/fat_tree_design [--workers N]
@@ -26,6 +26,15 @@
 # This notebook runs a **reduced** version of the same study (64–256 GPUs, so it finishes in
 # seconds on a laptop) through the same machinery, then reads the results dataset. Point
 # `OUT` at the full study's output directory to plot the real thing.
+#
+# **Which network model, and why.** The study asks how the fabric bounds collective bandwidth at
+# thousands of GPUs, so it uses the **analytical** model: each collective step is timed as if it
+# ran alone, its transfers sharing their links as in the flow model, so NICs, oversubscribed
+# leaf uplinks and ECMP collisions bound every number, with no events to simulate. It never
+# reports more than a GPU's links allow (nor, for a one-step all-to-all, more than any link
+# allows), and it equals the flow model wherever the flow model's steps provably run alone
+# (`tests/test_analytical_bound.py`). What it leaves out — steps of different ranks overlapping
+# on a link — is checked below on one configuration with the congestion-aware flow model.
 
 # %%
 import tempfile
@@ -38,8 +47,7 @@ from IPython.display import Image, display
 import netsim
 import netsim.sweep as sweep
 
-REPO = Path(netsim.__file__).resolve().parents[1]
-STUDY = REPO / "topologies" / "studies" / "fat_tree_design.yaml"
+STUDY = netsim.find_shipped("topologies/studies/fat_tree_design.yaml")  # run from the checkout
 OUT = Path(tempfile.mkdtemp(prefix="fat_tree_design_"))  # or Path("results/fat_tree_design")
 
 
@@ -54,14 +62,15 @@ def show(fig, name: str) -> None:
 # ## A reduced study
 #
 # Same fabrics, oversubscriptions, rail layouts and NIC rates; smaller clusters
-# (8 and 32 nodes) and smaller messages.
+# (8 and 32 nodes), smaller messages, and the fragmented job as 64 GPUs at random among 256.
 
 # %%
 doc = yaml.safe_load(STUDY.read_text())
 doc["grid"]["scale_out.tiers.0.oversubscription"] = [1, 7]
-doc["zip"] = {"op": ["all_reduce", "all_reduce", "alltoall", "alltoall"],
-              "gpus": [64, 256, 64, 256], "nodes": [8, 32, 8, 32],
-              "size": ["256M", "256M", "64M", "64M"]}
+doc["zip"] = {"op": ["all_reduce", "all_reduce", "alltoall", "alltoall", "alltoall"],
+              "gpus": [64, 256, 64, 256, 64], "nodes": [8, 32, 8, 32, 32],
+              "size": ["256M", "256M", "64M", "64M", "64M"],
+              "placement": ["packed", "packed", "packed", "packed", "random:1"]}
 small = sweep.parse_sweep(doc, source=str(STUDY), root=STUDY.parent)
 print(len(small), "configurations; swept:", ", ".join(small.swept))
 
@@ -88,23 +97,27 @@ df = sweep.results(OUT)
 df["fabric"] = df["topology"].str.replace(".yaml", "", regex=False).str.replace("fat_tree_", "", regex=False)
 df["oversub"] = df["scale_out.tiers.0.oversubscription"].astype(int)
 df["rail"] = df["scale_out.rail_optimized"].map({True: "rail-optimized", False: "ToR"})
-cols = ["op", "gpus", "fabric", "oversub", "rail", "scale_out.nic_bw", "algorithm", "busbw_GBps"]
-df[cols].sort_values(cols[:6]).reset_index(drop=True).head(12)
+df["job"] = [f"{o} {g}" + ("" if p == "packed" else f" {p}") for o, g, p in zip(df["op"], df["gpus"], df["placement"])]
+cols = ["job", "fabric", "oversub", "rail", "scale_out.nic_bw", "algorithm", "busbw_GBps"]
+df[cols].sort_values(cols[:5]).reset_index(drop=True).head(12)
 
 # %% [markdown]
 # ### Bus bandwidth vs leaf oversubscription
 #
-# One panel per collective and cluster size; lines per fabric and rail layout (400G NICs).
+# One panel per job; lines per fabric and rail layout (400G NICs). Oversubscription matters
+# where traffic leaves the leaf: all-to-all and trees on top-of-rack leaves, and the fragmented
+# job, whose ranks sit under many leaves. Rail-optimized leaves keep a small job's traffic on
+# one leaf per rail.
 
 # %%
-panels = sorted(set(zip(df["op"], df["gpus"])))
-fig, axes = plt.subplots(1, len(panels), figsize=(4 * len(panels), 3.4), sharey=False)
-for ax, (op, gpus) in zip(axes, panels):
-    sub = df[(df["op"] == op) & (df["gpus"] == gpus) & (df["scale_out.nic_bw"] == "400Gbps")]
+panels = sorted(df["job"].unique())
+fig, axes = plt.subplots(1, len(panels), figsize=(3.6 * len(panels), 3.4), sharey=False)
+for ax, job in zip(axes, panels):
+    sub = df[(df["job"] == job) & (df["scale_out.nic_bw"] == "400Gbps")]
     for (fabric, rail), g in sub.groupby(["fabric", "rail"]):
         g = g.sort_values("oversub")
         ax.plot(g["oversub"], g["busbw_GBps"], marker="o", label=f"{fabric}, {rail}")
-    ax.set_title(f"{op}, {gpus} GPUs")
+    ax.set_title(job, fontsize=9)
     ax.set_xlabel("leaf oversubscription (down:up)")
     ax.set_xticks(sorted(df["oversub"].unique()))
 axes[0].set_ylabel("bus bandwidth (GB/s)")
@@ -118,18 +131,37 @@ show(fig, "busbw_vs_oversubscription")
 # Ratio of bus bandwidth at 800G to 400G, per configuration.
 
 # %%
-key = ["op", "gpus", "fabric", "oversub", "rail"]
+key = ["op", "job", "fabric", "oversub", "rail"]
 wide = df.pivot_table(index=key, columns="scale_out.nic_bw", values="busbw_GBps").reset_index()
 wide["speedup_800G"] = wide["800Gbps"] / wide["400Gbps"]
 fig, ax = plt.subplots(figsize=(8, 3.4))
 short = {"all_reduce": "AR", "alltoall": "A2A"}
-labels = [f"{short.get(r.op, r.op)} {r.gpus} {r.fabric} {r.rail[:4]} {r.oversub}:1" for r in wide.itertuples()]
+labels = [f"{short.get(r.op, r.op)}{r.job.split(' ', 1)[1]} {r.fabric} {r.rail[:4]} {r.oversub}:1"
+          for r in wide.itertuples()]
 ax.bar(range(len(wide)), wide["speedup_800G"], color=["C0" if o == "all_reduce" else "C1" for o in wide["op"]])
 ax.set_xticks(range(len(wide)), labels, rotation=90, fontsize=6)
 ax.axhline(1, color="grey", lw=0.8)
 ax.set_ylabel("busbw 800G / 400G")
 fig.tight_layout()
 show(fig, "nic_800g_speedup")
+
+# %% [markdown]
+# ### The analytical bound against the flow model
+#
+# The fragmented all-to-all on the 3-tier top-of-rack fabric at 7:1, once more with the
+# congestion-aware flow model (every flow simulated; links shared max-min fairly as flows start
+# and end). A one-step all-to-all cannot beat its busiest link in either model.
+
+# %%
+from netsim.sweep.topo import load_with_overrides  # noqa: E402  (dotted keys, as the sweep applies them)
+
+topo = load_with_overrides(str(STUDY.parent / "fat_tree_3tier.yaml"),
+                           {"nodes": 32, "scale_out.tiers.0.oversubscription": 7,
+                            "scale_out.rail_optimized": False, "scale_out.nic_bw": "400Gbps"})
+both = {m: netsim.bench(topo, "alltoall", [64 << 20], gpus=64, placement="random:1", model=m)[0]
+        for m in ("analytical", "flow")}
+for m, row in both.items():
+    print(f"{m:10s} {row.time_us:9.1f} us  busbw {row.busbw_GBps:6.2f} GB/s")
 
 # %% [markdown]
 # ## Routing: ECMP vs adaptive vs packet spraying
@@ -141,7 +173,7 @@ show(fig, "nic_800g_speedup")
 # GPUs of the 3-tier fabric (top-of-rack, 2:1 leaves) and the event-driven reference engine.
 
 # %%
-ROUTING = REPO / "topologies" / "studies" / "fat_tree_routing.yaml"
+ROUTING = netsim.find_shipped("topologies/studies/fat_tree_routing.yaml")
 rdoc = yaml.safe_load(ROUTING.read_text())
 rdoc["base"].update(gpus=64, nodes=8, engine="event")
 rdoc["grid"]["topology"] = ["fat_tree_3tier.yaml"]
