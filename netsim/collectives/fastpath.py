@@ -9,7 +9,9 @@ per-rank finish times ``x``::
 
 When every transfer's duration is fixed, this recurrence *is* the
 simulation, with no events at all: one numpy pass per step, for all ranks.
-Durations are fixed on the analytical network (no contention).  On the flow
+Durations come from the network (:meth:`~netsim.network.base.Network.alone`: a step's
+transfers starting together and running alone).  They are fixed by definition on the
+analytical network, which times every step that way.  On the flow
 network a transfer's max-min rate depends on what runs beside it, so the pass
 is used only where that is provably known:
 
@@ -22,7 +24,7 @@ is used only where that is provably known:
   step, that every transfer of the step starts at the same instant and after every
   transfer of the previous step was delivered.  Then each step runs alone and its
   durations are those of all its transfers starting together
-  (:func:`_lockstep_drain`).  The first step where this fails makes
+  (:meth:`Network.alone <netsim.network.base.Network.alone>`).  The first step where this fails makes
   :func:`run_fixed` return ``None`` and the event-driven executor runs instead.
 
 Both conditions are exact statements about the event-driven execution; the
@@ -41,10 +43,7 @@ import numpy as np
 
 from netsim.collectives.lockstep import Lockstep, StepShare, contended_links
 from netsim.collectives.schedule import PATH, UP, DOWN, Schedule, Step
-from netsim.network.analytical import AnalyticalNetwork
 from netsim.network.base import Network
-from netsim.network.flow import FlowNetwork
-from netsim.network.maxmin import drain_alone
 
 #: Longest step period (in steps) the skip-ahead looks for.
 MAX_PERIOD = 4
@@ -82,65 +81,32 @@ def fixed_durations(net: Network, step: Step, ranks: np.ndarray, repeat: int = 0
                     counts: list | None = None, routes=None, drains: list | None = None,
                     parts: int = 1) -> np.ndarray | None:
     """Per-transfer seconds (overhead included) when every transfer of ``step`` starts together
-    and the step runs alone; ``None`` if the flow network needs more drain rounds than
-    :data:`MAX_DRAIN_ROUNDS` (or the network is neither model).
+    and the step runs alone (:meth:`Network.alone`); ``None`` where the network cannot tell
+    without simulating.
 
     ``repeat``: the step's traffic ``repeat`` times is owed to the link counters (the
     event-driven path counts every submit): appended to ``counts`` as ``(routes, bytes,
     busy, transfers)`` when given, else counted now.  ``routes``: the step's CSR paths
-    (:func:`step_routes`), when the caller has them.  ``drains``: on the flow network, the
-    seconds each transfer occupies its links (from its start until drained) are appended.
-    ``parts``: the step stacks that many copies of one collective (replicas), which the
-    analytical model does not let share links (see :meth:`Network.step_rates`)."""
+    (:func:`step_routes`), when the caller has them.  ``drains``: the seconds each transfer
+    occupies its links (from its start until drained) are appended.  ``parts``: the step
+    stacks that many copies of one collective (replicas; see :meth:`Network.step_rates`)."""
     src, dst = ranks[step.src], ranks[step.dst]
     wire = step.nbytes * step.wire
-    if isinstance(net, AnalyticalNetwork):
-        routes = step_routes(net.topo, ranks, step) if repeat or not net.astra else None
-        cap = step_cap(net, step, routes, wire, parts)
-        dur, ser = net._timing(src, dst, wire, step.key, None if net.astra else routes, cap)
-        if repeat:
-            item = (routes, wire * repeat, ser * repeat, int(src.size) * repeat)
-            if counts is None:
-                _count(net, [item])
-            else:
-                counts.append(item)
-        return dur + step.overhead_s
-    if not isinstance(net, FlowNetwork) or net.topo.routing == "adaptive":
-        return None  # adaptive paths depend on the live load: event by event only
-    indptr, links = routes if routes is not None else step_routes(net.topo, ranks, step)
-    lengths = np.diff(indptr)
+    routes = routes if routes is not None else step_routes(net.topo, ranks, step)
     cap = None if np.isinf(step.rate_cap) else np.full(src.size, step.rate_cap)
-    moving = (lengths > 0) & (wire > 0)
-    drain = _lockstep_drain(net, indptr, links, wire, cap, moving)
-    if drain is None:
+    timing = net.alone(src, dst, wire, step.key, routes, cap, parts)
+    if timing is None:
         return None
+    dur, busy = timing
     if drains is not None:
-        drains.append(drain)
+        drains.append(busy)
     if repeat:
-        item = ((indptr, links), wire * repeat, drain * repeat, int(src.size) * repeat)
+        item = (routes, wire * repeat, busy * repeat, int(src.size) * repeat)
         if counts is None:
-            _count(net, [item])
+            net.count_alone([item])
         else:
             counts.append(item)
-    lat = net.topo.path_latency(indptr, links)
-    return np.where(lengths == 0, 0.0, lat + drain) + step.overhead_s
-
-
-#: Most rate re-solves one step may need before the executor simulates it event by event.
-MAX_DRAIN_ROUNDS = 8
-
-
-def _lockstep_drain(net, indptr, links, wire, cap, moving) -> np.ndarray | None:
-    """Seconds each transfer of a step needs when they all start together and run alone
-    (:func:`~netsim.network.maxmin.drain_alone`; ``None`` beyond :data:`MAX_DRAIN_ROUNDS`
-    solves).  Exact when the step's flows do not share links (each drains at its own
-    bottleneck rate whatever the timing) and when ranks run the step in lockstep, as the steps
-    of a collective running alone on a symmetric fabric do.
-    """
-    wire = np.where(moving, wire, 0.0)
-    drain, complete, solves = drain_alone(indptr, links, wire, net.topo.capacity, cap, MAX_DRAIN_ROUNDS)
-    net.stats["rate_solves"] += solves
-    return drain if complete else None
+    return dur + step.overhead_s
 
 
 class _Index:
@@ -241,43 +207,11 @@ class Prepared:
     lockstep: bool = False
 
 
-def _count(net: Network, counts: list) -> None:
-    for routes, nbytes, busy, transfers in counts:
-        net.stats["transfers"] += transfers
-        net._count(routes, nbytes, busy)
-
-
-def tally(net: Network, counts: list) -> tuple:
-    """``counts`` (as :func:`fixed_patterns` returns them) summed per link once, so that a
-    collective run many times is counted by :func:`add_tally` with a few array operations:
-    ``(links, bytes, busy_s, peak_flows, transfers)``."""
-    n = net.topo.n_links
-    scratch = object.__new__(type(net))  # the model's own counting rules, on blank counters
-    scratch.link_bytes, scratch.link_busy_s = np.zeros(n), np.zeros(n)
-    scratch.link_peak_flows = np.zeros(n, dtype=np.int32)
-    transfers = 0
-    for routes, nbytes, busy, count in counts:
-        transfers += count
-        if routes is not None:
-            scratch._count(routes, nbytes, busy)
-    used = np.flatnonzero((scratch.link_bytes > 0) | (scratch.link_busy_s > 0) | (scratch.link_peak_flows > 0))
-    return used, scratch.link_bytes[used], scratch.link_busy_s[used], scratch.link_peak_flows[used], transfers
-
-
-def add_tally(net: Network, t: tuple) -> None:
-    """Count one run of a collective summarized by :func:`tally`."""
-    used, nbytes, busy, peak, transfers = t
-    net.stats["transfers"] += transfers
-    net.link_bytes[used] += nbytes
-    net.link_busy_s[used] += busy
-    net.link_peak_flows[used] = np.maximum(net.link_peak_flows[used], peak)
-
-
 def fixed_patterns(net: Network, schedule: Schedule, ranks: np.ndarray, parts: int = 1) -> Prepared | None:
     """What :func:`run_fixed` precomputes (reusable for the same schedule on the same ranks),
     or ``None`` if some step cannot be evaluated off the event queue at all.  ``parts``: see
     :func:`fixed_durations`."""
-    flow = isinstance(net, FlowNetwork)
+    flow = net.live_sharing
     routed = [(ph.step, step_routes(net.topo, ranks, ph.step) if flow and ph.step.n_transfers else None)
               for ph in schedule.phases]
     mask = contended_links(net.topo.n_links, schedule.nranks, [r for r in routed if r[1] is not None]) \
@@ -331,7 +265,7 @@ def run_fixed(net: Network, schedule: Schedule, ranks: np.ndarray, start: np.nda
                 skipped += m
                 hist.clear()
     if count:
-        _count(net, prepared.counts)
+        net.count_alone(prepared.counts)
     exact = check is None or check.ok
     return {"finish": x, "steps_simulated": simulated, "steps_skipped": skipped, "exact": exact,
             "lockstep": prepared.lockstep}

@@ -3,7 +3,7 @@
 On the flow network a transfer's rate depends on which other flows cross its links
 while it drains.  :mod:`~netsim.collectives.fastpath` computes each step's durations
 as if all of the step's transfers started together and nothing else ran
-(``_lockstep_drain``).  Max-min fair sharing decomposes over *components*
+(:meth:`FlowNetwork.alone <netsim.network.flow.FlowNetwork.alone>`).  Max-min fair sharing decomposes over *components*
 (transfers of one step connected through shared links): flows of different
 components never meet, so each component's durations are exact if, in the actual
 run,

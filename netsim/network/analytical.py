@@ -113,20 +113,30 @@ class AnalyticalNetwork(Network):
         self._count(routes, nbytes, ser)
         self._deliver(np.arange(src.size), self.env.now + dur, on_done)
 
-    def _count(self, routes, nbytes: np.ndarray, busy: np.ndarray) -> None:
+    def alone(self, src, dst, nbytes, key=None, routes=None, cap=None, parts: int = 1):
+        """See :meth:`Network.alone`: the path latency plus the drain time of the fluid max-min
+        model of the batch alone (:func:`step_alone_rates`); busy = the drain time.  On ASTRA-sim
+        topologies, ASTRA-sim's congestion-unaware delay for both."""
+        src, dst = np.asarray(src, np.int64), np.asarray(dst, np.int64)
+        nbytes = np.asarray(nbytes, dtype=np.float64)
+        if self.astra:
+            d = self._astra_ns(src, dst, nbytes) * 1e-9
+            return d, d
+        routes = routes if routes is not None else self.topo.routes(src, dst, key)
+        rates = self.step_rates(routes, nbytes, cap, parts)
+        return self._timing(src, dst, nbytes, key, routes, rates)
+
+    def _count(self, routes, nbytes: np.ndarray, busy: np.ndarray, into: tuple | None = None) -> None:
         """Link counters: bytes; busy += serialization time; peak = transfers of one batch."""
         indptr, links = routes
         if not links.size:
             return
-        if indptr.size == 2:  # one path never repeats a link
-            self.link_bytes[links] += nbytes[0]
-            self.link_busy_s[links] += busy[0]
-            self.link_peak_flows[links] = np.maximum(self.link_peak_flows[links], 1)
-            return
-        lengths = self._account(indptr, links, nbytes)
-        np.add.at(self.link_busy_s, links, np.repeat(busy, lengths))
+        nbytes_, busy_, peak = into if into is not None else (self.link_bytes, self.link_busy_s, self.link_peak_flows)
+        lengths = np.diff(indptr)
+        np.add.at(nbytes_, links, np.repeat(np.asarray(nbytes, np.float64), lengths))
+        np.add.at(busy_, links, np.repeat(np.asarray(busy, np.float64), lengths))
         used, counts = np.unique(links, return_counts=True)
-        self.link_peak_flows[used] = np.maximum(self.link_peak_flows[used], counts)
+        peak[used] = np.maximum(peak[used], counts)
 
 
 def step_alone_rates(indptr: np.ndarray, links: np.ndarray, nbytes: np.ndarray, capacity: np.ndarray,

@@ -90,6 +90,21 @@ class Network:
         """
         raise NotImplementedError
 
+    #: Whether a transfer's rate depends on what else runs at the same time (flow model): a
+    #: collective is then evaluated off the event queue only while it runs alone on its links.
+    live_sharing = False
+
+    def alone(self, src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray, key: np.ndarray | None = None,
+              routes: tuple[np.ndarray, np.ndarray] | None = None, cap: np.ndarray | None = None,
+              parts: int = 1) -> tuple[np.ndarray, np.ndarray] | None:
+        """Timing of transfers that all start now and run alone on the network (one collective
+        step): ``(seconds until each one's last byte lands, seconds each one occupies its links)``,
+        or ``None`` where the model cannot tell without simulating them.  ``cap``: each one's own
+        rate bound (B/s) or None; ``parts``: the transfers are that many equal consecutive blocks
+        (copies of one collective) that the model may treat as not sharing (see
+        :meth:`step_rates`).  Counters are not touched (:meth:`count_alone` does that)."""
+        return None
+
     def step_rates(self, routes: tuple[np.ndarray, np.ndarray], nbytes: np.ndarray,
                    cap: np.ndarray | None = None, parts: int = 1) -> np.ndarray | None:
         """Per-transfer rate (B/s) that the model gives the transfers of one collective step
@@ -145,6 +160,41 @@ class Network:
             else:
                 np.add.at(self.link_bytes, links, np.repeat(nbytes, lengths))
         return lengths
+
+    def _count(self, routes, nbytes: np.ndarray, busy: np.ndarray, into: tuple | None = None) -> None:
+        """Add one batch of transfers evaluated by :meth:`alone` to the link counters ``into``
+        (``(bytes, busy_s, peak_flows)`` arrays; default: this network's own), by the model's rules."""
+        raise NotImplementedError
+
+    def count_alone(self, counts: list) -> None:
+        """Count batches evaluated by :meth:`alone`: ``counts`` holds ``(routes, bytes, busy,
+        transfers)`` items (``routes`` None: nothing to put on links)."""
+        for routes, nbytes, busy, transfers in counts:
+            self.stats["transfers"] += transfers
+            if routes is not None:
+                self._count(routes, nbytes, busy)
+
+    def tally(self, counts: list) -> tuple:
+        """``counts`` (as for :meth:`count_alone`) summed per link once, so that a collective run many
+        times is counted by :meth:`add_tally` with a few array operations:
+        ``(links, bytes, busy_s, peak_flows, transfers)``."""
+        n = self.topo.n_links
+        into = (np.zeros(n), np.zeros(n), np.zeros(n, dtype=np.int32))
+        transfers = 0
+        for routes, nbytes, busy, count in counts:
+            transfers += count
+            if routes is not None:
+                self._count(routes, nbytes, busy, into)
+        used = np.flatnonzero((into[0] > 0) | (into[1] > 0) | (into[2] > 0))
+        return used, into[0][used], into[1][used], into[2][used], transfers
+
+    def add_tally(self, t: tuple) -> None:
+        """Count one run of a collective summarized by :meth:`tally`."""
+        used, nbytes, busy, peak, transfers = t
+        self.stats["transfers"] += transfers
+        self.link_bytes[used] += nbytes
+        self.link_busy_s[used] += busy
+        self.link_peak_flows[used] = np.maximum(self.link_peak_flows[used], peak)
 
     def count_bytes(self, routes: tuple[np.ndarray, np.ndarray], nbytes: np.ndarray) -> None:
         """Add traffic that was not submitted (steps skipped by fast-forward) to ``link_bytes``."""

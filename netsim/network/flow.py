@@ -32,10 +32,14 @@ import numpy as np
 
 from netsim.network.base import DoneCallback, Network, call_late
 from netsim.network.flowtable import FlowTable
+from netsim.network.maxmin import drain_alone
 from netsim.topology.model import csr_gather, csr_merge
 
 #: A flow due within this many ulps of the clock is due now (same instant, float resolution).
 _SAME_INSTANT_ULPS = 64
+#: Most rate solves :meth:`FlowNetwork.alone` spends on one batch before it leaves the batch to
+#: the event-driven path (symmetric collective steps need a handful).
+MAX_DRAIN_ROUNDS = 8
 
 
 class FlowNetwork(Network):
@@ -107,20 +111,42 @@ class FlowNetwork(Network):
                  ((np.flatnonzero(~keep), ip, lk), (np.flatnonzero(keep), *routes))]
         return csr_merge(src.size, np.where(keep, given, np.diff(ip)), parts)
 
-    def _count(self, routes, nbytes: np.ndarray, busy: np.ndarray) -> None:
-        """Counters for traffic evaluated outside :meth:`submit` (the collectives fast path):
-        one step's transfers, all draining together: bytes add up; a link is busy for its
-        longest transfer; its peak is the transfers crossing it."""
+    live_sharing = True
+
+    def alone(self, src, dst, nbytes, key=None, routes=None, cap=None, parts: int = 1):
+        """See :meth:`Network.alone`: the path latency plus the drain time of the batch alone
+        (:func:`~netsim.network.maxmin.drain_alone`); ``None`` under ``adaptive`` routing (paths
+        depend on the live load) or beyond :data:`MAX_DRAIN_ROUNDS` rate solves.  ``parts`` is
+        ignored: copies of a collective share links here."""
+        if self.topo.routing == "adaptive":
+            return None
+        src, dst = np.asarray(src, np.int64), np.asarray(dst, np.int64)
+        wire = np.asarray(nbytes, dtype=np.float64)
+        indptr, links = routes if routes is not None else self.topo.routes(src, dst, key)
+        lengths = np.diff(indptr)
+        capv = None if cap is None else np.broadcast_to(np.asarray(cap, dtype=np.float64), wire.shape)
+        drain, complete, solves = drain_alone(indptr, links, np.where(lengths > 0, wire, 0.0), self.topo.capacity,
+                                              capv, MAX_DRAIN_ROUNDS)
+        self.stats["rate_solves"] += solves
+        if not complete:
+            return None
+        return np.where(lengths == 0, 0.0, self.topo.path_latency(indptr, links) + drain), drain
+
+    def _count(self, routes, nbytes: np.ndarray, busy: np.ndarray, into: tuple | None = None) -> None:
+        """Counters for a batch evaluated by :meth:`alone` (the collectives fast path): all
+        draining together, so bytes add up; a link is busy for its longest transfer; its peak
+        is the transfers crossing it."""
         indptr, links = routes
         if not links.size:
             return
+        nbytes_, busy_, peak = into if into is not None else (self.link_bytes, self.link_busy_s, self.link_peak_flows)
         lengths = np.diff(indptr)
-        np.add.at(self.link_bytes, links, np.repeat(np.asarray(nbytes, np.float64), lengths))
-        longest = np.zeros(self.link_busy_s.size)
+        np.add.at(nbytes_, links, np.repeat(np.asarray(nbytes, np.float64), lengths))
+        longest = np.zeros(busy_.size)
         np.maximum.at(longest, links, np.repeat(np.asarray(busy, np.float64), lengths))
-        self.link_busy_s += longest
+        busy_ += longest
         used, counts = np.unique(links, return_counts=True)
-        self.link_peak_flows[used] = np.maximum(self.link_peak_flows[used], counts)
+        peak[used] = np.maximum(peak[used], counts)
 
     def active_flows(self) -> int:
         """Flows currently draining."""

@@ -35,10 +35,8 @@ import numpy as np
 from netsim.collectives import chain, direct, ring
 from netsim.collectives.compose import on_groups
 from netsim.collectives.executor import CollectiveRun
-from netsim.collectives.fastpath import add_tally, fixed_patterns, run_fixed, tally
+from netsim.collectives.fastpath import fixed_patterns, run_fixed
 from netsim.errors import InputError
-from netsim.network.analytical import AnalyticalNetwork
-from netsim.network.flow import FlowNetwork
 from netsim.topology.model import Topology
 from netsim.workload.chakra_schema import CommType
 from netsim.workload.replicas import GLOBAL, LOCAL, LinkGuard, Mirrored
@@ -133,7 +131,7 @@ class FixedRun:
         if not res["exact"] and self.inexact is not None:
             self.inexact()  # contended and out of lockstep: the runner repeats it event-driven
         fin = res["finish"][:n]
-        add_tally(self.net, counts)
+        self.net.add_tally(counts)
         self.t_done = np.maximum(fin, now) if fin.size else np.full(n, now)
         if self.release is not None:
             self.release(float(self.t_done.max()))
@@ -156,7 +154,7 @@ class Instances:
         self.items: dict[tuple, dict] = {}
         self.mirrored = Mirrored(net, replicas) if replicas is not None else None
         self.guard = None
-        if isinstance(net, FlowNetwork):
+        if net.live_sharing:  # rates depend on what runs beside: guard the links (link_load, watch)
             self.guard = net.watch = LinkGuard(net.topo.n_links)
         self._prepared: dict = {}  # (schedule id, members) -> (schedule, patterns, counts, links) or None
         self._kinds: dict = {}  # members -> (kind, rank -> local index)
@@ -213,8 +211,7 @@ class Instances:
                 "group": group, "rep_of": {}, "left": {}, "t_first": {}}
         on_done = lambda loc, t: self._done(inst, loc, t)  # noqa: E731
         fixed = None
-        if self.fast and ctype in SYMMETRIC and key not in self.event_only and isinstance(self.net, (AnalyticalNetwork,
-                                                                                      FlowNetwork)):
+        if self.fast and ctype in SYMMETRIC and key not in self.event_only:
             fixed = self._fixed(sched, members, kind, on_done, key)
         if fixed is not None:
             inst["run"] = fixed
@@ -259,7 +256,7 @@ class Instances:
             return None
         links = [item[0][1] for item in prepared.counts if item[0] is not None]
         links = np.unique(np.concatenate(links)) if links else np.zeros(0, np.int64)
-        summed = tally(self.net, prepared.counts)
+        summed = self.net.tally(prepared.counts)
         return rankmap, (full, replace(prepared, counts=[]), summed), links
 
     def _done(self, inst: dict, local: np.ndarray, t: float) -> None:
