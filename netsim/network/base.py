@@ -41,12 +41,20 @@ DoneCallback = Callable[[np.ndarray, float], None]
 LATE = 2
 
 
+class _Late(simpy.Event):
+    """An event that fires at the current time after every ordinary event of this instant; built
+    the way SimPy's own :class:`simpy.Timeout` is (triggered on creation, scheduled directly)."""
+
+    def __init__(self, env: simpy.Environment, fn: Callable[[], None]):
+        super().__init__(env)
+        self._ok, self._value = True, None
+        self.callbacks.append(lambda _e: fn())
+        env.schedule(self, priority=LATE)
+
+
 def call_late(env: simpy.Environment, fn: Callable[[], None]) -> None:
     """Call ``fn`` at the current time, after all ordinary events of this instant."""
-    ev = env.event()
-    ev.callbacks.append(lambda _e: fn())
-    ev._ok, ev._value = True, None  # a pre-triggered event, scheduled by hand below
-    env.schedule(ev, priority=LATE)
+    _Late(env, fn)
 
 
 @dataclass(frozen=True)
