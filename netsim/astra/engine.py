@@ -27,6 +27,7 @@ from typing import Callable
 
 import numpy as np
 
+from netsim import inputs
 from netsim.errors import InputError
 
 
@@ -172,8 +173,6 @@ class AstraNetwork:
 
 def load_network(path) -> AstraNetwork:
     """An ASTRA-sim network YAML (validated key by key) or a netsim topology YAML."""
-    import yaml
-
     from netsim.topology.model import Topology
     from netsim.topology.spec import is_astra_network, load_topology, parse_astra_network
 
@@ -184,12 +183,7 @@ def load_network(path) -> AstraNetwork:
                      for d in path.meta.get("dims", ())) if path.meta.get("astra_network") else ()
         return AstraNetwork(path.name, dims, path)
     src = str(path)
-    try:
-        data = yaml.safe_load(Path(path).read_text())
-    except FileNotFoundError:
-        raise InputError("no such file", source=src) from None
-    except yaml.YAMLError as exc:
-        raise InputError(f"not valid YAML ({getattr(exc, 'problem', exc)})", source=src) from None
+    data = inputs.load_yaml(path)
     if not is_astra_network(data):
         return AstraNetwork(src, (), load_topology(path))
     parse_astra_network(data, src)  # validates every entry (e.g. a literal 'tbd' bandwidth)

@@ -19,12 +19,12 @@ submodule of ASTRA-sim 518bd513) costs a ``MEM_LOAD``/``MEM_STORE`` node of
 
 from __future__ import annotations
 
-import json
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from netsim import inputs
 from netsim.errors import InputError
 
 TYPES = ("NO_MEMORY_EXPANSION", "PER_NODE_MEMORY_EXPANSION", "PER_NPU_MEMORY_EXPANSION", "MEMORY_POOL")
@@ -89,12 +89,9 @@ def load_memory(path: str | Path | None) -> RemoteMemoryConfig:
                                   notes=("no remote-memory configuration given; using NO_MEMORY_EXPANSION "
                                          "(ASTRA-sim requires --remote-memory-configuration)",))
     src = str(path)
-    try:
-        data = json.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise InputError("no such file (ASTRA-sim: 'Unable to open file')", source=src) from None
-    except json.JSONDecodeError as exc:
-        raise InputError(f"not valid JSON ({exc.msg} at line {exc.lineno})", source=src) from None
+    if not Path(path).exists():
+        raise InputError("no such file (ASTRA-sim: 'Unable to open file')", source=src)
+    data = inputs.load_json(path)
     return parse_memory(data, src)
 
 

@@ -19,10 +19,8 @@ so a 4,096-NPU ring costs what one rank costs.
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 
@@ -35,6 +33,7 @@ from netsim.astra.system import OPS, SystemConfig, load_system
 from netsim.astra.sysl import LogicalTopology, RingTopo, Sys
 from netsim.astra.system import Algorithm as Algo
 from netsim.astra.workload import TYPES, Workload
+from netsim import inputs
 from netsim.errors import DeadlockError, InputError
 from netsim.workload.groups import CommGroups, _norm
 
@@ -226,12 +225,7 @@ def load_groups(path, npus: int) -> dict[str, Group]:
     if path is None or "empty" in str(path):
         return {}
     src = str(path)
-    try:
-        data = json.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise InputError("no such file", source=src) from None
-    except json.JSONDecodeError as exc:
-        raise InputError(f"not valid JSON ({exc.msg} at line {exc.lineno})", source=src) from None
+    data = inputs.load_json(path)
     if not isinstance(data, dict):
         raise InputError("expected an object mapping group ids to rank lists", source=src)
     CommGroups(data, npus, src)  # validation: non-empty integer lists of existing ranks

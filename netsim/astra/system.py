@@ -36,13 +36,13 @@ the key the first time a run needs it.  Keys ASTRA-sim ignores are accepted with
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+from netsim import inputs
 from netsim.errors import InputError
 
 #: Chakra collective -> ASTRA-sim JSON key prefix.
@@ -264,21 +264,16 @@ def resolve_prefix(prefix: str, base_dir: str | Path | None, notes: list[str], k
 
 
 def _per_node(path: Any, source: str, base_dir, notes: list[str]) -> dict[int, str]:
-    import yaml
-
     key = "per-node-custom-implementation"
     if not isinstance(path, str):
         raise InputError("expected the path of a YAML file {node id: ET prefix}", source=source, field=key)
     p = Path(path)
     if not p.is_file() and base_dir is not None and (Path(base_dir) / p).is_file():
         p = Path(base_dir) / p
-    try:
-        data = yaml.safe_load(p.read_text())
-    except OSError:
+    if not p.exists():
         raise InputError(f"cannot read {path!r} (ASTRA-sim: 'Failed to open YAML file')",
-                         source=source, field=key) from None
-    except yaml.YAMLError as exc:
-        raise InputError(f"not valid YAML: {exc}", source=str(p)) from None
+                         source=source, field=key)
+    data = inputs.load_yaml(p)
     if not isinstance(data, dict) or not all(isinstance(k, int) and isinstance(v, str) for k, v in data.items()):
         raise InputError("expected a mapping of integer node ids to ET prefixes", source=str(p))
     return {k: resolve_prefix(v, base_dir, notes, f"{key}[{k}]") for k, v in data.items()}
@@ -287,14 +282,7 @@ def _per_node(path: Any, source: str, base_dir, notes: list[str]) -> dict[int, s
 def load_system(path: str | Path) -> SystemConfig:
     """Read and validate an ASTRA-sim system JSON file (Python API of ``--system-configuration``)."""
     src = str(path)
-    try:
-        text = Path(path).read_text()
-    except FileNotFoundError:
-        raise InputError("no such file (ASTRA-sim: 'Unable to open file')", source=src) from None
-    except OSError as exc:
-        raise InputError(f"cannot read: {exc.strerror}", source=src) from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(f"not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})", source=src) from None
+    if not Path(path).exists():
+        raise InputError("no such file (ASTRA-sim: 'Unable to open file')", source=src)
+    data = inputs.load_json(path)
     return parse_system(data, src, Path(path).parent)

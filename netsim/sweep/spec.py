@@ -21,9 +21,7 @@ from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from netsim import units
+from netsim import inputs, units
 from netsim.errors import InputError
 from netsim.results.dataset import run_id_for
 
@@ -117,16 +115,7 @@ class Sweep:
 def load_sweep(path: str | Path) -> Sweep:
     """Read a sweep YAML file; relative paths inside resolve against its folder, then the cwd."""
     p = Path(path)
-    try:
-        data = yaml.safe_load(p.read_text())
-    except FileNotFoundError:
-        raise InputError("no such file", source=str(path)) from None
-    except OSError as exc:
-        raise InputError(f"cannot read: {exc.strerror}", source=str(path)) from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        raise InputError(f"not valid YAML ({getattr(exc, 'problem', exc)})", source=str(path),
-                         field=f"line {mark.line + 1}" if mark else None) from None
+    data = inputs.load_yaml(p)
     return parse_sweep(data, str(path), p.resolve().parent)
 
 

@@ -19,8 +19,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from netsim import inputs
 from netsim.errors import InputError
 from netsim.topology.model import Topology
 
@@ -70,12 +69,7 @@ def apply_overrides(data: Any, overrides: dict[str, Any], source: str) -> dict:
 
 def read_yaml(path: str) -> Any:
     """Parse a topology YAML file (InputError naming the file on failure)."""
-    try:
-        return yaml.safe_load(Path(path).read_text())
-    except FileNotFoundError:
-        raise InputError("no such file", source=path) from None
-    except yaml.YAMLError as exc:
-        raise InputError(f"not valid YAML ({getattr(exc, 'problem', exc)})", source=path) from None
+    return inputs.load_yaml(path)
 
 
 def build_from_mapping(data: dict, source: str) -> Topology:

@@ -112,12 +112,9 @@ def _read(path: Path) -> np.ndarray:
         if arr.ndim != 1 or not np.issubdtype(arr.dtype, np.integer):
             raise InputError(f"expected a 1-D integer array, got shape {arr.shape} of {arr.dtype}", source=where)
         return arr.astype(np.int64)
-    if path.stat().st_size > 64 << 20:
-        raise InputError("expected a placement file of at most 64 MiB", source=where)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot read the placement ({exc})", source=where) from None
+    from netsim import inputs
+
+    text = inputs.read_text(path, 64 << 20, "placement file of GPU ids")
     out = []
     for lineno, line in enumerate(text.splitlines(), start=1):
         for tok in line.split("#", 1)[0].replace(",", " ").split():

@@ -22,9 +22,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
-import yaml
-
-from netsim import units
+from netsim import inputs, units
 from netsim.errors import InputError
 from netsim.topology.builders import GPU_PRESETS, SCALEUP_PRESETS, nvlink_mesh, nvswitch_domain
 from netsim.topology.fattree import Tier, fat_tree
@@ -432,18 +430,7 @@ def load_topology(path: str | Path) -> Topology:
     """
     p = Path(path)
     src = str(path)
-    try:
-        text = p.read_text()
-    except FileNotFoundError:
-        raise InputError("no such file", source=src) from None
-    except OSError as exc:
-        raise InputError(f"cannot read: {exc.strerror}", source=src) from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}" if mark else None
-        raise InputError(f"not valid YAML ({getattr(exc, 'problem', exc)})", source=src, field=where) from None
+    data = inputs.load_yaml(p)
     if is_astra_network(data):
         topo = multi_dim(parse_astra_network(data, src), name=p.stem)
         topo.meta["astra_network"] = True

@@ -16,11 +16,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 
 import numpy as np
 
-from netsim import units
+from netsim import inputs, units
 from netsim.errors import InputError
 from netsim.topology.model import LINK_KINDS, NODE_KINDS, Topology, csr_gather, mix_hash
 
@@ -135,14 +134,7 @@ def plan_faults(spec: FaultSpec, topo: Topology, n_ranks: int, model: str = "flo
 
 # ------------------------------------------------------------------ validation
 def _read_yaml(path) -> dict:
-    import yaml
-
-    try:
-        data = yaml.safe_load(Path(path).read_text())
-    except FileNotFoundError:
-        raise InputError("no such file", source=str(path)) from None
-    except yaml.YAMLError as exc:
-        raise InputError(f"not valid YAML ({getattr(exc, 'problem', exc)})", source=str(path)) from None
+    data = inputs.load_yaml(path)
     if not isinstance(data, (dict, type(None))):
         raise InputError("expected a mapping with seed, compute, launch_jitter, links, switches", source=str(path))
     return data or {}

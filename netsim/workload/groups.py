@@ -41,6 +41,7 @@ from typing import Any
 
 import numpy as np
 
+from netsim import inputs
 from netsim.errors import InputError
 from netsim.workload.chakra_schema import NodeType
 from netsim.workload.chakra_types import NodeTable
@@ -85,12 +86,7 @@ class CommGroups:
         """Load an ASTRA-sim comm-group JSON (``None`` or a path containing "empty": no groups)."""
         if path is None or "empty" in str(path):
             return cls(None, world)
-        try:
-            data = json.loads(Path(path).read_text())
-        except FileNotFoundError:
-            raise InputError("no such file", source=str(path)) from None
-        except json.JSONDecodeError as exc:
-            raise InputError(f"not valid JSON ({exc.msg} at line {exc.lineno})", source=str(path)) from None
+        data = inputs.load_json(path)
         if not isinstance(data, dict):
             raise InputError("expected an object mapping group ids to rank lists", source=str(path))
         return cls(data, world, str(path))

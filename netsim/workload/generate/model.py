@@ -143,12 +143,9 @@ def load_model_spec(model: str | os.PathLike | ModelSpec) -> ModelSpec:
     path = Path(model)
     if not path.is_file():
         raise InputError(f"not a preset ({', '.join(MODEL_PRESETS)}) nor a YAML file", source=str(model))
-    import yaml
+    from netsim import inputs
 
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise InputError(f"not valid YAML ({exc})", source=str(path)) from None
+    data = inputs.load_yaml(path)
     if not isinstance(data, dict):
         raise InputError("expected a mapping of model fields", source=str(path))
     known = {f.name for f in fields(ModelSpec)}
