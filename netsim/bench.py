@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass, replace
-from pathlib import Path
 
 import numpy as np
 import simpy
@@ -24,7 +23,7 @@ from netsim.errors import InputError
 from netsim.network.analytical import AnalyticalNetwork
 from netsim.network.flow import FlowNetwork
 from netsim.results import nccl_table as nt
-from netsim.results.io import write_parquet_atomic
+from netsim.results.io import check_output_dir, check_output_file, write_parquet_atomic
 from netsim.topology.model import Topology
 from netsim.topology.placement import place
 from netsim.topology.policy import with_routing
@@ -201,7 +200,20 @@ def register_cli(sub) -> None:
     p.set_defaults(func=_cmd_bench)
 
 
+def _check_outputs(args: argparse.Namespace) -> bool:
+    """Check ``-J`` and ``--out`` before anything runs; returns whether ``--out`` is a dataset."""
+    to_dataset = bool(args.out) and not str(args.out).endswith(".parquet")  # FILE.parquet: the one-table format
+    if args.json_path:
+        check_output_file(args.json_path, overwrite=args.overwrite, flag="-J")
+    if to_dataset:
+        check_output_dir(args.out, flag="--out", what="a results directory")
+    elif args.out:
+        check_output_file(args.out, overwrite=args.overwrite, flag="--out")
+    return to_dataset
+
+
 def _cmd_bench(args: argparse.Namespace) -> int:
+    to_dataset = _check_outputs(args)
     topo = load_topology(args.topology)
     cfg = _validated(BenchConfig(nt.canonical_op(args.op), args.algo, args.gpus, args.model,
                                  args.datatype, args.channels, args.proto, args.skew, args.skew_matrix,
@@ -209,10 +221,6 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     topo = with_routing(topo, cfg.routing) if cfg.routing is not None else topo
     maxb = args.maxbytes if args.maxbytes is not None else args.minbytes
     sizes = sweep_sizes(args.minbytes, maxb, args.stepfactor, args.stepbytes)
-    to_dataset = bool(args.out) and not str(args.out).endswith(".parquet")  # FILE.parquet: the one-table format
-    for path in (args.json_path, None if to_dataset else args.out):
-        if path and Path(path).exists() and not args.overwrite:
-            raise InputError("exists; pass --overwrite to replace it", source=path)
     if to_dataset:
         import dataclasses
         import time

@@ -210,6 +210,10 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
     for flag, val in (("--top", args.top), ("--suspects", args.suspects)):
         if val < 1:
             raise InputError(f"expected a positive integer, got {val}", source=flag)
+    if args.plots:
+        from netsim.results.io import check_output_dir
+
+        check_output_dir(args.plots, flag="--plots", what="a folder for the plots")
     run_id, tables = load_run(args.dir, args.run)
     report = analyze(tables, top=args.top, z=args.z, pct=args.pct, suspects=args.suspects)
     frames = report.pop("_frames")
@@ -249,10 +253,10 @@ def parse_ranks(text: str | None) -> list[int] | None:
 def _cmd_timeline(args: argparse.Namespace) -> int:
     from netsim.analysis.timeline import write_chrome_trace
 
+    from netsim.results.io import check_output_file
+
     ranks = parse_ranks(args.ranks)
-    out = Path(args.out)
-    if out.exists() and not args.overwrite:
-        raise InputError("exists; pass --overwrite to replace it", source=str(out))
+    out = check_output_file(args.out, overwrite=args.overwrite, flag="--out")
     run_id, tables = load_run(args.dir, args.run)
     coll = tables.get("collectives")
     n = write_chrome_trace(out, tables["ops"], coll if coll is not None and len(coll) else None, ranks=ranks,

@@ -35,8 +35,11 @@ def _figure(w: float, h: float) -> Figure:
 
 def _save(fig: Figure, path: str | os.PathLike | None) -> Figure:
     if path is not None:
+        from netsim.results.io import atomic_file
+
         Path(path).parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, dpi=110)
+        with atomic_file(path, "wb") as fh:
+            fig.savefig(fh, dpi=110, format=Path(path).suffix.lstrip(".") or "png")
     return fig
 
 

@@ -27,7 +27,6 @@ from __future__ import annotations
 import heapq
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Iterable, Iterator
 
@@ -152,28 +151,21 @@ def write_chrome_trace(path: str | os.PathLike, ops: pd.DataFrame, collectives: 
     Returns the number of events written.  Raises :class:`InputError` if
     ``path`` exists and ``overwrite`` is false, or is a directory.
     """
+    from netsim.results.io import atomic_file, kind_of
+
     target = Path(path)
-    if target.is_dir():
+    if kind_of(target) == "a folder":
         raise InputError("is a directory; expected a file name for the trace", source=str(target))
-    if target.exists() and not overwrite:
+    if kind_of(target) is not None and not overwrite:
         raise InputError("exists; pass --overwrite to replace it", source=str(target))
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     n = 0
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write('{"displayTimeUnit": "ns", "otherData": ')
-            fh.write(json.dumps(dict(metadata or {}), default=str))
-            fh.write(', "traceEvents": [\n')
-            for ev in chrome_trace_events(ops, collectives, ranks):
-                fh.write((",\n" if n else "") + json.dumps(ev, separators=(",", ":"), default=str))
-                n += 1
-            fh.write("\n]}\n")
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; give the file the usual permissions
-        os.replace(tmp, target)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    with atomic_file(target, "w") as fh:
+        fh.write('{"displayTimeUnit": "ns", "otherData": ')
+        fh.write(json.dumps(dict(metadata or {}), default=str))
+        fh.write(', "traceEvents": [\n')
+        for ev in chrome_trace_events(ops, collectives, ranks):
+            fh.write((",\n" if n else "") + json.dumps(ev, separators=(",", ":"), default=str))
+            n += 1
+        fh.write("\n]}\n")
     return n

@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 
 from netsim.errors import InputError
+from netsim.results.io import check_output_dir
 
 #: ASTRA-sim's analytical frontend flags (``CmdLineParser.cc``) and their defaults.
 ASTRA_FLAGS = {"workload-configuration": None, "system-configuration": None, "network-configuration": None,
@@ -70,6 +71,8 @@ def main(argv: list[str]) -> int:
     if argv and argv[0] == "compare":
         return _compare(argv[1:])
     args, opts = parse_astra_args(_astra_parser("netsim astra"), argv)
+    if args.out:
+        check_output_dir(args.out, flag="--out", what="a results directory")
     res = run_from_args(args, opts)
     sys.stdout.write("\n".join(res.lines()) + "\n")
     if args.out:
@@ -187,6 +190,7 @@ def _export(argv: list[str]) -> int:
     p.add_argument("--out", required=True, help="output folder (network.yml, system.json, remote_memory.json)")
     p.add_argument("--overwrite", action="store_true", help="replace existing files in --out")
     args = p.parse_args(argv)
+    check_output_dir(args.out, flag="--out", what="a folder for the export")
     written, lost = export_topology(args.topology, args.out, overwrite=args.overwrite)
     for f in written:
         print(f"wrote {f}")
@@ -203,6 +207,8 @@ def _compare(argv: list[str]) -> int:
                    help="ASTRA-sim binary (default: $ASTRA_SIM_BIN)")
     p.add_argument("--timeout", type=float, default=3600.0, help="seconds to wait for the binary")
     args, opts = parse_astra_args(p, argv)
+    if args.out:
+        check_output_dir(args.out, flag="--out", what="a results directory")
     summary = compare(args, opts, _astra_argv(argv))
     print(summary)
     return 0

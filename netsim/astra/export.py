@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from netsim.errors import InputError
+from netsim.results.io import atomic_file, check_output_dir, check_output_file, kind_of
 
 
 def _latency_ns(topo, a: int, b: int) -> float:
@@ -107,17 +108,22 @@ def export_topology(topology, out, *, overwrite: bool = False) -> tuple[list[Pat
 
     topo = topology if hasattr(topology, "meta") else load_topology(topology)
     dims, lost = astra_dims(topo)
-    root = Path(out)
+    root = check_output_dir(out, what="a folder for the export")
     files = [root / n for n in ("network.yml", "system.json", "remote_memory.json", "approximation.txt")]
-    if not overwrite and any(f.exists() for f in files):
+    if not overwrite and any(kind_of(f) is not None for f in files):
         raise InputError("already holds an export; pass --overwrite to replace it", source=str(root))
+    for f in files:
+        if kind_of(f) not in (None, "a regular file"):
+            check_output_file(f, overwrite=True)  # refuses links, FIFOs, devices, folders
     root.mkdir(parents=True, exist_ok=True)
     keys = ("topology", "npus_count", "bandwidth", "latency")
     comments = {"bandwidth": "  # GB/s per link per direction (ASTRA-sim reads GiB/s)", "latency": "  # ns per hop"}
     text = f"# ASTRA-sim analytical network exported by netsim from {topo.name} ({topo.n_gpus} NPUs)\n"
     text += "".join(f"{k}: [ {', '.join(str(d[k]) for d in dims)} ]{comments.get(k, '')}\n" for k in keys)
-    files[0].write_text(text)
-    files[1].write_text(json.dumps(system_json(topo, len(dims)), indent=2) + "\n")
-    files[2].write_text(json.dumps({"memory-type": "NO_MEMORY_EXPANSION"}, indent=2) + "\n")
-    files[3].write_text("".join(f"- {line}\n" for line in lost or ["nothing: the dimensions are exact"]))
+    texts = [text, json.dumps(system_json(topo, len(dims)), indent=2) + "\n",
+             json.dumps({"memory-type": "NO_MEMORY_EXPANSION"}, indent=2) + "\n",
+             "".join(f"- {line}\n" for line in lost or ["nothing: the dimensions are exact"])]
+    for f, body in zip(files, texts):
+        with atomic_file(f, "w") as fh:
+            fh.write(body)
     return files, lost

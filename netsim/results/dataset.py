@@ -122,13 +122,18 @@ def existing_parts(out_dir: str | os.PathLike, run_id: str) -> list[Path]:
 
 
 def check_writable(out_dir: str | os.PathLike, run_id: str, overwrite: bool = False) -> None:
-    """Raise :class:`InputError` if ``out_dir`` is not a folder or already holds ``run_id``."""
+    """Raise :class:`InputError` if ``out_dir`` cannot take a results dataset (see
+    :func:`netsim.results.io.check_output_dir`) or already holds the complete run ``run_id``.
+
+    Parts of a run without its ``runs`` part (a run killed while writing) do not count:
+    :func:`write_run` replaces them."""
+    from netsim.results.io import check_output_dir
+
     root = Path(out_dir)
-    if root.exists() and not root.is_dir():
-        raise InputError("exists and is not a results directory", source=str(root))
-    found = existing_parts(root, run_id)
-    if found and not overwrite:
-        raise InputError(f"already holds run {run_id}; pass --overwrite to replace it", source=str(found[0]))
+    check_output_dir(root, what="a results directory")
+    if is_complete(root, run_id) and not overwrite:
+        raise InputError(f"already holds run {run_id}; pass --overwrite to replace it",
+                         source=str(part_path(root, "runs", run_id)))
 
 
 # ------------------------------------------------------------------ arrow
@@ -234,8 +239,9 @@ class PartWriter:
         if self._writer is None:  # no chunk at all: an empty table with the known columns
             self.write(schema(self.table).empty_table())
         self._writer.close()
-        os.replace(self.tmp, self.target)
-        return self.target
+        from netsim.results.io import publish
+
+        return publish(self.tmp, self.target)
 
     def abort(self) -> None:
         """Drop the temporary file."""
@@ -258,9 +264,10 @@ def write_run(out_dir, run_id: str, tables: dict, config: dict, *, overwrite: bo
     """Write one run's tables (DataFrames, Arrow tables or iterables of chunks) under ``out_dir``.
 
     ``runs`` is written last (a one-row table from ``config`` when not given), so a run is
-    complete exactly when its ``runs`` part exists.  Refuses an existing ``run_id`` unless
+    complete exactly when its ``runs`` part exists.  Refuses a complete ``run_id`` unless
     ``overwrite``; then the old ``runs`` part goes first and stale parts of tables not in
-    ``tables`` are removed.  Returns ``out_dir`` as a Path.
+    ``tables`` are removed.  Leftovers of an incomplete run (no ``runs`` part: it was killed
+    while writing) are replaced the same way without ``overwrite``.  Returns ``out_dir`` as a Path.
     """
     root = Path(out_dir)
     check_writable(root, run_id, overwrite)
@@ -269,7 +276,7 @@ def write_run(out_dir, run_id: str, tables: dict, config: dict, *, overwrite: bo
         raise ValueError(f"bad table name {bad[0]!r}")
     cfg_json = canonical_config(config)
     names = [t for t in tables if t != "runs"]
-    if overwrite:
+    if overwrite or not is_complete(root, run_id):
         for p in existing_parts(root, run_id):
             if p.parent.parent.name == "runs" or p.parent.parent.name not in names:
                 p.unlink()

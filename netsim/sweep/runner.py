@@ -22,6 +22,7 @@ from pathlib import Path
 
 from netsim.errors import InputError
 from netsim.results.dataset import PART, is_complete
+from netsim.results.io import check_output_dir
 from netsim.sweep.spec import Sweep, load_sweep
 from netsim.sweep.worker import FAILURES, one_line, record_failure, run_task
 
@@ -182,9 +183,8 @@ def run_sweep(sweep: Sweep | str | os.PathLike, out_dir: str | os.PathLike, *, s
         sweep = load_sweep(sweep)
     if retries < 0:
         raise InputError(f"expected retries >= 0, got {retries}", source="--retries")
+    check_output_dir(out_dir, flag="--out", what="a results directory")
     out = Path(out_dir).resolve()
-    if out.exists() and not out.is_dir():
-        raise InputError("exists and is not a folder", source=str(out_dir))
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     clean_temp_files(out)

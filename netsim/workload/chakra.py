@@ -52,6 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from netsim.errors import InputError
+from netsim.results.io import publish
 from netsim.workload.chakra_decode import (  # noqa: F401  (re-exported)
     _chunk_nodes,
     _Reader,
@@ -272,7 +273,7 @@ def write_et(path: str | os.PathLike, nodes: Iterable[EtNode], *, metadata_versi
             finally:
                 if gzip:
                     out.close()
-        os.replace(tmp, target)
+        publish(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
@@ -327,4 +328,7 @@ def _share(first: Path, path: Path) -> None:
         os.link(first, tmp)
     except OSError:
         shutil.copyfile(first, tmp)
-    os.replace(tmp, path)
+    try:
+        publish(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 
 from netsim.collectives.executor import ENGINES
 from netsim.errors import InputError
@@ -156,6 +155,11 @@ def simulate(topology, workload, comm_groups=None, model: str = "flow", ctrl_dep
 def _cmd_run(args: argparse.Namespace) -> int:
     import numpy as np
 
+    from netsim.results.io import check_output_dir
+
+    if args.out:  # the path now; whether it already holds this run once the run id is known
+        check_output_dir(args.out, flag="--out", what="a results directory")
+
     common = dict(stragglers=args.straggler, faults=args.faults, seed=args.seed, placement=args.placement,
                   engine=args.engine, out=args.out, overwrite=args.overwrite)
     common["routing"] = args.routing
@@ -227,8 +231,10 @@ def _missing_sub(parser) -> int:
 def _cmd_llm(args: argparse.Namespace) -> int:
     from netsim.workload.generate.llm import write_llm_workload
 
-    out = Path(args.out)
-    if (out / "comm_groups.json").exists() and not args.overwrite:
+    from netsim.results.io import check_output_dir, kind_of
+
+    out = check_output_dir(args.out, flag="--out", what="a folder for the workload")
+    if kind_of(out / "comm_groups.json") is not None and not args.overwrite:
         raise InputError("already holds a workload; pass --overwrite to replace it", source=str(out))
     prefix = write_llm_workload(out, args.model, tp=args.tp, pp=args.pp, dp=args.dp, ep=args.ep, cp=args.cp,
                                 microbatches=args.microbatches, global_batch=args.global_batch, seq=args.seq,
@@ -242,12 +248,12 @@ def _cmd_llm(args: argparse.Namespace) -> int:
 def _cmd_inspect(args: argparse.Namespace) -> int:
     from netsim.workload.inspect import node_table, summarize_trace
 
+    from netsim.results.io import check_output_file, write_parquet_atomic
+
+    if args.parquet:
+        check_output_file(args.parquet, overwrite=args.overwrite, flag="--parquet")
     summary = summarize_trace(args.path)
     if args.parquet:
-        from netsim.results.io import write_parquet_atomic
-
-        if Path(args.parquet).exists() and not args.overwrite:
-            raise InputError("exists; pass --overwrite to replace it", source=args.parquet)
         write_parquet_atomic(args.parquet, node_table(args.path))
     if args.json:
         coll = [{"comm_type": k[0], "comm_size": k[1], "pg_name": k[2], "count": v}

@@ -58,6 +58,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from netsim.errors import InputError
+from netsim.results.io import atomic_file
 from netsim.workload.chakra import write_workload
 from netsim.workload.chakra_types import EtNode
 from netsim.workload.generate.model import MODEL_PRESETS, ModelSpec, load_model_spec
@@ -230,7 +231,8 @@ def write_llm_workload(out_dir: str | os.PathLike, spec: ModelSpec | str, **kw: 
     out.mkdir(parents=True, exist_ok=True)
     prefix = out / "llm"
     write_workload(prefix, per_rank)
-    (out / "comm_groups.json").write_text(json.dumps(groups, indent=1) + "\n")
+    with atomic_file(out / "comm_groups.json", "w") as fh:
+        fh.write(json.dumps(groups, indent=1) + "\n")
     return prefix
 
 
