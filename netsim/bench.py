@@ -171,7 +171,7 @@ def register_cli(sub) -> None:
     """Add ``netsim bench`` to the CLI."""
     p = sub.add_parser("bench", help="nccl-tests-style collective benchmark on a simulated topology")
     p.add_argument("--topology", required=True, help="netsim topology YAML or ASTRA-sim network YAML")
-    p.add_argument("--op", required=True, help=f"one of {', '.join(nt.OPS)}")
+    p.add_argument("--op", required=True, help=f"one of {', '.join(nt.OPS)}, moe_dispatch, moe_combine")
     p.add_argument("--algo", default="auto", help="algorithm (default auto)")
     p.add_argument("-b", "--minbytes", type=_size("-b"), default=8, help="smallest size (default 8)")
     p.add_argument("-e", "--maxbytes", type=_size("-e"), default=None, help="largest size (default = -b)")
@@ -197,7 +197,18 @@ def register_cli(sub) -> None:
                    help="write a results dataset (collectives per size + runs; netsim.open_results(DIR)); "
                         "a path ending in .parquet gets the nccl-tests rows as one Parquet table instead")
     p.add_argument("--overwrite", action="store_true", help="replace existing output files")
-    p.set_defaults(func=_cmd_bench)
+    from netsim import moe_bench
+    moe_bench.add_arguments(p)
+    p.set_defaults(func=_cmd_bench_or_moe)
+
+
+def _cmd_bench_or_moe(args: argparse.Namespace) -> int:
+    """MoE ops (``moe_dispatch``, ``moe_combine``) run in :mod:`netsim.moe_bench`."""
+    from netsim import moe_bench
+    if str(args.op).strip().lower() in moe_bench.OPS:
+        args.op = str(args.op).strip().lower()
+        return moe_bench.cmd(args)
+    return _cmd_bench(args)
 
 
 def _check_outputs(args: argparse.Namespace) -> bool:
