@@ -14,7 +14,7 @@ given as a tokens x top-k map).  ``expert_rank`` places the logical experts on r
 ``redundant`` experts (EPLB-style, deepseek-ai/EPLB ``replicate_experts``): the hottest
 experts get extra replicas one at a time, always the expert with the largest load per copy,
 and each replica goes to the least-loaded rank that does not hold that expert yet (at most
-``ceil(redundant / n)`` replicas per rank).  A token's copy for a replicated expert goes to
+``ceil(redundant / n)`` replicas per rank; an expert already on every free rank is skipped).  A token's copy for a replicated expert goes to
 replica ``token mod replicas`` among the replicas on nodes the token already reaches when the
 gate is node-limited (so node limits hold), among all replicas otherwise.  The load statistics
 are this batch's own counts (an oracle: the best any rebalancing of this batch can do).
@@ -171,13 +171,16 @@ def _replicate(load: np.ndarray, expert_rank: np.ndarray, n: int, redundant: int
     per_rank = np.zeros(n, dtype=np.int64)
     out_e, out_r = [], []
     for _ in range(redundant):
-        e = int(np.argmax(load / copies))  # the expert with the most load per copy
+        for e in np.argsort(-load / copies, kind="stable"):  # the most load per copy that still fits
+            e = int(e)
+            ok = [r for r in np.argsort(rank_load, kind="stable") if per_rank[r] < cap and (e, int(r)) not in held]
+            if ok:
+                break
+        else:
+            raise InputError(f"cannot place {redundant} redundant experts on {n} ranks", source="--redundant-experts")
         share_old, share_new = load[e] / copies[e], load[e] / (copies[e] + 1)
         hosts = [r for (x, r) in held if x == e]
         rank_load[hosts] -= share_old - share_new  # existing copies now carry less
-        ok = [r for r in np.argsort(rank_load, kind="stable") if per_rank[r] < cap and (e, int(r)) not in held]
-        if not ok:
-            raise InputError(f"cannot place {redundant} redundant experts on {n} ranks", source="--redundant-experts")
         r = int(ok[0])
         rank_load[r] += share_new
         copies[e] += 1
