@@ -59,18 +59,43 @@ _BW_LIKE = "a bandwidth like 400Gbps, 400Gb/s, 50GB/s or 50GiB/s"
 _BW_UNITS_HELP = ("bits: Kbps Mbps Gbps Tbps, Gb/s, Gbit/s; "
                   "bytes: B/s KB/s MB/s GB/s TB/s, GBps, GiB/s, GiBps")
 _TIME_LIKE = "a time like 500ns, 1.5us, 2ms or 1s"
+# Bounds on any number written in a size, bandwidth or time: beyond them a float under- or
+# overflows (1e-400 reads as 0, 1e400 as inf), and Fraction("1e99999999") alone takes minutes.
+_TINY, _HUGE = 2.2250738585072014e-308, 1e300  # _TINY: the smallest normal float64
+#: Physical ranges (bytes, bytes/s, seconds).  Sizes: up to 1 PiB per message or tensor (nccl-tests
+#: sweeps stop far below; 2**50 keeps byte counts exact in float64).  Bandwidths: 1 B/s to 1 PB/s
+#: per link (NVLink5 is 900 GB/s per GPU).  Times: up to 1e6 s (11.6 days) per latency or delay.
+MAX_SIZE = 2**50
+MIN_BW, MAX_BW = 1.0, 1e15
+MAX_TIME = 1e6
 
 
 def _split(value: object, like: str, source: str | None,
            field: str | None) -> tuple[Fraction, str | None]:
     """Split ``value`` into an exact number and its unit (``None`` when bare)."""
     is_int = isinstance(value, int) and not isinstance(value, bool)
+    if is_int and abs(value) > _HUGE:
+        raise InputError(f"expected {like} below {_HUGE:g}, got {value:.3g}", source=source, field=field)
     if is_int or isinstance(value, float) and math.isfinite(value):
         return Fraction(value), None
     match = _NUMBER.fullmatch(value) if isinstance(value, str) else None
     if match is None:
         raise InputError(f"expected {like}, got {value!r}", source=source, field=field)
-    return Fraction(match.group(1)), match.group(2) or None
+    text = match.group(1)
+    approx = float(text)  # fast, saturates: bounds the exponent before the exact Fraction
+    underflow = approx == 0 and any(c in "123456789" for c in re.split("[eE]", text)[0])
+    if not abs(approx) <= _HUGE or underflow or len(text) > 100:
+        why = "underflows to 0" if underflow else "is too large" if len(text) <= 100 else "is too long"
+        raise InputError(f"expected {like}, got {value!r} (its number {why})", source=source, field=field)
+    return Fraction(text), match.group(2) or None
+
+
+def _in_range(result: float, text: object, what: str, lo: float, hi: float,
+              source: str | None, field: str | None) -> float:
+    """``result`` if within ``[lo, hi]`` (or exactly 0 when lo is 0); else InputError."""
+    if not lo <= result <= hi:
+        raise InputError(f"expected {what} between {lo:g} and {hi:g}, got {text!r}", source=source, field=field)
+    return result
 
 
 def parse_size(text: str | int, *, source: str | None = None, field: str | None = None) -> int:
@@ -107,6 +132,8 @@ def parse_size(text: str | int, *, source: str | None = None, field: str | None 
     nbytes = number * factor
     if nbytes.denominator != 1:
         raise err(f"expected a whole number of bytes, got {text!r} (= {float(nbytes):g} bytes)")
+    if nbytes > MAX_SIZE:
+        raise err(f"expected a size of at most 1PiB (2**50 bytes), got {text!r}")
     return int(nbytes)
 
 
@@ -191,7 +218,7 @@ def parse_bandwidth(text: str | float, *, default_unit: str | None = None,
     factor = _bw_factor(unit if unit is not None else default_unit, source, field)
     if number <= 0:
         raise err(f"expected a positive bandwidth like 400Gbps or 50GB/s, got {text!r}")
-    return float(number * factor)
+    return _in_range(float(number * factor), text, "a bandwidth (bytes/s)", MIN_BW, MAX_BW, source, field)
 
 
 def _sig(value: float, digits: int) -> str:
@@ -253,7 +280,7 @@ def parse_time(text: str | float, *, default_unit: str | None = None,
     factor = _TIME_UNITS.get(unit.lower())
     if factor is None:
         raise err(f"expected a time unit (ns, us, µs, ms or s), got {unit!r} in {text!r}")
-    return float(number * factor)
+    return _in_range(float(number * factor), text, "a time (seconds)", 0.0, MAX_TIME, source, field)
 
 
 def format_time(seconds: float) -> str:

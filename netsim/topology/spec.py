@@ -24,7 +24,7 @@ from typing import Any, Callable
 import numpy as np
 from netsim import inputs, units
 from netsim.errors import InputError
-from netsim.topology.builders import GPU_PRESETS, SCALEUP_PRESETS, nvlink_mesh, nvswitch_domain
+from netsim.topology.builders import NVLINK_HOP_LATENCY_S, GPU_PRESETS, SCALEUP_PRESETS, nvlink_mesh, nvswitch_domain
 from netsim.topology.fattree import Tier, fat_tree
 from netsim.topology.model import LINK_KINDS, Topology
 from netsim.topology.multidim import DIM_KINDS, Dim, multi_dim
@@ -39,16 +39,29 @@ def _time(v, src, f):
     return units.parse_time(v, source=src, field=f)
 
 
-def _pos_int(v, src, f):
-    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-        raise InputError(f"expected a positive integer, got {v!r}", source=src, field=f)
-    return v
+# Ranges of counts (checked before anything is allocated; limits.md-style sources in each comment).
+#: GPUs per scale-up domain: GB200 NVL576 is the largest announced NVLink domain; the domain's
+#: table router does an all-pairs BFS (576 GPUs: ~18 s, 1024: ~105 s).
+MAX_NODE_GPUS = 576
+#: NVLinks per GPU: 18 on H100/B200 (link widths are stored as int16).
+MAX_LINKS_PER_GPU = 1024
+#: Ports per switch (down, up, radix): the largest shipping switch ASICs have 512 ports.
+MAX_PORTS = 4096
+#: GPUs in one topology: twice the largest shipped example (65,536 GPUs, fat-tree-64k.yaml).
+MAX_GPUS = 131_072
+#: Links in one topology (about 40 bytes each; fat-tree-64k.yaml has 655,360).
+MAX_LINKS = 16_000_000
 
 
-def _nonneg_int(v, src, f):
-    if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-        raise InputError(f"expected a non-negative integer, got {v!r}", source=src, field=f)
-    return v
+def _int_in(lo: int, hi: int, note: str):
+    """A field parser for integers in ``[lo, hi]`` (``note`` says where ``hi`` comes from)."""
+    def parse(v, src, f):
+        if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
+            got = v if not isinstance(v, int) or abs(v) < 10**12 else f"{v:.3g}"
+            kind = {0: "a non-negative integer", 1: "a positive integer"}.get(lo, f"an integer >= {lo}")
+            raise InputError(f"expected {kind} up to {hi} ({note}), got {got!r}", source=src, field=f)
+        return v
+    return parse
 
 
 def _bool(v, src, f):
@@ -69,14 +82,14 @@ def _routing(v, src, f):
 
 
 def _ratio(v, src, f):
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not v >= 1:
-        raise InputError(f"expected a ratio >= 1 (down:up capacity), got {v!r}", source=src, field=f)
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not 1 <= v <= 1e6:
+        raise InputError(f"expected a ratio in 1..1e6 (down:up capacity), got {v!r}", source=src, field=f)
     return float(v)
 
 
 def _pairs(v, src, f):
     ok = isinstance(v, list) and all(isinstance(p, list) and len(p) in (2, 3)
-                                     and all(isinstance(x, int) for x in p) for p in v)
+                                     and all(type(x) is int and 0 <= x <= MAX_LINKS_PER_GPU for x in p) for p in v)
     if not ok:
         raise InputError("expected a list of [gpu_a, gpu_b] or [gpu_a, gpu_b, links]", source=src, field=f)
     return tuple((p[0], p[1], p[2] if len(p) == 3 else 1) for p in v)
@@ -120,8 +133,8 @@ class NodeSpec:
 
     preset: str | None = _opt(_str)
     kind: str | None = _opt(_str)
-    gpus: int | None = _opt(_pos_int)
-    links_per_gpu: int | None = _opt(_pos_int)
+    gpus: int | None = _opt(_int_in(1, MAX_NODE_GPUS, "GPUs per scale-up domain"))
+    links_per_gpu: int | None = _opt(_int_in(1, MAX_LINKS_PER_GPU, "NVLinks per GPU"))
     link_bw: float | None = _opt(_bw)
     latency: float | None = _opt(_time)
     nvls: bool | None = _opt(_bool)
@@ -137,12 +150,12 @@ class TierSpec:
     """
 
     name: str = _opt(_str, "switch")
-    down: int = _opt(_pos_int, 0)
-    up: int = _opt(_nonneg_int, 0)
+    down: int = _opt(_int_in(1, MAX_PORTS, "switch ports"), 0)
+    up: int = _opt(_int_in(0, MAX_PORTS, "switch ports"), 0)
     up_bw: float | None = _opt(_bw)
     latency: float = _opt(_time, 200e-9)
-    radix: int | None = _opt(_pos_int)
-    parallel: int | None = _opt(_pos_int)
+    radix: int | None = _opt(_int_in(1, MAX_PORTS, "switch ports"))
+    parallel: int | None = _opt(_int_in(1, MAX_PORTS, "switch ports"))
     oversubscription: float | None = _opt(_ratio)
 
 
@@ -183,7 +196,7 @@ class DimSpec:
     """One ASTRA-sim style dimension: kind (Ring/FullyConnected/Switch), npus, bw per link, latency per hop."""
 
     kind: str = _opt(_str, "Ring")
-    npus: int = _opt(_pos_int, 2)
+    npus: int = _opt(_int_in(1, MAX_GPUS, "NPUs"), 2)
     bw: float = _opt(_bw, 50e9)
     latency: float = _opt(_time, 500e-9)
 
@@ -246,7 +259,7 @@ class TopologySpec:
     name: str = _opt(_str, "topology")
     description: str = _opt(lambda v, s, f: str(v), "")
     node: NodeSpec | None = _opt(_node)
-    nodes: int = _opt(_pos_int, 1)
+    nodes: int = _opt(_int_in(1, MAX_GPUS, "scale-up domains"), 1)
     scale_out: ScaleOutSpec | None = _opt(_scale_out)
     dims: tuple | None = _opt(_dims)
     efficiency: dict | None = _opt(_efficiency)
@@ -280,26 +293,27 @@ def build_node(spec: NodeSpec, source: str, path: str = "node") -> Topology:
         raise InputError(f"unknown GPU model {spec.gpu!r}; expected one of {', '.join(GPU_PRESETS)}",
                          source=source, field=f"{path}.gpu")
     kind = spec.kind or base.get("kind")
+    _check_kind_fields(spec, kind, source, path)
+    latency = spec.latency if spec.latency is not None else NVLINK_HOP_LATENCY_S
     if kind == "nvswitch":
-        need = {"gpus": spec.gpus or base.get("gpus_per_node"),
-                "links_per_gpu": spec.links_per_gpu or base.get("nvlink_links_per_gpu"),
-                "link_bw": spec.link_bw or base.get("nvlink_link_Bps")}
+        need = {"gpus": _given(spec.gpus, base.get("gpus_per_node")),
+                "links_per_gpu": _given(spec.links_per_gpu, base.get("nvlink_links_per_gpu")),
+                "link_bw": _given(spec.link_bw, base.get("nvlink_link_Bps"))}
         for key, value in need.items():
             if value is None:
                 raise InputError("required for an nvswitch node", source=source, field=f"{path}.{key}")
         nvls = spec.nvls if spec.nvls is not None else bool(base.get("nvls", False))
         return nvswitch_domain(need["gpus"], links_per_gpu=need["links_per_gpu"], link_bw=need["link_bw"],
-                               latency=spec.latency or 150e-9, nvls=nvls, name=spec.preset or "node",
-                               gpu=spec.gpu or base.get("gpu_model"), switch_chips=base.get("switch_chips"))
+                               latency=latency, nvls=nvls, name=spec.preset or "node",
+                               gpu=_given(spec.gpu, base.get("gpu_model")), switch_chips=base.get("switch_chips"))
     if kind == "nvlink_mesh":
-        if spec.preset is not None and spec.pairs is None and spec.link_bw is None:
-            return SCALEUP_PRESETS[spec.preset]()
-        for key in ("gpus", "pairs", "link_bw"):
-            if getattr(spec, key) is None:
+        mesh = _mesh_fields(spec)
+        for key, value in mesh.items():
+            if value is None:
                 raise InputError("required for an nvlink_mesh node", source=source, field=f"{path}.{key}")
         try:
-            return nvlink_mesh(spec.gpus, spec.pairs, link_bw=spec.link_bw, latency=spec.latency or 150e-9,
-                               gpu=spec.gpu)
+            return nvlink_mesh(mesh["gpus"], mesh["pairs"], link_bw=mesh["link_bw"], latency=latency,
+                               gpu=_given(spec.gpu, base.get("gpu_model")), name=spec.preset or "nvlink-mesh")
         except ValueError as exc:
             msg = str(exc)
             if "unreachable" in msg:
@@ -307,6 +321,34 @@ def build_node(spec: NodeSpec, source: str, path: str = "node") -> Topology:
             raise InputError(msg, source=source, field=f"{path}.pairs") from None
     raise InputError(f"expected kind nvswitch or nvlink_mesh (or a preset), got {kind!r}",
                      source=source, field=f"{path}.kind")
+
+
+def _given(value, default):
+    """A field's value when the file gives it (even 0), else the preset's."""
+    return value if value is not None else default
+
+
+def _check_kind_fields(spec: NodeSpec, kind: str | None, source: str, path: str) -> None:
+    """Fields that the node kind would ignore are errors, not silently dropped."""
+    ignored = {"nvswitch": ("pairs",), "nvlink_mesh": ("links_per_gpu", "nvls")}.get(kind, ())
+    for key in ignored:
+        if getattr(spec, key) is not None and not (key == "nvls" and spec.nvls is False):
+            raise InputError(f"does not apply to a {kind} node (give it for "
+                             f"{'nvswitch' if kind == 'nvlink_mesh' else 'nvlink_mesh'} nodes)",
+                             source=source, field=f"{path}.{key}")
+
+
+def _mesh_fields(spec: NodeSpec) -> dict:
+    """gpus, pairs and per-link bandwidth of an NVLink mesh: the file's, else the preset's wiring."""
+    out = {"gpus": spec.gpus, "pairs": spec.pairs, "link_bw": spec.link_bw}
+    if spec.preset is not None and SCALEUP_PRESETS.get(spec.preset) is not None:
+        t = SCALEUP_PRESETS[spec.preset]()
+        up = t.link_src < t.link_dst
+        pairs = tuple(zip(t.link_src[up].tolist(), t.link_dst[up].tolist(), t.link_width[up].tolist()))
+        per_link = float(t.link_bw[0] / t.link_width[0]) if t.n_links else None
+        out = {"gpus": _given(spec.gpus, t.n_gpus), "pairs": _given(spec.pairs, pairs),
+               "link_bw": _given(spec.link_bw, per_link)}
+    return out
 
 
 def _tier(t: TierSpec, down_bw: float, source: str, where: str) -> Tier:
@@ -346,6 +388,7 @@ def _build(spec: TopologySpec, source: str) -> Topology:
     if spec.dims is not None:
         dims = [Dim(d.kind, d.npus, d.bw, d.latency) for d in spec.dims]
         _check_dims(dims, source, "dims")
+        _check_dims_size(dims, source)
         return multi_dim(dims, name=spec.name)
     node = build_node(spec.node, source)
     if spec.scale_out is None:
@@ -359,6 +402,7 @@ def _build(spec: TopologySpec, source: str) -> Topology:
     for i, t in enumerate(so.tiers):
         tiers.append(_tier(t, down_bw, source, f"scale_out.tiers[{i}]"))
         down_bw = tiers[-1].up_bw
+    _check_fat_tree_size(node, spec.nodes, tiers, so.rail_optimized, source)
     try:
         return fat_tree(node, spec.nodes, tiers, nic_bw=so.nic_bw, nic_latency=so.nic_latency,
                         pcie_bw=so.pcie_bw, pcie_latency=so.pcie_latency,
@@ -366,6 +410,39 @@ def _build(spec: TopologySpec, source: str) -> Topology:
     except ValueError as exc:
         raise InputError(f"cannot wire {spec.nodes} nodes: {exc}", source=source,
                          field="scale_out.tiers") from None
+
+
+def _check_fat_tree_size(node: Topology, n_nodes: int, tiers: list[Tier], rail: bool, source: str) -> None:
+    """Refuse, before wiring, a fabric beyond :data:`MAX_GPUS` GPUs or :data:`MAX_LINKS` links."""
+    from netsim.topology.fattree import _derive_levels, _rail_positions
+
+    gpus = n_nodes * node.n_gpus
+    if gpus > MAX_GPUS:
+        raise InputError(f"{n_nodes} nodes x {node.n_gpus} GPUs = {gpus:,} GPUs; netsim handles at most "
+                         f"{MAX_GPUS:,}", source=source, field="nodes")
+    try:
+        levels = _derive_levels(tiers, _rail_positions(n_nodes, node.n_gpus, tiers[0].down, rail)[1])
+    except ValueError:
+        return  # the builder names the problem
+    links = n_nodes * node.n_links + 4 * gpus
+    for i, lv in enumerate(levels):
+        up = levels[i + 1].w if i + 1 < len(levels) else 0
+        links += 2 * lv.S * (lv.m + up)
+    if links > MAX_LINKS:
+        raise InputError(f"this fabric would have about {links:,} links; netsim handles at most {MAX_LINKS:,} "
+                         "(fewer ports per switch or fewer parallel links)", source=source, field="scale_out.tiers")
+
+
+def _check_dims_size(dims: list[Dim], source: str) -> None:
+    """Refuse a multi-dimensional network beyond :data:`MAX_GPUS` NPUs or :data:`MAX_LINKS` links."""
+    npus = math.prod(d.npus for d in dims)
+    if npus > MAX_GPUS:
+        raise InputError(f"{' x '.join(str(d.npus) for d in dims)} = {npus:,} NPUs; netsim handles at most "
+                         f"{MAX_GPUS:,}", source=source, field="dims")
+    links = sum(npus * (d.npus - 1 if d.kind == "FullyConnected" else 2) for d in dims)
+    if links > MAX_LINKS:
+        raise InputError(f"this network would have {links:,} links; netsim handles at most {MAX_LINKS:,}",
+                         source=source, field="dims")
 
 
 def _renamed(t: Topology, name: str) -> Topology:
@@ -411,15 +488,18 @@ def parse_astra_network(data: dict, source: str) -> list[Dim]:
         if kind not in DIM_KINDS:
             raise InputError(f"expected one of {', '.join(DIM_KINDS)}, got {kind!r}", source=source,
                              field=f"topology[{i}]")
-        if isinstance(npus, bool) or not isinstance(npus, int) or npus < 2:
-            raise InputError(f"expected an integer > 1, got {npus!r}", source=source, field=f"npus_count[{i}]")
-        if isinstance(bw, bool) or not isinstance(bw, (int, float)) or not bw > 0 or not math.isfinite(bw):
-            raise InputError(f"expected a positive number (GB/s, read as GiB/s like ASTRA-sim), got {bw!r}",
+        if isinstance(npus, bool) or not isinstance(npus, int) or not 2 <= npus <= MAX_GPUS:
+            raise InputError(f"expected an integer in 2..{MAX_GPUS}, got {npus!r}", source=source,
+                             field=f"npus_count[{i}]")
+        if isinstance(bw, bool) or not isinstance(bw, (int, float)) or not 1e-9 <= bw <= 1e6:  # 1e-9 GiB/s ~ 1 B/s
+            raise InputError(f"expected a positive number up to 1e6 (GB/s, read as GiB/s like ASTRA-sim), "
+                             f"got {bw!r}",
                              source=source, field=f"bandwidth[{i}]")
-        if isinstance(lat, bool) or not isinstance(lat, (int, float)) or lat < 0 or not math.isfinite(lat):
-            raise InputError(f"expected a non-negative number of ns, got {lat!r}", source=source,
+        if isinstance(lat, bool) or not isinstance(lat, (int, float)) or not 0 <= lat <= 1e15:
+            raise InputError(f"expected a number of ns in 0..1e15, got {lat!r}", source=source,
                              field=f"latency[{i}]")
         dims.append(Dim(kind, npus, units.astra_bw_to_Bps(bw), units.ns_to_s(lat)))
+    _check_dims_size(dims, source)
     return dims
 
 
