@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import simpy
 
-from netsim import units
+from netsim import inputs, units
 from netsim.collectives import plan as plan_mod
 from netsim.collectives.executor import ENGINES, run_collective
 from netsim.errors import InputError
@@ -75,6 +75,11 @@ def sweep_sizes(min_bytes: int, max_bytes: int, factor: int | None = None, incre
         raise InputError(f"expected a step factor >= 2, got {factor}", source="-f")
     if increment is not None and increment < 1:
         raise InputError(f"expected a positive step increment, got {increment}", source="-i")
+    count = _size_count(min_bytes, max_bytes, factor, increment)
+    if count > MAX_SIZES:
+        raise InputError(f"-b {min_bytes} -e {max_bytes} with {'-i ' + str(increment) if increment else '-f ' + str(factor)}"
+                         f" gives {count:,} sizes; expected at most {MAX_SIZES:,} (use a larger step or -f)",
+                         source="-b/-e/-i")
     sizes, size = [], min_bytes
     while size <= max_bytes:
         sizes.append(size)
@@ -83,6 +88,50 @@ def sweep_sizes(min_bytes: int, max_bytes: int, factor: int | None = None, incre
             continue
         size = size * factor if factor else size + increment
     return sizes
+
+
+#: Sizes in one sweep: nccl-tests' -f 2 from 1 byte to 1 PiB is 51 sizes; each size is a whole simulation.
+MAX_SIZES = 4096
+
+
+def _size_count(lo: int, hi: int, factor: int | None, increment: int | None) -> int:
+    """How many sizes ``sweep_sizes`` would produce (without building them)."""
+    if increment:
+        return (hi - lo) // increment + 1
+    count, size = 0, lo
+    while size <= hi and count <= MAX_SIZES:
+        count, size = count + 1, max(1, size * factor)
+    return count
+
+
+#: Memory per (sender, receiver) pair of a one-step all-to-all, in bytes: measured peak RSS of
+#: ``bench --op alltoall --model analytical`` on fat-tree-64k.yaml at 1,024 and 2,048 GPUs (148 and
+#: 158 bytes per pair: transfer arrays, routes, max-min state); the flow model needs at least as much.
+ALLTOALL_BYTES_PER_PAIR = 160
+
+
+def check_memory(cfg: BenchConfig, n: int) -> None:
+    """Refuse, before allocating, an all-to-all whose n^2 transfers would not fit in memory."""
+    if cfg.op != "alltoall":
+        return
+    need = n * (n - 1) * ALLTOALL_BYTES_PER_PAIR
+    avail = inputs.available_memory()
+    if need > avail:
+        fits = int((avail / ALLTOALL_BYTES_PER_PAIR) ** 0.5)
+        raise InputError(f"an all-to-all on {n:,} GPUs has {n * (n - 1):,} transfers and needs about "
+                         f"{need / 2**30:,.0f} GiB of memory; {avail / 2**30:,.0f} GiB are available "
+                         f"(use --gpus {fits:,} or fewer)", source="--gpus")
+
+
+def _check_skew_matrix(cfg: BenchConfig, n: int) -> None:
+    """A per-pair byte matrix within nccl-tests sizes (each entry at most 1 PiB)."""
+    from netsim.collectives import skew
+
+    m = skew.load_matrix(cfg.skew_matrix, n)
+    if m.size and m.max() > units.MAX_SIZE:
+        i, j = np.unravel_index(int(np.argmax(m)), m.shape)
+        raise InputError(f"expected at most 1PiB (2**50 bytes) per pair, got {m[i, j]:g}",
+                         source=cfg.skew_matrix, field=f"[{i}, {j}]")
 
 
 def build_plan(topo: Topology, cfg: BenchConfig, size_bytes: float) -> plan_mod.Plan:
@@ -154,6 +203,11 @@ def _validated(cfg: BenchConfig, topo: Topology) -> BenchConfig:
     if cfg.skew:
         from netsim.collectives.skew import parse_skew
         parse_skew(cfg.skew)
+    if cfg.skew_matrix:
+        _check_skew_matrix(cfg, n)
+    if not 0 <= cfg.seed < 2**63:
+        raise InputError(f"expected a seed in 0..2**63-1, got {cfg.seed}", source="--seed")
+    check_memory(cfg, n)
     return replace(cfg, gpus=n)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import warnings
 from typing import Callable, Sequence
 
 from netsim import __version__
@@ -63,29 +64,67 @@ def _extra_commands() -> list[Callable]:
     return registers
 
 
+#: Flags whose value may start with "-" (``--straggler -1:2`` must reach the flag's own check,
+#: not argparse's "expected one argument").
+DASH_VALUE_FLAGS = ("--straggler", "--seed", "--injection-scale", "--gpus", "--channels")
+#: Longest error line printed (a message quoting a huge value stays one readable line).
+MAX_ERROR_CHARS = 2000
+
+
+def _join_dash_values(argv: list[str]) -> list[str]:
+    """``--flag -x`` -> ``--flag=-x`` for :data:`DASH_VALUE_FLAGS`."""
+    out, i = [], 0
+    while i < len(argv):
+        if argv[i] in DASH_VALUE_FLAGS and i + 1 < len(argv) and argv[i + 1][:1] == "-" \
+                and argv[i + 1][1:2].isdigit():
+            out.append(f"{argv[i]}={argv[i + 1]}")
+            i += 2
+            continue
+        out.append(argv[i])
+        i += 1
+    return out
+
+
+def one_line(message: object) -> str:
+    """An error message as one line of at most :data:`MAX_ERROR_CHARS` characters."""
+    text = " ".join(str(message).split())
+    return text if len(text) <= MAX_ERROR_CHARS else text[:MAX_ERROR_CHARS - 20] + " ... (truncated)"
+
+
+def _run(argv: list[str]) -> int:
+    args = build_parser().parse_args(_join_dash_values(argv))
+    if not getattr(args, "func", None):
+        build_parser().print_help()
+        return 2
+    return int(args.func(args) or 0)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; returns the exit status."""
+    """Run the command line; returns the exit status.
+
+    Warnings raised while running are shown after a successful run and dropped when the run
+    ends in an error, so the error stays the only line (``--debug`` shows everything)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv
-    try:
-        args = build_parser().parse_args(argv)
-        if not getattr(args, "func", None):
-            build_parser().print_help()
+    with warnings.catch_warnings(record=True) as caught:
+        try:
+            status = _run(argv)
+        except DeadlockError as exc:  # a multi-line report, printed as it is
+            if debug:
+                raise
+            print(f"netsim: error: {exc}", file=sys.stderr)
             return 2
-        return int(args.func(args) or 0)
-    except DeadlockError as exc:
-        if debug:
-            raise
-        print(f"netsim: error: {exc}", file=sys.stderr)
-        return 2
-    except (InputError, NetsimError) as exc:
-        if debug:
-            raise
-        print(f"netsim: error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("netsim: interrupted", file=sys.stderr)
-        return 130
+        except (InputError, NetsimError) as exc:
+            if debug:
+                raise
+            print(f"netsim: error: {one_line(exc)}", file=sys.stderr)
+            return 2
+        except KeyboardInterrupt:
+            print("netsim: interrupted", file=sys.stderr)
+            return 130
+    for w in caught:
+        warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+    return status
 
 
 def entry() -> None:

@@ -236,6 +236,34 @@ def load_json(path: str | os.PathLike, limits: Limits = LIMITS) -> Any:
     return load_json_text(read_text(path, limits.json_bytes, "JSON file"), str(path), limits)
 
 
+# ------------------------------------------------------------------ memory
+def available_memory() -> int:
+    """Bytes of memory this process may still use: MemAvailable (Linux), capped by ``ulimit -v``."""
+    avail = None
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    avail = int(line.split()[1]) * 1024
+                    break
+    except OSError:
+        pass
+    if avail is None:
+        try:
+            avail = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        except (ValueError, OSError, AttributeError):
+            avail = 1 << 40
+    try:
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_AS)[0]
+        if soft != resource.RLIM_INFINITY:
+            avail = min(avail, soft)
+    except (ImportError, OSError, ValueError):
+        pass
+    return int(avail)
+
+
 # ------------------------------------------------------------------ numbers
 def number(value: Any, source: str | None, field: str | None, *, lo: float | None = None,
            hi: float | None = None, lo_open: bool = False, integer: bool = False, what: str | None = None):

@@ -14,6 +14,7 @@ faults everywhere, and editing one rule leaves the draws of the others unchanged
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field, replace
 
@@ -34,15 +35,28 @@ _TIME_DISTS = {"uniform": ("low", "high"), "exponential": ("mean",), "normal": (
                "lognormal": ("median", "sigma")}
 
 
+#: Slowdown and bandwidth factors: at most a million-fold (compute draws are clipped to
+#: [1e-6, 1e6]; beyond that iteration times overflow to inf and runs end at t = nan).
+MIN_FACTOR, MAX_FACTOR = 1e-6, 1e6
+#: Fault seeds: numpy's SeedSequence takes any int, but results store the seed as int64.
+MAX_SEED = 2**63 - 1
+#: lognormal/normal spread of a factor: exp(10 sigma) already spans 43 decades.
+MAX_SIGMA = 10.0
+#: Ranks (and hosts) a straggler or rule names: at most the largest topology.
+MAX_RANK = 1 << 20
+
+
 def parse_straggler(text: str) -> tuple[int, float]:
-    """``RANK:FACTOR`` -> ``(rank, factor)``; FACTOR > 0 (2 = compute takes twice as long)."""
-    m = re.fullmatch(r"\s*(\d+)\s*:\s*([0-9.eE+-]+)\s*", str(text))
+    """``RANK:FACTOR`` -> ``(rank, factor)``; FACTOR in (0, 1e6] (2 = compute takes twice as long)."""
+    m = re.fullmatch(r"\s*(-?\d{1,12})\s*:\s*([0-9.eE+-]{1,40})\s*", str(text))
     try:
         rank, factor = int(m.group(1)), float(m.group(2))  # type: ignore[union-attr]
     except (AttributeError, ValueError):
         raise InputError(f"expected RANK:FACTOR like 3:1.5, got {text!r}", source="--straggler") from None
-    if not (factor > 0 and np.isfinite(factor)):
-        raise InputError(f"expected a positive FACTOR, got {text!r}", source="--straggler")
+    if not 0 <= rank <= MAX_RANK:
+        raise InputError(f"expected a RANK >= 0, got {text!r}", source="--straggler")
+    if not (0 < factor <= MAX_FACTOR):
+        raise InputError(f"expected a FACTOR in (0, {MAX_FACTOR:g}], got {text!r}", source="--straggler")
     return rank, factor
 
 
@@ -68,7 +82,9 @@ def fault_spec(faults=None, stragglers=(), seed: int | None = None) -> FaultSpec
     doc, source = ({}, "--faults") if faults is None else (faults, "--faults") if isinstance(faults, dict) \
         else (_read_yaml(faults), str(faults))
     _validate(doc, source)
-    pairs = tuple(parse_straggler(s) if isinstance(s, str) else (int(s[0]), float(s[1])) for s in stragglers)
+    pairs = tuple(parse_straggler(s if isinstance(s, str) else f"{s[0]}:{s[1]}") for s in stragglers)
+    if seed is not None and (type(seed) is not int or not 0 <= seed <= MAX_SEED):
+        raise InputError(f"expected an integer in 0..2**63-1, got {seed!r}", source="--seed")
     return FaultSpec(int(seed if seed is not None else doc.get("seed", 0)), pairs, doc, source)
 
 
@@ -144,9 +160,10 @@ _KEYS = {"compute": {*_SELECT, "unit", "factor", "distribution", "min", "max"},
          "launch_jitter": {*_SELECT, "unit", "delay", "distribution", "max"},
          "links": {"match", "factor", "failed", "fraction", "count", "both_directions"},
          "switches": {"node", "kind", "factor", "failed", "fraction", "count"}}
-_POSITIVE = (lambda v: _num(v) and v > 0, "a positive number")
+_POSITIVE = (lambda v: _num(v) and MIN_FACTOR <= v <= MAX_FACTOR,
+             f"a positive number in {MIN_FACTOR:g}..{MAX_FACTOR:g}")
 _CHECKS = {"fraction": (lambda v: _num(v) and 0 < v <= 1, "a number in (0, 1]"),
-           "count": (lambda v: type(v) is int and v >= 0, "a non-negative integer"),
+           "count": (lambda v: type(v) is int and 0 <= v <= MAX_RANK, f"an integer in 0..{MAX_RANK}"),
            "unit": (lambda v: v in ("rank", "host"), "rank or host"),
            "both_directions": (lambda v: isinstance(v, bool), "true or false"),
            "failed": (lambda v: v is True, "true"), "factor": _POSITIVE, "min": _POSITIVE, "max": _POSITIVE,
@@ -161,8 +178,8 @@ def _validate(doc: dict, src: str) -> None:
 
     for key in sorted(set(doc) - {"seed", *_SECTIONS}):
         fail(key, "unknown key; expected seed, compute, launch_jitter, links, switches")
-    if type(doc.get("seed", 0)) is not int:
-        fail("seed", f"expected an integer, got {doc['seed']!r}")
+    if type(doc.get("seed", 0)) is not int or not 0 <= doc.get("seed", 0) <= MAX_SEED:
+        fail("seed", f"expected an integer in 0..2**63-1, got {_short(doc['seed'])}")
     for section, allowed in _KEYS.items():
         if section != "launch_jitter" and not isinstance(doc.get(section, []), list):
             fail(section, "expected a list of rules")
@@ -176,7 +193,7 @@ def _validate(doc: dict, src: str) -> None:
                 fail(where, "give at most one of ranks, hosts, fraction, count")
             for key, (ok, what) in _CHECKS.items():
                 if key in rule and not (section == "launch_jitter" and key == "max") and not ok(rule[key]):
-                    fail(f"{where}.{key}", f"expected {what}, got {rule[key]!r}")
+                    fail(f"{where}.{key}", f"expected {what}, got {_short(rule[key])}")
             if section in ("compute", "launch_jitter"):
                 const, dists = ("factor", _FACTOR_DISTS) if section == "compute" else ("delay", _TIME_DISTS)
                 d = rule.get("distribution")
@@ -188,14 +205,57 @@ def _validate(doc: dict, src: str) -> None:
                 for name, params in (d or {}).items():
                     for key in sorted(set(params) - set(dists[name])):
                         fail(f"{where}.distribution.{name}.{key}", f"unknown; expected {', '.join(dists[name])}")
+                    _check_params(name, params, section == "launch_jitter", src, f"{where}.distribution.{name}")
+                if section == "compute" and _num(rule.get("min", 1)) and _num(rule.get("max", 1)) \
+                        and rule.get("min", 0) > rule.get("max", MAX_FACTOR):
+                    fail(f"{where}.min", f"expected min <= max, got {rule['min']!r} > {rule['max']!r}")
             elif ("failed" in rule) == ("factor" in rule):
                 fail(where, "expected factor: F (bandwidth multiplier) or failed: true (one of them)")
             if (section == "links") != ("match" in rule) or (section == "switches" and ("node" in rule) == ("kind" in rule)):
                 fail(where, "expected match: {kind, tier, link, node}" if section == "links" else "give node or kind")
 
 
+def _check_params(name: str, p: dict, time: bool, src: str, where: str) -> None:
+    """Distribution parameters: finite, in range, ``low <= high`` (checked before any simulation)."""
+    def fail(key, msg):
+        raise InputError(msg, source=src, field=f"{where}.{key}")
+
+    def value(key):
+        if time and key != "sigma":
+            return units.parse_time(p[key], source=src, field=f"{where}.{key}")
+        if not _num(p[key]):
+            fail(key, f"expected a number, got {_short(p[key])}")
+        return float(p[key])
+
+    vals = {k: value(k) for k in p}
+    for key, limit in {"sigma": MAX_SIGMA, "std": units.MAX_TIME if time else MAX_FACTOR}.items():
+        if key in vals and not 0 <= vals[key] <= limit:
+            fail(key, f"expected a spread in 0..{limit:g}, got {_short(p[key])}")
+    for key in ("mu",):
+        if key in vals and not -20 <= vals[key] <= 20:  # exp(20) ~ 5e8: a median slowdown beyond MAX_FACTOR
+            fail(key, f"expected a log-mean in -20..20, got {_short(p[key])}")
+    if not time:
+        for key in ("low", "high", "mean"):
+            if key in vals and not MIN_FACTOR <= vals[key] <= MAX_FACTOR:
+                fail(key, f"expected a factor in {MIN_FACTOR:g}..{MAX_FACTOR:g}, got {_short(p[key])}")
+    if "low" in vals and "high" in vals and vals["low"] > vals["high"]:
+        fail("low", f"expected low <= high, got {p['low']!r} > {p['high']!r}")
+    if time and "mean" in vals and name == "exponential" and vals["mean"] <= 0:
+        fail("mean", f"expected a positive mean delay, got {p['mean']!r}")
+
+
+def _short(v) -> str:
+    text = repr(v)
+    return text if len(text) <= 40 else f"{text[:20]}...({len(text)} characters)"
+
+
 def _num(x) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and bool(np.isfinite(x))
+    if not isinstance(x, (int, float)) or isinstance(x, bool):
+        return False
+    try:
+        return math.isfinite(x)
+    except OverflowError:  # an int beyond float range
+        return False
 
 
 def _as_list(value) -> list:
@@ -263,7 +323,7 @@ def _draws(rule, size: int, rng, src: str, where: str, time: bool) -> np.ndarray
             out = np.exp(rng.normal(num(p, "mu", 0.0), num(p, "sigma"), size))
     if time:
         return np.clip(out, 0.0, num(rule, "max") if "max" in rule else np.inf)
-    return np.clip(out, max(float(rule.get("min", 1e-6)), 1e-6), float(rule.get("max", np.inf)))
+    return np.clip(out, max(float(rule.get("min", MIN_FACTOR)), MIN_FACTOR), float(rule.get("max", MAX_FACTOR)))
 
 
 # ------------------------------------------------------------------ selecting links

@@ -79,6 +79,19 @@ def _check_positive(**kw: int) -> None:
             raise InputError(f"expected a positive integer, got {val!r}", source="argument", field=key)
 
 
+#: Ranks of one generated job: the largest topology netsim builds (netsim.topology.spec.MAX_GPUS).
+MAX_WORLD = 131_072
+
+
+def _check_tp(spec, tp: int) -> None:
+    """Megatron-LM's rule: tp divides the attention heads (``megatron/training/arguments.py``:
+    num_attention_heads must be divisible by tensor_model_parallel_size).  Key/value heads may be
+    fewer than tp (replicated, as the generator's kv_hidden / tp shard assumes)."""
+    if spec.heads % tp:
+        raise InputError(f"tp={tp} must divide the model's heads ({spec.heads}), as in Megatron-LM",
+                         source="argument", field="tp")
+
+
 def _microbatches(microbatches: int | None, global_batch: int | None, dp: int, micro_batch: int, pp: int) -> int:
     """Microbatches per iteration from ``--microbatches`` / ``--global-batch`` (default ``2 * pp``)."""
     if microbatches is not None:
@@ -190,6 +203,10 @@ def generate_llm(spec: ModelSpec | str, *, tp: int, pp: int, dp: int, ep: int = 
                          field="pp" if vpp == 1 else "vpp")
     if seq % cp:
         raise InputError(f"seq={seq} is not divisible by cp={cp}", source="argument", field="cp")
+    _check_tp(spec, tp)
+    if tp * pp * dp * cp > MAX_WORLD:
+        raise InputError(f"tp*pp*dp*cp = {tp * pp * dp * cp:,} ranks; expected at most {MAX_WORLD:,}",
+                         source="argument", field="dp")
     if dp % ep:
         raise InputError(f"ep={ep} must divide dp={dp}", source="argument", field="ep")
     if spec.is_moe and spec.experts % ep:
