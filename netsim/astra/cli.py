@@ -20,6 +20,7 @@ import os
 import sys
 from pathlib import Path
 
+from netsim import inputs
 from netsim.errors import InputError
 from netsim.results.io import check_output_dir
 
@@ -94,6 +95,10 @@ def parse_astra_args(parser: _Parser, argv: list[str]):
                 _note(f"--{flag.replace('_', '-')} is unused by ASTRA-sim's analytical frontend; ignored")
     except ValueError as exc:
         raise InputError(f"expected a number ({exc})", source="netsim astra") from None
+    # Physical ranges: the scale stretches the endpoint delay (>= 0, finite); queues are per dimension
+    # (ASTRA-sim's examples use 1-4; every queue is simulated).
+    inputs.number(opts["injection_scale"], "--injection-scale", None, lo=0, hi=1e6)
+    inputs.bounded_int(opts["num_queues_per_dim"], "--num-queues-per-dim", None, 1, 1024)
     value = str(args.rendezvous_protocol).lower()
     if value not in _BOOL:
         raise InputError(f"expected true or false, got {args.rendezvous_protocol!r}", source="--rendezvous-protocol")

@@ -55,6 +55,7 @@ def _uint(j: dict, key: str, source: str) -> int:
     v = j.get(key, 0)
     if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0 or v != v:
         raise InputError(f"expected a non-negative number, got {v!r}", source=source, field=key)
+    inputs.number(v, source, key, hi=2**64 - 1, what="a non-negative number")  # ASTRA-sim: uint64_t
     return int(v)  # ASTRA-sim stores these in unsigned integers (truncation)
 
 

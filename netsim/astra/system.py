@@ -145,16 +145,24 @@ class SystemConfig:
         return tuple(self.implementations.get(op, ()))
 
 
+#: Chunks per collective (preferred-dataset-splits, active-chunks-per-dimension): every chunk is
+#: simulated step by step; ASTRA-sim's examples use 1-64.
+MAX_SPLITS = 65_536
+#: Unknown keys noted one by one up to this many; beyond, one summarised note.
+MAX_KEY_NOTES = 20
+
+
 def _number(j: dict, key: str, source: str, *, minimum: float = 0.0, integer: bool = False,
-            positive: bool = False) -> float | int | None:
+            positive: bool = False, maximum: float = 1e300) -> float | int | None:
     if key not in j:
         return None
     v = j[key]
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
         raise InputError(f"expected a number, got {v!r}", source=source, field=key)
-    if v < minimum or (positive and v <= 0):
-        raise InputError(f"expected a number {'>' if positive else '>='} {minimum:g}, got {v!r}",
-                         source=source, field=key)
+    inputs.number(v, source, key)  # finite (also for ints beyond float range)
+    if v < minimum or (positive and v <= 0) or v > maximum:
+        low = f"{'>' if positive else '>='} {minimum:g}"
+        raise InputError(f"expected a number {low} and <= {maximum:g}, got {v!r}", source=source, field=key)
     if integer:
         if v != int(v):
             raise InputError(f"expected an integer, got {v!r} (ASTRA-sim stores it in an int)",
@@ -185,19 +193,19 @@ def parse_system(j: Any, source: str = "system JSON", base_dir: str | Path | Non
                 raise InputError(f"expected one of {', '.join(choices)}, got {j[key]!r} (ASTRA-sim exits with "
                                  "'unknown value ... in sys input file')", source=source, field=key)
             kw[attr] = j[key]
-    splits = _number(j, "preferred-dataset-splits", source, integer=True, positive=True)
+    splits = _number(j, "preferred-dataset-splits", source, integer=True, positive=True, maximum=MAX_SPLITS)
     if splits is not None:
         kw["preferred_dataset_splits"] = splits
-    delay = _number(j, "endpoint-delay", source)
+    delay = _number(j, "endpoint-delay", source, maximum=1e15)
     if delay is not None:
         if delay != int(delay):
             notes.append(f"endpoint-delay: {delay} truncated to {int(delay)} ns (ASTRA-sim stores it in an int)")
         kw.update(endpoint_delay_ns=int(delay), endpoint_delay_given=True)
-    chunks = _number(j, "active-chunks-per-dimension", source, integer=True, minimum=1)
+    chunks = _number(j, "active-chunks-per-dimension", source, integer=True, minimum=1, maximum=MAX_SPLITS)
     if chunks is not None:
         kw["active_chunks_per_dimension"] = chunks
     for key, attr in (("local-mem-bw", "local_mem_bw_GBps"), ("peak-perf", "peak_perf_TFLOPS")):
-        v = _number(j, key, source)
+        v = _number(j, key, source, maximum=1e9)
         if v is not None:
             kw[attr] = float(v)
     for key in _FLAGS:
@@ -242,9 +250,12 @@ def parse_system(j: Any, source: str = "system JSON", base_dir: str | Path | Non
                                              "local-mem-bw", "peak-perf", "per-node-custom-implementation",
                                              "local-mem-trace-filename"}
     known |= {f"{p}-implementation{s}" for p in OPS.values() for s in ("", "-custom")}
-    for key in j:
-        if key in IGNORED or key not in known:
-            notes.insert(0, f"{key}: ignored by ASTRA-sim (it never reads this key)")
+    ignored = [key for key in j if key in IGNORED or key not in known]
+    if len(ignored) > MAX_KEY_NOTES:  # one summarised note, not one line per key
+        notes.insert(0, f"{len(ignored):,} keys ignored by ASTRA-sim (it never reads them), e.g. "
+                        f"{', '.join(repr(k[:40]) for k in ignored[:3])}")
+    else:
+        notes[:0] = [f"{key}: ignored by ASTRA-sim (it never reads this key)" for key in ignored]
     return SystemConfig(source=source, implementations=impls, custom=custom, per_node_custom=per_node,
                         notes=tuple(notes), raw=dict(j), **kw)
 

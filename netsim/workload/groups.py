@@ -73,7 +73,7 @@ class CommGroups:
         self.source = source
         self._groups: dict[str, tuple[int, ...]] = {}
         for key, ranks in (groups or {}).items():
-            if not isinstance(ranks, list) or not ranks or not all(isinstance(r, int) for r in ranks):
+            if not isinstance(ranks, list) or not ranks or not all(type(r) is int for r in ranks):
                 raise InputError("expected a non-empty list of integer ranks", source=source, field=str(key))
             bad = [r for r in ranks if not 0 <= r < world]
             if bad:
