@@ -350,7 +350,8 @@ def test_end_to_end_trace_and_llm(tmp_path, capsys, traces):
     assert rep["hottest_links"] and rep["tiers"][0]["tier"] == "nvswitch"
 
     model = tmp_path / "tiny.yaml"
-    model.write_text("layers: 2\nhidden: 1024\nffn: 4096\nheads: 8\nvocab: 1000\n")
+    # vocab 32000: the straggler's last all-reduce (embedding gradients) must outlast HTA's 1 % filter
+    model.write_text("layers: 2\nhidden: 1024\nffn: 4096\nheads: 8\nvocab: 32000\n")
     wl = tmp_path / "wl"
     assert main(["workload", "llm", "--model", str(model), "--tp", "1", "--pp", "1", "--dp", "8",
                  "--microbatches", "4", "--seq", "4096", "--out", str(wl)]) == 0

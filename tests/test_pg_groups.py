@@ -73,7 +73,7 @@ def test_metadata_groups_run_on_the_right_members(tmp_path):
     got = sorted(zip(colls["op"].astype(str), colls["group"].astype(str), colls["group_size"]))
     assert got == sorted([("all_reduce", "world", 8), ("all_reduce", "1", 4), ("all_reduce", "2", 4),
                           ("all_gather", EVEN, 4), ("all_gather", ODD, 4)])
-    assert sorted(members for members, _ in res.run._colls) == sorted(
+    assert sorted(inst["members"] for inst in res.run._colls.values()) == sorted(
         [tuple(range(8)), (0, 1, 2, 3), (4, 5, 6, 7), (0, 2, 4, 6), (1, 3, 5, 7)])
     # without the metadata the same pg_names are unknown: the groups above came from it
     with pytest.raises(InputError, match="pg_name '1.0' names no communicator group"):

@@ -168,8 +168,8 @@ class RunRecorder:
         import pandas as pd
 
         rows = []
-        for (members, seq), inst in self.run._colls.items():
-            run, n = inst["run"], len(members)
+        for (_comm, seq), inst in self.run._colls.items():
+            run, n = inst["run"], len(inst["members"])
             sched = run.sched
             op = OP_NAMES.get(inst["type"], sched.op)
             t0, t1 = float(run.start.min()), float(run.t_done.max())

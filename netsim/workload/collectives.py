@@ -1,7 +1,9 @@
 """Collective instances of a workload: matching across ranks and how each one is executed.
 
-Members of a communicator group meet in per-group issue order; type and size must
-agree.  An instance is executed in one of two ways:
+Members of a communicator meet in per-communicator issue order; type and size must
+agree.  Communicators are told apart by identity (their group name), not by members:
+two groups with the same members are two communicators, as in NCCL.  An instance is
+executed in one of two ways:
 
 * **off the event queue** (:class:`FixedRun`): a symmetric collective (every member's
   finish depends on every member's arrival: all-reduce, all-gather, reduce-scatter,
@@ -141,7 +143,8 @@ class FixedRun:
 
 
 class Instances:
-    """Every collective instance of one workload run, keyed by (members, issue order)."""
+    """Every collective instance of one workload run, keyed by (communicator, issue order);
+    ``items[key]["members"]`` holds its ranks."""
 
     def __init__(self, env, net, schedule_fn, replicas=None, event_only=frozenset(), fast: bool = True,
                  gpus: np.ndarray | None = None):
@@ -177,13 +180,14 @@ class Instances:
         return hit
 
     def join(self, rank: int, members: tuple, seq: int, ctype: int, size: int, where: tuple, done,
-             group) -> tuple:
-        """Rank ``rank`` arrives at instance ``seq`` of ``members``; ``done()`` when it finishes."""
-        key = (members, seq)
+             group, comm=None) -> tuple:
+        """Rank ``rank`` arrives at instance ``seq`` of communicator ``comm`` (default: the one
+        of ``members``), whose ranks are ``members``; ``done()`` when it finishes."""
+        key = (members if comm is None else comm, seq)
         inst = self.items.get(key)
         kind, local_of = self.kind(members)
         if inst is None:
-            inst = self._create(key, ctype, size, where, group, kind)
+            inst = self._create(key, members, ctype, size, where, group, kind)
         elif (inst["type"], inst["size"]) != (ctype, size):
             r0, n0 = inst["first"]
             raise InputError(
@@ -204,11 +208,10 @@ class Instances:
             inst["run"].arrive(loc)
         return key
 
-    def _create(self, key, ctype, size, where, group, kind) -> dict:
-        members = key[0]
+    def _create(self, key, members, ctype, size, where, group, kind) -> dict:
         sched = self.schedule_fn(ctype, max(size, 0), tuple(self.placed(members).tolist()))
         inst = {"type": ctype, "size": size, "first": (where[2], where[1]), "done": {}, "arrived": set(),
-                "group": group, "rep_of": {}, "left": {}, "t_first": {}}
+                "group": group, "rep_of": {}, "left": {}, "t_first": {}, "members": members}
         on_done = lambda loc, t: self._done(inst, loc, t)  # noqa: E731
         fixed = None
         if self.fast and ctype in SYMMETRIC and key not in self.event_only:

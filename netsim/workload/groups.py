@@ -98,6 +98,20 @@ class CommGroups:
         """(normalised name, members) of every defined group."""
         return list(self._groups.items())
 
+    def identity(self, pg_name: str | None) -> str:
+        """The communicator a node names, as collectives match on it: its normalised group name,
+        or ``""`` for the world (``pg_name`` absent or ``""``, or ``"0"`` when no group "0" is
+        defined).  Two groups with the same members are different communicators, as in NCCL.
+
+        >>> g = CommGroups({"1": [0, 1], "2": [0, 1]}, world=2)
+        >>> g.identity("1.0"), g.identity("2"), g.identity(None), g.identity("0")
+        ('1', '2', '', '')
+        """
+        if pg_name is None or pg_name == "":
+            return ""
+        key = _norm(pg_name)
+        return "" if key == "0" and key not in self._groups else key
+
     def resolve(self, pg_name: str | None, *, where: str = "") -> tuple[int, ...]:
         """Members of the group a node names; raises InputError if it is unknown."""
         if pg_name is None or pg_name == "":

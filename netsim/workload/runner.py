@@ -7,8 +7,9 @@ in flight per lane, as ASTRA-sim does (``streams`` raises that limit): the CPU l
 host-side comm nodes), the GPU compute lane, and the GPU comm lane (collectives
 and sends).  Receives, memory and metadata nodes take no lane.
 
-* **Collectives** match across ranks by communicator group and per-group issue
-  order; type and size must agree.  A collective starts for each member as it
+* **Collectives** match across ranks by communicator (its identity: the group name, so two
+  groups with the same members are two communicators, as in NCCL) and per-communicator
+  issue order; type and size must agree.  A collective starts for each member as it
   arrives (no barrier): transfers begin as soon as both of their endpoints
   are in.
 * **Send/recv** match by (src, dst, tag) in FIFO order; a send completes when
@@ -26,9 +27,10 @@ members' GPUs and every transfer, collective or point-to-point, goes between GPU
 compute node's duration on that rank; ``launch_delay[rank]`` (seconds) holds back
 the rank's first issue.
 
-A workload whose ranks cannot all finish ends with a
-:class:`~netsim.errors.DeadlockError` naming every stuck rank, its blocked
-nodes and what they wait for: never a hang.
+A workload whose ranks cannot all finish, or that leaves a collective not issued by every
+member or a message never received, ends with a :class:`~netsim.errors.DeadlockError`
+(:mod:`netsim.workload.deadlock`) naming the cause, every stuck rank, its blocked nodes and
+what they wait for: never a hang, on every model and engine.
 """
 
 from __future__ import annotations
@@ -39,13 +41,14 @@ from dataclasses import dataclass, field
 import numpy as np
 import simpy
 
-from netsim.errors import DeadlockError, InputError
+from netsim.errors import InputError
 from netsim.network.analytical import AnalyticalNetwork
 from netsim.network.flow import FlowNetwork
 from netsim.topology.model import Topology
 from netsim.workload.chakra_schema import CommType, NodeType
 from netsim.workload.chakra_types import MISSING, NodeTable
-from netsim.workload.collectives import Instances, NcclSchedules, collective_schedule  # noqa: F401
+from netsim.workload.collectives import SYMMETRIC, Instances, NcclSchedules, collective_schedule  # noqa: F401
+from netsim.workload.deadlock import Unmatched
 from netsim.workload.groups import CommGroups
 from netsim.workload.replicas import Replicas
 
@@ -258,26 +261,29 @@ class WorkloadRun:
 
     # ------------------------------------------------------------ execution
     def run(self) -> WorkloadResult:
-        """Simulate to completion; raises DeadlockError if some rank cannot finish.
+        """Simulate to completion; raises DeadlockError if the run is deadlocked
+        (:class:`~netsim.workload.deadlock.Unmatched`).
 
         On the flow network, a collective evaluated off the event queue whose links were
         touched by other traffic while it ran is simulated event-driven in a repeat run
-        (see :mod:`netsim.workload.collectives`), until no such conflict is left."""
+        (see :mod:`netsim.workload.collectives`), until no such conflict is left.  A repeat
+        that deadlocks, or the last one allowed, runs every collective event-driven (the
+        reference), and its verdict is final: a deadlock is never repeated away."""
         for attempt in range(1, self.MAX_ATTEMPTS + 2):
             self._simulate()
             guard = self.colls.guard
             if guard is None or not guard.conflicts:
                 break
-            if attempt == self.MAX_ATTEMPTS:  # give up on isolation: everything event-driven
-                self.event_only = set(self._colls)
+            if attempt >= self.MAX_ATTEMPTS or Unmatched(self).found():
+                self.fast = False  # the event-driven reference decides
+                again = "every collective event-driven"
             else:
                 self.event_only |= guard.conflicts
+                again = "them event-driven"
             self.notes.append(f"run {attempt}: {len(guard.conflicts)} collective(s) evaluated off the event "
-                              "queue shared links with other traffic; repeated with them event-driven")
+                              f"queue shared links with other traffic; repeated with {again}")
             self._reset()
-        stuck = [st for st in self.ranks if st.done < len(st.table)]
-        if stuck:
-            raise DeadlockError(self._deadlock_report(stuck))
+        Unmatched(self).check()
         finish = np.array([st.finish for st in self.ranks])
         compute = np.array([st.compute_s for st in self.ranks])
         if self.replicas is not None:
@@ -371,11 +377,31 @@ class WorkloadRun:
         if st.rank not in members:
             raise InputError(f"rank {st.rank} issues a collective on group {members} it is not in",
                              source=t.source, field=f"node {int(t.id[i])}")
-        seq = st.coll_seq[members]
-        st.coll_seq[members] += 1
-        st.waiting[i] = ("collective", (members, seq))
-        self.colls.join(st.rank, members, seq, int(t.comm_type[i]), int(t.comm_size[i]),
-                        (t.source, int(t.id[i]), st.rank), done, pg_name)
+        comm = self.groups.identity(pg_name)
+        seq = st.coll_seq[comm]
+        st.coll_seq[comm] += 1
+        st.waiting[i] = ("collective", (comm, seq))
+        ctype = int(t.comm_type[i])
+        if ctype in SYMMETRIC:
+            done = self._held(comm, seq, done)
+        key = self.colls.join(st.rank, members, seq, ctype, int(t.comm_size[i]),
+                              (t.source, int(t.id[i]), st.rank), done, pg_name, comm=comm)
+        inst = self._colls[key]
+        if len(inst["arrived"]) == len(members):  # the last member: release the ones held
+            for cb in inst.pop("held", ()):
+                self.net.call_at(self.env.now, cb)
+
+    def _held(self, comm, seq, done):
+        """``done`` of a symmetric collective, held until every member has issued it: no member
+        can have its result before all contributed (what the vectorized path computes, and
+        what keeps a member that never issues it a deadlock on every engine)."""
+        def finished():
+            inst = self._colls[(comm, seq)]
+            if len(inst["arrived"]) < len(inst["members"]):
+                inst.setdefault("held", []).append(done)
+            else:
+                done()
+        return finished
 
     def _send(self, st: _Rank, i: int, done) -> None:
         t = st.table
@@ -390,13 +416,16 @@ class WorkloadRun:
                              "replica symmetry", source=t.source, field=f"node {int(t.id[i])}")
         src_gpu, dst_gpu = (st.rank, dst) if self.gpus is None else (int(self.gpus[st.rank]), int(self.gpus[dst]))
         ev = self.p2p.transfer(src_gpu, dst_gpu, max(size, 0))
-        ev.callbacks.append(lambda _e: (self._deliver(key), done()))
+        sender = (st.rank, i, size)
+        ev.callbacks.append(lambda _e: (self._deliver(key, sender), done()))
 
-    def _deliver(self, key: tuple) -> None:
+    def _deliver(self, key: tuple, sender: tuple) -> None:
+        """A message landed: it completes a waiting receive, or waits in the mailbox
+        (``sender``: rank, node row, bytes; what the deadlock report names if nobody receives it)."""
         if self._recv_wait[key]:
             self._recv_wait[key].popleft()()
         else:
-            self._mail[key].append(self.env.now)
+            self._mail[key].append(sender)
 
     def _recv(self, st: _Rank, i: int, done) -> None:
         t = st.table
@@ -408,30 +437,6 @@ class WorkloadRun:
         else:
             st.waiting[i] = ("recv", key)
             self._recv_wait[key].append(done)
-
-    # ------------------------------------------------------------- reports
-    def _deadlock_report(self, stuck: list[_Rank]) -> str:
-        lines = [f"deadlock: {len(stuck)} of {len(self.ranks)} ranks cannot finish "
-                 f"(at t = {self.env.now * 1e6:.3f} us)"]
-        for st in stuck[:16]:
-            t = st.table
-            what = []
-            for i, (kind, key) in list(st.waiting.items())[:4]:
-                label = f"node {int(t.id[i])} {t.name[i]!r}"
-                if kind == "collective":
-                    inst = self._colls[key]
-                    missing = sorted(set(key[0]) - inst["arrived"])
-                    what.append(f"{label} {CommType(inst['type']).name} #{key[1]} on group {list(key[0])} "
-                                f"waits for ranks {missing[:8]}{'...' if len(missing) > 8 else ''}")
-                else:
-                    what.append(f"{label} {kind} (src {key[0]}, dst {key[1]}, tag {key[2]}) has no matching "
-                                f"{'send' if kind == 'recv' else 'receive'}")
-            pending = len(t) - st.done
-            lines.append(f"  rank {st.rank}: {pending} node(s) not done; " + ("; ".join(what) or
-                         f"{sum(len(q) for q in st.queues)} ready node(s) blocked behind a busy lane"))
-        if len(stuck) > 16:
-            lines.append(f"  ... and {len(stuck) - 16} more ranks")
-        return "\n".join(lines)
 
 
 def _placement(placement, n: int, n_gpus: int) -> np.ndarray | None:
