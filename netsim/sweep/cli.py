@@ -27,13 +27,14 @@ def register_cli(sub) -> None:
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
     from netsim.results.dataset import is_complete
-    from netsim.sweep.runner import run_sweep
+    from netsim.sweep.runner import check_executor_flags, run_sweep
     from netsim.sweep.spec import load_sweep
 
     from netsim.results.io import check_output_dir
 
     if not args.dry_run:
         check_output_dir(args.out, flag="--out", what="a results directory")
+    check_executor_flags(args.scheduler, args.workers, args.jobs)
     sweep = load_sweep(args.sweep)
     if args.dry_run:
         for i, rid in enumerate(sweep.run_ids):

@@ -14,6 +14,7 @@ from __future__ import annotations
 import concurrent.futures as cf
 import logging
 import os
+import re
 import time
 import uuid
 import warnings
@@ -119,8 +120,9 @@ class _DaskPool:
         if scheduler:
             try:
                 self.client = Client(scheduler, timeout="20s")
-            except (OSError, TimeoutError) as exc:
-                raise InputError(f"cannot connect to the Dask scheduler: {one_line(exc)}", source="--scheduler") from None
+            except (OSError, TimeoutError, ValueError, TypeError) as exc:  # ValueError: a bad address
+                raise InputError(f"cannot connect to the Dask scheduler: {one_line(exc)}",
+                                 source="--scheduler") from None
         else:
             with warnings.catch_warnings():  # "Port 8787 is already in use": another port is used, fine
                 warnings.filterwarnings("ignore", message="Port .* is already in use", category=UserWarning)
@@ -158,16 +160,30 @@ class _DaskPool:
             self.cluster.close()
 
 
+#: Local worker processes: each holds a whole simulation; far more than the cores only thrashes.
+MAX_WORKERS = 1024
+#: A Dask address: PROTOCOL://HOST:PORT or HOST:PORT (distributed.comm.addressing).
+SCHEDULER_ADDRESS = re.compile(r"((tcp|tls|inproc|ucx|ws|wss)://)?[\w.\-\[\]:]+:\d{1,5}")
+
+
 def make_executor(scheduler: str | None = None, workers: int | None = None, jobs: int | None = None):
     """The executor for the CLI flags: Dask scheduler, Dask LocalCluster, or a process pool."""
-    if scheduler and workers:
-        raise InputError("give --scheduler or --workers, not both", source="--workers")
-    for flag, n in (("--workers", workers), ("--jobs", jobs)):
-        if n is not None and n < 1:
-            raise InputError(f"expected a positive number, got {n}", source=flag)
+    check_executor_flags(scheduler, workers, jobs)
     if scheduler or workers:
         return _DaskPool(scheduler, workers)
     return _LocalPool(jobs)
+
+
+def check_executor_flags(scheduler: str | None = None, workers: int | None = None, jobs: int | None = None) -> None:
+    """InputError for bad --scheduler/--workers/--jobs (checked before anything starts)."""
+    if scheduler and workers:
+        raise InputError("give --scheduler or --workers, not both", source="--workers")
+    for flag, n in (("--workers", workers), ("--jobs", jobs)):
+        if n is not None and not 1 <= n <= MAX_WORKERS:
+            raise InputError(f"expected a number of processes in 1..{MAX_WORKERS}, got {n}", source=flag)
+    if scheduler is not None and not SCHEDULER_ADDRESS.fullmatch(scheduler):
+        raise InputError(f"expected a Dask scheduler address like tcp://HOST:PORT, got {scheduler!r}",
+                         source="--scheduler")
 
 
 # ------------------------------------------------------------------ driver

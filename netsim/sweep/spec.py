@@ -42,6 +42,34 @@ PATH_KEYS = ("topology", "workload", "comm_groups", "skew_matrix", "faults")
 PLACEMENT_KINDS = ("packed", "random", "strided")
 
 
+#: Configurations in one sweep: each is a whole simulation, and expanding (and hashing) the grid
+#: costs ~0.1 ms each, so 100,000 takes seconds even with --dry-run.
+MAX_CONFIGS = 100_000
+#: Integer keys: (lowest, highest) accepted value.  GPUs: the largest topology (topology.spec.MAX_GPUS);
+#: channels: NCCL's MAXCHANNELS; seeds: stored as int64; streams and llm.* degrees: positive.
+INT_KEYS = {"gpus": (2, 131_072), "channels": (1, 64), "seed": (0, 2**63 - 1), "streams": (1, 1024),
+            **{f"llm.{k}": (1, 2**31 - 1) for k in ("tp", "pp", "dp", "ep", "cp", "microbatches", "seq",
+                                                     "micro_batch", "vpp", "global_batch")}}
+
+
+def _short(v: Any) -> str:
+    text = repr(v)
+    return text if len(text) <= 40 else f"{text[:20]}...({len(text)} characters)"
+
+
+def _check_count(grid: dict, zips: list[dict], seeds: int | None, source: str) -> None:
+    """Refuse, before expanding, a sweep of more than :data:`MAX_CONFIGS` configurations."""
+    count = 1
+    for vals in grid.values():
+        count *= len(vals)
+    for g in zips:
+        count *= len(next(iter(g.values())))
+    count *= seeds or 1
+    if count > MAX_CONFIGS:
+        raise InputError(f"the grid, zip and seeds give {count:,} configurations; expected at most {MAX_CONFIGS:,} "
+                         "(split the study into several sweeps)", source=source, field="grid")
+
+
 def bench_keys() -> dict[str, str]:
     """Sweep key -> :class:`netsim.bench.BenchConfig` field (read live: new fields become keys)."""
     from netsim.bench import BenchConfig
@@ -134,8 +162,10 @@ def parse_sweep(data: Any, source: str = "<sweep>", root: str | Path = ".") -> S
     grid = {k: p.values(k, v, f"grid.{k}") for k, v in p.mapping(data.get("grid") or {}, "grid", raw=True).items()}
     zips = p.zips(data.get("zip"))
     seeds = data.get("seeds")
-    if seeds is not None and (isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 1):
-        raise InputError(f"expected a positive integer, got {seeds!r}", source=source, field="seeds")
+    if seeds is not None and (isinstance(seeds, bool) or not isinstance(seeds, int) or not 1 <= seeds <= MAX_CONFIGS):
+        raise InputError(f"expected a positive integer up to {MAX_CONFIGS:,}, got {_short(seeds)}", source=source,
+                         field="seeds")
+    _check_count(grid, zips, seeds, source)
     axes: list[list[dict]] = [[{k: v} for v in vals] for k, vals in grid.items()]
     axes += [[{k: g[k][i] for k in g} for i in range(len(next(iter(g.values()))))] for g in zips]
     swept = list(grid) + [k for g in zips for k in g]
@@ -229,7 +259,13 @@ class _Parser:
         return out
 
     def value(self, key: str, v: Any, where: str) -> Any:
-        """Normalize one value (op names, sizes) and resolve file paths."""
+        """Normalize one value (op names, sizes, integers) and resolve file paths."""
+        if key in INT_KEYS and v is not None:
+            lo, hi = INT_KEYS[key]
+            if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
+                raise InputError(f"expected an integer in {lo}..{hi:,}, got {_short(v)}", source=self.source,
+                                 field=where)
+            return v
         if key == "op":
             from netsim.results.nccl_table import canonical_op
 
