@@ -52,6 +52,18 @@ class Unmatched:
         """Whether the run is deadlocked."""
         return bool(self.stuck or self.open or self.unreceived)
 
+    def certain(self) -> bool:
+        """Whether the deadlock holds in every timing: a rank that finished all its nodes left a
+        collective, a send or a receive unmatched.  How many collectives a rank issues per
+        communicator, and how many messages per (src, dst, tag), does not depend on timing, so
+        no re-run (event-driven or otherwise) can match them."""
+        finished = {r for r, st in self.by_rank.items() if st.done == len(st.table)}
+        if any((set(inst["members"]) - inst["arrived"]) & finished for _key, inst in self.open):
+            return True
+        if any(key[1] in finished for key, _sender in self.unreceived):
+            return True
+        return any(key[0] in finished for _st, _row, key in self._receives())
+
     def check(self) -> None:
         """Raise :class:`DeadlockError` with :meth:`report` if the run is deadlocked."""
         if self.found():

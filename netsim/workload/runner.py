@@ -268,13 +268,18 @@ class WorkloadRun:
         touched by other traffic while it ran is simulated event-driven in a repeat run
         (see :mod:`netsim.workload.collectives`), until no such conflict is left.  A repeat
         that deadlocks, or the last one allowed, runs every collective event-driven (the
-        reference), and its verdict is final: a deadlock is never repeated away."""
+        reference), and its verdict is final: a deadlock is never repeated away.  A deadlock
+        that holds in every timing (:meth:`~netsim.workload.deadlock.Unmatched.certain`) is
+        reported at once."""
         for attempt in range(1, self.MAX_ATTEMPTS + 2):
             self._simulate()
             guard = self.colls.guard
             if guard is None or not guard.conflicts:
                 break
-            if attempt >= self.MAX_ATTEMPTS or Unmatched(self).found():
+            unmatched = Unmatched(self)
+            if unmatched.certain():
+                break  # deadlocked in every timing: no repeat can change the verdict
+            if attempt >= self.MAX_ATTEMPTS or unmatched.found():
                 self.fast = False  # the event-driven reference decides
                 again = "every collective event-driven"
             else:
