@@ -153,8 +153,9 @@ def placed_ranks(topo: Topology, cfg: BenchConfig) -> np.ndarray:
     return place(cfg.placement, cfg.gpus or topo.n_gpus, topo.n_gpus)
 
 
-def run_one(topo: Topology, cfg: BenchConfig, nbytes: int) -> tuple[nt.BenchRow, dict]:
-    """Simulate one size; returns the table row and the executor/network counters."""
+def run_one(topo: Topology, cfg: BenchConfig, nbytes: int, keep: list | None = None) -> tuple[nt.BenchRow, dict]:
+    """Simulate one size; returns the table row and the executor/network counters (``keep``: a list
+    that gets the size's link and rank counters, :func:`netsim.results.bench_tables.capture`)."""
     n = cfg.gpus or topo.n_gpus
     size, _count, _per_rank = nt.size_and_count(cfg.op, nbytes, n, cfg.dtype)
     if cfg.routing is not None:
@@ -166,6 +167,9 @@ def run_one(topo: Topology, cfg: BenchConfig, nbytes: int) -> tuple[nt.BenchRow,
     if time_s <= 0:  # zero bytes: nccl-tests still reports a launch; keep a tiny positive time
         time_s = 1e-9
     row = nt.make_row(cfg.op, nbytes, n, time_s, dtype=cfg.dtype, algorithm=p.label)
+    if keep is not None:
+        from netsim.results.bench_tables import capture
+        keep.append(capture(size, time_s, net, result))
     return row, {**result.stats, **net.summary(), "nccl_predicted_us": p.predicted_us}
 
 
@@ -296,7 +300,8 @@ def _cmd_bench(args: argparse.Namespace) -> int:
             del run_config["routing"]
         dataset.check_writable(args.out, dataset.run_id_for(run_config), args.overwrite)
         t0 = time.perf_counter()
-    rows = [run_one(topo, cfg, s)[0] for s in sizes]
+    kept: list | None = [] if to_dataset else None  # per-size links and ranks for --out DIR
+    rows = [run_one(topo, cfg, s, kept)[0] for s in sizes]
     algos = sorted({r.algorithm for r in rows})
     routing = topo.routing
     title = (f"netsim bench: {topo.name}, {cfg.gpus} GPUs, model {cfg.model}, "
@@ -311,8 +316,11 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     if args.json_path:
         nt.write_nccl_json(args.json_path, cfg.op, rows, config=config)
     if to_dataset:
+        from netsim.results import bench_tables
+        extra = {"links": bench_tables.links_frame(topo, kept),
+                 "ranks": bench_tables.ranks_frame(topo, placed_ranks(topo, cfg), kept)}
         record.write_bench_run(args.out, run_config, cfg.op, rows, cfg.gpus, time.perf_counter() - t0,
-                               overwrite=args.overwrite)
+                               overwrite=args.overwrite, extra=extra)
     elif args.out:
         write_parquet_atomic(args.out, nt.rows_to_frame(cfg.op, rows, cfg.gpus))
     return 0

@@ -183,3 +183,17 @@ def test_bad_values_one_line_errors(tmp_path, capsys):
     assert "--placement-experts" in _err(op + ["--placement-experts", str(tmp_path / "place.npy")], capsys)
     assert "node_limited needs whole nodes" in _err(op + ["--algo", "node_limited", "--placement", "strided:2"],
                                                     capsys)
+
+
+def test_bench_out_writes_links_and_ranks_for_every_op(tmp_path):
+    out = tmp_path / "ar"
+    assert main(["bench", "--topology", SUPERPOD, "--gpus", "16", "--op", "all_reduce", "-b", "1M", "-e", "4M",
+                 "-f", "4", "--model", "analytical", "--out", str(out)]) == 0
+    import netsim
+    res = netsim.open_results(out)
+    assert sorted(res.links["seq"].unique()) == [0, 1] and (res.links["bytes"] > 0).all()
+    assert set(res.links["tier"]) == {"nvlink", "pcie", "nic"}
+    assert len(res.ranks) == 2 * 16 and (res.ranks["send_bytes"] > 0).all()
+    # the busiest link's time alone never exceeds the collective's time
+    end = res.collectives.set_index("seq")["end_ns"]
+    assert (res.links.groupby("seq")["alone_ns"].max() <= end * (1 + 1e-9)).all()

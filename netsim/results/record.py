@@ -276,8 +276,9 @@ def link_frame(topo, net, makespan_s: float, status: np.ndarray | None = None):
 
 
 def write_bench_run(out_dir, config: dict, op: str, rows, nranks: int, wall_time_s: float, *,
-                    overwrite: bool = False) -> str:
-    """``netsim bench --out DIR``: one ``collectives`` row per size (nccl-tests definitions) plus ``runs``."""
+                    overwrite: bool = False, extra: dict | None = None) -> str:
+    """``netsim bench --out DIR``: one ``collectives`` row per size (nccl-tests definitions), the
+    ``extra`` tables (``links`` and ``ranks`` per size, :mod:`netsim.results.bench_tables`) and ``runs``."""
     import pandas as pd
 
     run_id = dataset.run_id_for(config)
@@ -285,5 +286,6 @@ def write_bench_run(out_dir, config: dict, op: str, rows, nranks: int, wall_time
                 r.algbw_GBps, r.busbw_GBps) for i, r in enumerate(rows)]
     frame = pd.DataFrame.from_records(records, columns=list(dataset.COLUMNS["collectives"]))
     runs = dataset.runs_row(config, wall_time_s=wall_time_s, n_ranks=nranks)
-    dataset.write_run(Path(out_dir), run_id, {"collectives": frame, "runs": runs}, config, overwrite=overwrite)
+    dataset.write_run(Path(out_dir), run_id, {"collectives": frame, **(extra or {}), "runs": runs}, config,
+                      overwrite=overwrite)
     return run_id
