@@ -197,3 +197,16 @@ def test_bench_out_writes_links_and_ranks_for_every_op(tmp_path):
     # the busiest link's time alone never exceeds the collective's time
     end = res.collectives.set_index("seq")["end_ns"]
     assert (res.links.groupby("seq")["alone_ns"].max() <= end * (1 + 1e-9)).all()
+
+
+def test_direct_all_reduce_in_bench():
+    import doctest as _d
+
+    from netsim.bench import bench
+    from netsim.collectives import direct_reduce
+    assert _d.testmod(direct_reduce).failed == 0
+    s = direct_reduce.direct_all_reduce(8, 8000.0)
+    assert np.allclose(s.bytes_sent(), 2 * 7 / 8 * 8000) and np.allclose(s.bytes_received(), 2 * 7 / 8 * 8000)
+    assert s.phases[0].step.reduce and not s.phases[-1].step.reduce
+    rows = bench(DGX, "all_reduce", [1 << 28], algo="direct", model="analytical")
+    assert rows[0].algorithm.startswith("direct/") and rows[0].busbw_GBps > 300  # a crossbar: ring's volume

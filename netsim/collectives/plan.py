@@ -26,7 +26,7 @@ from netsim.topology.model import Topology
 
 #: ``--algo`` names per op; ``auto`` is always accepted.
 ALGORITHMS: dict[str, tuple[str, ...]] = {
-    "all_reduce": ("ring", "tree", "halving_doubling", "hierarchical", "nvls", "nvls_tree"),
+    "all_reduce": ("ring", "tree", "halving_doubling", "hierarchical", "nvls", "nvls_tree", "direct"),
     "all_gather": ("ring", "halving_doubling", "hierarchical", "nvls"),
     "reduce_scatter": ("ring", "halving_doubling", "hierarchical", "nvls"),
     "alltoall": ("direct", "hierarchical", "node_limited"),
@@ -137,6 +137,10 @@ def _build(op: str, name: str, n: int, nbytes: float, g: int | None, nc: int, pr
         ch = max(1, min(nc, g or 1))  # channel chains start on different GPUs, hence NICs
         s = tree_all_reduce(n, nbytes, local_size=g or 1, chunks=_pieces(nbytes, nc, proto), channels=ch)
         return s, s.n_steps, ch
+    if name == "direct":  # not NCCL's: every rank to every rank, reduce-scatter then all-gather
+        from netsim.collectives.direct_reduce import direct_all_reduce
+        s = direct_all_reduce(n, nbytes)
+        return s, s.n_steps, 1
     if name == "halving_doubling":
         from netsim.collectives import halving_doubling as hd
         fn = {"all_reduce": hd.hd_all_reduce, "all_gather": hd.hd_all_gather,
