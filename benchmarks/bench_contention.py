@@ -8,6 +8,10 @@ E2  flow-model all-to-all, 64 MiB per rank, on h100-superpod-1024, growing GPU c
     the same exchange under ``--routing spray`` (448 and 1,024 GPUs).  Static ECMP at 1,024
     GPUs (the issue's target case) is left out: it did not finish in 15 minutes.
 E3  routing: ecmp vs adaptive vs spray on a contended random placement (4:1 tree).
+E4  the analytical model as a bound (each step timed alone, links shared as in the flow model):
+    its time against the busiest link's bytes / rate and against the flow model, beside the old
+    contention-free alpha-beta timing, on random placements (4:1 tree); then its cost at scale
+    (all-to-all on h100-superpod-1024, and the design study's 4k all-to-all at 7:1).
 
 Each case runs in a fresh process; CPU seconds are the process's user+system time.
 Run: python benchmarks/bench_contention.py [--quick]
@@ -99,6 +103,55 @@ def _e3(routing, seed, op, size):
             "time_us": res.time * 1e6, "cpu_s": time.process_time() - t0}
 
 
+def e4_case(op, algo, size, placement, where="tree4", gpus=64):
+    return partial(_e4, op, algo, size, placement, where, gpus)
+
+
+def _e4(op, algo, size, placement, where, gpus):
+    import numpy as np
+    import simpy
+    from netsim.bench import BenchConfig, _validated, build_plan, placed_ranks
+    from netsim.collectives.executor import run_collective
+    from netsim.network.analytical import AnalyticalNetwork
+
+    class ContentionFree(AnalyticalNetwork):  # the model before: every transfer at its path's bottleneck
+        def step_rates(self, routes, nbytes, cap=None, parts=1):
+            return None
+
+    if where == "tree4":
+        topo = _tree(4)
+    elif where == "study-3tier-7to1":
+        from netsim.sweep.topo import load_with_overrides
+        topo = load_with_overrides(str(ROOT / "topologies" / "studies" / "fat_tree_3tier.yaml"),
+                                   {"nodes": gpus // 8, "scale_out.tiers.0.oversubscription": 7,
+                                    "scale_out.rail_optimized": False})
+    else:
+        from netsim.topology.spec import load_topology
+        topo = load_topology(ROOT / "topologies" / f"{where}.yaml")
+    cfg = _validated(BenchConfig(op, algo=algo, gpus=gpus, placement=placement), topo)
+    plan = build_plan(topo, cfg, float(size))
+    ranks = placed_ranks(topo, cfg)
+    out = {"case": f"E4 {op} {size >> 20} MiB {plan.label} {where} {gpus} {placement}"}
+    t0 = time.process_time()
+    net = AnalyticalNetwork(simpy.Environment(), topo)
+    res = run_collective(net, plan.schedule, ranks)
+    out["analytical_cpu_s"] = time.process_time() - t0
+    out["analytical_us"] = res.time * 1e6
+    out["bound_us"] = float((net.link_stats()["bytes"] / topo.link_bw).max()) * 1e6
+    old = run_collective(ContentionFree(simpy.Environment(), topo), plan.schedule, ranks)
+    out["contention_free_us"] = old.time * 1e6
+    if gpus <= 64:
+        from netsim.network.flow import FlowNetwork
+        t0 = time.process_time()
+        flow = run_collective(FlowNetwork(simpy.Environment(), topo), plan.schedule, ranks)
+        out["flow_cpu_s"] = time.process_time() - t0
+        out["flow_us"], out["flow_mode"] = flow.time * 1e6, flow.stats["mode"]
+        out["ana_over_flow"] = res.time / flow.time
+    else:
+        out["flow_us"], out["flow_mode"], out["ana_over_flow"], out["flow_cpu_s"] = np.nan, "-", np.nan, np.nan
+    return out
+
+
 def main() -> None:
     quick = "--quick" in sys.argv
     seeds = [0, 1] if quick else [0, 1, 2, 3, 4]
@@ -132,6 +185,22 @@ def main() -> None:
                 rows.append(run_case(e3_case(routing, seed, op)))
     print_table(rows, [("case", "case", "s"), ("routing", "routing", "s"), ("time_us", "time us", ".2f"),
                        ("cpu_s", "CPU s", ".2f"), ("wall_s", "wall s", ".2f")])
+    print()
+    rows = []
+    for op, algo, size in [("all_reduce", "ring", 16 << 20), ("all_reduce", "tree", 16 << 20),
+                           ("all_gather", "auto", 64 << 20), ("alltoall", "auto", 16 << 20)]:
+        for placement in ["packed"] + [f"random:{s}" for s in seeds]:
+            rows.append(run_case(e4_case(op, algo, size, placement)))
+    scale = [("alltoall", 64 << 20, "h100-superpod-1024", 256), ("alltoall", 64 << 20, "h100-superpod-1024", 1024)]
+    if not quick:
+        scale.append(("alltoall", 256 << 20, "study-3tier-7to1", 4096))
+    for op, size, where, gpus in scale:
+        rows.append(run_case(e4_case(op, "auto", size, "packed", where, gpus)))
+    print_table(rows, [("case", "case", "s"), ("analytical_us", "analytical us", ".1f"),
+                       ("bound_us", "busiest link us", ".1f"), ("contention_free_us", "contention-free us", ".1f"),
+                       ("flow_us", "flow us", ".1f"), ("flow_mode", "flow mode", "s"),
+                       ("ana_over_flow", "analytical/flow", ".4f"), ("analytical_cpu_s", "analytical CPU s", ".2f"),
+                       ("flow_cpu_s", "flow CPU s", ".2f"), ("peak_rss_MB", "peak RSS MB", ".0f")])
 
 
 if __name__ == "__main__":
