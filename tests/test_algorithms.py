@@ -16,8 +16,8 @@ from netsim.collectives.barrier import barrier
 from netsim.collectives.compose import REDUCE, concat, flow_of, parallel, traced, tracing
 from netsim.collectives.executor import run_collective
 from netsim.collectives.halving_doubling import hd_all_gather, hd_all_reduce, hd_reduce_scatter
-from netsim.collectives.hierarchical import hierarchical, multi_dim
-from netsim.collectives.nvls import nvls_all_gather, nvls_all_reduce, nvls_reduce_scatter, nvls_tree_all_reduce
+from netsim.collectives.hierarchical import hierarchical, multi_dim, nvls_tree_all_reduce
+from netsim.collectives.nvls import nvls_all_gather, nvls_all_reduce, nvls_reduce_scatter
 from netsim.collectives.ring import ring_all_gather, ring_all_reduce
 from netsim.collectives.schedule import DOWN, PATH, UP, Phase, Schedule, Step
 from netsim.collectives.tree import dtree_parents, tree_all_reduce, tree_edges, tree_height

@@ -115,7 +115,7 @@ def test_fast_forward_with_ranks_out_of_step_matches_full_simulation(su):
 
 def test_pipelined_nvls_tree_overlaps_its_stages(su):
     from netsim.collectives.compose import pipeline
-    from netsim.collectives.nvls import nvls_tree_all_reduce
+    from netsim.collectives.hierarchical import nvls_tree_all_reduce
     piece = nvls_tree_all_reduce(16, (1 << 30) / 16, local_size=8, chunks=1)
     piped = pipeline("nvls_tree", piece, 16, 1 << 30)
     np.testing.assert_allclose(piped.bytes_sent(), piece.bytes_sent() * 16)

@@ -29,9 +29,9 @@ builders transform them with the schedule.
 from __future__ import annotations
 
 import math
-import weakref
 from contextlib import contextmanager
-from dataclasses import dataclass
+from contextvars import ContextVar
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -107,39 +107,39 @@ class Flow:
         return Flow(parent_blocks * per, tuple(wrap(fn) for fn in base.phases))
 
 
-_FLOWS: "weakref.WeakKeyDictionary[Schedule, Flow]" = weakref.WeakKeyDictionary()
-_TRACING = [False]
+#: Whether builders record flows (a context variable: set per thread or task by :func:`tracing`).
+_TRACING: ContextVar[bool] = ContextVar("netsim_collectives_tracing", default=False)
 
 
 @contextmanager
 def tracing():
     """Within this block, builders attach a :class:`Flow` to the schedules they return."""
-    old, _TRACING[0] = _TRACING[0], True
+    token = _TRACING.set(True)
     try:
         yield
     finally:
-        _TRACING[0] = old
+        _TRACING.reset(token)
 
 
 def is_tracing() -> bool:
     """Whether builders should record flows."""
-    return _TRACING[0]
+    return _TRACING.get()
 
 
 def traced(schedule: Schedule, make) -> Schedule:
-    """Attach ``make()`` (a :class:`Flow` or ``None``) to ``schedule`` when tracing."""
-    if _TRACING[0]:
+    """``schedule`` carrying ``make()`` (a :class:`Flow` or ``None``) as its flow when tracing."""
+    if _TRACING.get():
         flow = make()
         if flow is not None:
             if len(flow.phases) != len(schedule.phases):
                 raise ValueError("a flow needs one entry per phase")
-            _FLOWS[schedule] = flow
+            return replace(schedule, flow=flow)
     return schedule
 
 
 def flow_of(schedule: Schedule) -> Flow | None:
     """The flow recorded for ``schedule`` (``None`` outside :func:`tracing`)."""
-    return _FLOWS.get(schedule)
+    return schedule.flow
 
 
 def placed(schedule: Schedule, where, parent_blocks: int) -> Schedule:

@@ -40,6 +40,7 @@ import numpy as np
 
 from netsim.collectives.compose import COPY, REDUCE, Flow, check_int, check_nodes, concat, on_groups, traced
 from netsim.collectives.direct import default_window
+from netsim.collectives import nvls
 from netsim.collectives.halving_doubling import hd_all_gather, hd_all_reduce, hd_reduce_scatter
 from netsim.collectives.ring import ring_all_gather, ring_all_reduce, ring_reduce_scatter
 from netsim.collectives.schedule import Phase, Schedule, Step
@@ -113,7 +114,6 @@ def block(op: str, algorithm: str, m: int, nbytes: float, *, channels: int = 1,
                              field="algorithm")
         return tree_all_reduce(m, nbytes, chunks=chunks, channels=channels)
     if algorithm == "nvls":
-        from netsim.collectives import nvls
         return {"all_reduce": nvls.nvls_all_reduce, "all_gather": nvls.nvls_all_gather,
                 "reduce_scatter": nvls.nvls_reduce_scatter}[op](m, nbytes, chunks=chunks)
     raise InputError(f"expected one of {', '.join(ALGORITHMS)}, got {algorithm!r}", source="argument",
@@ -206,4 +206,20 @@ def hierarchical(op: str, n: int, nbytes: float, *, local_size: int, intra: str 
     ``channels`` applies to ring and tree stages, ``chunks`` to tree and nvls stages."""
     k = check_nodes(n, local_size)
     return _staged(op, "hierarchical", n, nbytes, [(n // k, intra), (k, inter)],
+                   channels=channels, chunks=chunks)
+
+
+def nvls_tree_all_reduce(n: int, nbytes: float, *, local_size: int, inter: str = "tree",
+                         chunks: int | None = None, channels: int = 1) -> Schedule:
+    """NCCL NVLSTree-like all-reduce: NVLS reduce-scatter inside each node of ``local_size``
+    GPUs, an all-reduce of ``S/local_size`` among the GPUs of equal local index across nodes
+    (``inter`` = ``tree`` or ``ring``), then NVLS all-gather inside each node.
+
+    Stages run one after another (NCCL overlaps them); ``chunks`` is the pipeline depth of the
+    NVLS and tree stages, ``channels`` applies to the inter-node stage.
+    """
+    k = check_nodes(n, local_size)
+    if inter not in ("tree", "ring"):
+        raise InputError(f"expected inter 'tree' or 'ring', got {inter!r}", source="argument", field="inter")
+    return _staged("all_reduce", "nvls_tree", n, nbytes, [(n // k, "nvls"), (k, inter)],
                    channels=channels, chunks=chunks)

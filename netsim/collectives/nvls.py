@@ -39,10 +39,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from netsim.collectives.compose import COPY, REDUCE, Flow, check_int, check_nodes, pipeline_chunks, traced
-from netsim.collectives.hierarchical import _staged
+from netsim.collectives.compose import COPY, REDUCE, Flow, check_int, pipeline_chunks, traced
 from netsim.collectives.schedule import DOWN, UP, Phase, Schedule, Step
-from netsim.errors import InputError
 
 # stage: (step offset, hop, carries "all" shards of the piece or the GPU's "own", kind)
 _STAGES = {
@@ -115,19 +113,3 @@ def nvls_reduce_scatter(n: int, nbytes: float, *, chunks: int | None = None) -> 
 def nvls_all_gather(n: int, nbytes: float, *, chunks: int | None = None) -> Schedule:
     """NVLS all-gather (multicast store only); ``nbytes`` is the total output."""
     return _nvls("all_gather", "nvls", n, nbytes, chunks)
-
-
-def nvls_tree_all_reduce(n: int, nbytes: float, *, local_size: int, inter: str = "tree",
-                         chunks: int | None = None, channels: int = 1) -> Schedule:
-    """NCCL NVLSTree-like all-reduce: NVLS reduce-scatter inside each node of ``local_size``
-    GPUs, an all-reduce of ``S/local_size`` among the GPUs of equal local index across nodes
-    (``inter`` = ``tree`` or ``ring``), then NVLS all-gather inside each node.
-
-    Stages run one after another (NCCL overlaps them); ``chunks`` is the pipeline depth of the
-    NVLS and tree stages, ``channels`` applies to the inter-node stage.
-    """
-    k = check_nodes(n, local_size)
-    if inter not in ("tree", "ring"):
-        raise InputError(f"expected inter 'tree' or 'ring', got {inter!r}", source="argument", field="inter")
-    return _staged("all_reduce", "nvls_tree", n, nbytes, [(n // k, "nvls"), (k, inter)],
-                   channels=channels, chunks=chunks)

@@ -164,7 +164,7 @@ def _build(op: str, name: str, n: int, nbytes: float, g: int | None, nc: int, pr
         if g is None:
             raise InputError("nvls_tree needs whole nodes", source="--gpus")
         from netsim.collectives.compose import pipeline
-        from netsim.collectives.nvls import nvls_tree_all_reduce
+        from netsim.collectives.hierarchical import nvls_tree_all_reduce
         k = _pieces(nbytes, nc, proto)
         piece = nvls_tree_all_reduce(n, nbytes / k, local_size=g, chunks=1, channels=max(1, min(nc, g)))
         s = pipeline("nvls_tree", piece, k, nbytes)

@@ -93,6 +93,8 @@ class Schedule:
     """A whole collective for ``nranks`` group-local ranks.
 
     op: nccl-tests op name; algorithm: what ran; nbytes: the nccl-tests ``size`` (S) it moves.
+    flow: the data flow builders record under :func:`netsim.collectives.compose.tracing` (which
+    units of the buffer each transfer carries), for checking; ``None`` otherwise.
     """
 
     op: str
@@ -100,6 +102,7 @@ class Schedule:
     nranks: int
     nbytes: float
     phases: tuple[Phase, ...] = field(default_factory=tuple)
+    flow: object = field(default=None, compare=False, repr=False)
 
     @property
     def n_steps(self) -> int:
