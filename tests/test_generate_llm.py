@@ -43,7 +43,8 @@ def test_ep_groups_inside_dp():
 
 
 def test_presets_and_yaml(tmp_path):
-    assert set(MODEL_PRESETS) == {"gpt3-175b", "llama3-70b", "llama3-405b", "mixtral-8x7b", "deepseek-v3"}
+    assert set(MODEL_PRESETS) == {"gpt3-175b", "llama3-8b", "llama3-70b", "llama3-405b", "mixtral-8x7b",
+                                  "mixtral-8x22b", "deepseek-v3"}
     assert load_model_spec("deepseek-v3").experts == 256
     p = tmp_path / "m.yaml"
     p.write_text("name: m\nlayers: 2\nhidden: 64\nffn: 256\nheads: 2\nvocab: 100\n")

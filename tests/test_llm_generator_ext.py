@@ -63,7 +63,8 @@ def test_kv_heads_default_presets_and_yaml(tmp_path):
     assert spec.kv_heads == 4 and spec.attn_params == 4 * 64 * 64
     assert TINY.kv_hidden == 128 and TINY.attn_params == 2 * 512 * 512 + 2 * 512 * 128
     assert {k: v.kv_heads for k, v in MODEL_PRESETS.items()} == {
-        "gpt3-175b": 96, "llama3-70b": 8, "llama3-405b": 8, "mixtral-8x7b": 8, "deepseek-v3": 128}
+        "gpt3-175b": 96, "llama3-8b": 8, "llama3-70b": 8, "llama3-405b": 8, "mixtral-8x7b": 8, "mixtral-8x22b": 8,
+        "deepseek-v3": 128}
     p = tmp_path / "m.yaml"
     p.write_text("name: m\nlayers: 2\nhidden: 64\nffn: 256\nheads: 4\nvocab: 100\n")
     assert load_model_spec(p) == spec

@@ -27,8 +27,14 @@ holds ``tokens = micro_batch * seq / cp`` tokens of each microbatch:
   (``comm_size`` = one rank's shard, tokens · 2 · kv_hidden · dtype_bytes / tp), and
   the backward attention is followed by a REDUCE_SCATTER of their gradients
   (``comm_size`` = the gathered buffer, ``cp`` shards);
-* mixture-of-experts layers replace the MLP by a router, an ALL_TO_ALL dispatch on the
-  expert-parallel group, the expert compute and an ALL_TO_ALL combine.
+* a gated MLP (SwiGLU: Llama 3, Mixtral, DeepSeek-V3) has three ``hidden x ffn`` matrices,
+  a plain one (GPT-3) two (:attr:`ModelSpec.mlp_params`);
+* mixture-of-experts layers replace the MLP by a router, the shared experts if any (computed
+  locally), an ALL_TO_ALL dispatch on the expert-parallel group, the expert compute and an
+  ALL_TO_ALL combine; the first ``dense_layers`` layers keep the dense MLP (DeepSeek-V3).
+  In the backward pass the same two all-to-alls run in the same order: the first carries the
+  output gradients to the experts (the dispatch's pattern), the second brings the input
+  gradients back (the combine's).
 
 The backward pass mirrors the forward pass with twice the operations.  Gradients are
 all-reduced over the DP×CP group (Megatron reduces over ``dp * cp`` ranks), one bucket

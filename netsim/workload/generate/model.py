@@ -1,28 +1,32 @@
 """Transformer shapes for the LLM workload generator: :class:`ModelSpec` and the presets.
 
+The presets are the model YAMLs of the repository's ``workloads/models/`` folder (shipped in
+the wheel as ``netsim/_workloads/models``; :mod:`netsim.workload.generate.presets`), each with
+its published shapes and citation: one source of truth, no copy of the numbers in Python.
+
 Examples
 --------
->>> spec = MODEL_PRESETS["llama3-70b"]
+>>> spec = load_model_spec("llama3-70b")
 >>> spec.kv_heads, spec.kv_hidden
 (8, 1024)
 >>> spec.attn_params == 2 * 8192 * 8192 + 2 * 8192 * 1024  # Q, O full; K, V kv_hidden wide
+True
+>>> spec.mlp_params == 3 * 8192 * 28672  # SwiGLU: gate, up and down projections
 True
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
-from types import MappingProxyType
-from typing import Mapping
 
 from netsim.errors import InputError
 
-__all__ = ["MODEL_PRESETS", "ModelSpec", "load_model_spec"]
+__all__ = ["MODEL_PRESETS", "ModelSpec", "load_model_spec", "read_model_yaml"]
 
 #: ModelSpec fields a YAML model file may leave out.
-_OPTIONAL = ("experts", "top_k", "expert_ffn", "kv_heads")
+_OPTIONAL = ("experts", "top_k", "expert_ffn", "kv_heads", "gated_mlp", "shared_experts", "dense_layers", "source")
 
 
 @dataclass(frozen=True)
@@ -41,6 +45,16 @@ class ModelSpec:
     kv_heads
         Key/value heads (grouped-query attention, GQA); ``None`` (the default)
         means ``heads`` (multi-head attention).  Must divide ``heads``.
+    gated_mlp
+        Gated MLP (SwiGLU, Shazeer arXiv:2002.05202): gate, up and down projections, three
+        ``hidden x ffn`` matrices instead of two (Llama 3, Mixtral, DeepSeek-V3).
+    shared_experts
+        Experts every token goes through besides its ``top_k`` routed ones (DeepSeekMoE),
+        ``expert_ffn`` wide, computed where the token is (no all-to-all).
+    dense_layers
+        The first ``dense_layers`` layers keep a dense ``ffn``-wide MLP (DeepSeek-V3: 3).
+    source
+        Where the numbers come from (paper, table, model card); not compared.
     """
 
     name: str
@@ -53,13 +67,23 @@ class ModelSpec:
     top_k: int = 0
     expert_ffn: int = 0
     kv_heads: int | None = None
+    gated_mlp: bool = False
+    shared_experts: int = 0
+    dense_layers: int = 0
+    source: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
         for key in ("layers", "hidden", "ffn", "heads", "vocab"):
             val = getattr(self, key)
             if not isinstance(val, int) or isinstance(val, bool) or val <= 0:
                 raise InputError(f"expected a positive integer, got {val!r}", source=f"model {self.name}", field=key)
-        for key in ("experts", "top_k", "expert_ffn"):
+        if not isinstance(self.gated_mlp, bool):
+            raise InputError(f"expected true or false, got {self.gated_mlp!r}", source=f"model {self.name}",
+                             field="gated_mlp")
+        if not isinstance(self.source, str):
+            raise InputError(f"expected a citation string, got {self.source!r}", source=f"model {self.name}",
+                             field="source")
+        for key in ("experts", "top_k", "expert_ffn", "shared_experts", "dense_layers"):
             val = getattr(self, key)
             if not isinstance(val, int) or isinstance(val, bool) or val < 0:
                 raise InputError(f"expected a non-negative integer, got {val!r}", source=f"model {self.name}",
@@ -67,6 +91,12 @@ class ModelSpec:
         if self.experts and not (0 < self.top_k <= self.experts and self.expert_ffn > 0):
             raise InputError(f"a MoE model needs 0 < top_k <= experts ({self.experts}) and expert_ffn > 0, "
                              f"got top_k={self.top_k}, expert_ffn={self.expert_ffn}", source=f"model {self.name}")
+        if (self.shared_experts or self.dense_layers) and not self.experts:
+            raise InputError("shared_experts and dense_layers need a MoE model (experts > 0)",
+                             source=f"model {self.name}")
+        if self.dense_layers >= self.layers:
+            raise InputError(f"expected dense_layers < layers ({self.layers}), got {self.dense_layers}",
+                             source=f"model {self.name}", field="dense_layers")
         if self.kv_heads is None:
             object.__setattr__(self, "kv_heads", self.heads)
         kv = self.kv_heads
@@ -86,14 +116,31 @@ class ModelSpec:
         return 2 * self.hidden * self.hidden + 2 * self.hidden * self.kv_hidden
 
     @property
+    def mlp_matrices(self) -> int:
+        """Weight matrices of one MLP: 3 when gated (SwiGLU: gate, up, down), else 2 (up, down)."""
+        return 3 if self.gated_mlp else 2
+
+    @property
     def mlp_params(self) -> int:
-        """Parameters of one dense MLP block (up and down projections)."""
-        return 2 * self.hidden * self.ffn
+        """Parameters of one dense MLP block (``mlp_matrices`` matrices of ``hidden x ffn``)."""
+        return self.mlp_matrices * self.hidden * self.ffn
 
     @property
     def expert_params(self) -> int:
-        """Parameters of one expert MLP."""
-        return 2 * self.hidden * self.expert_ffn
+        """Parameters of one expert MLP (``mlp_matrices`` matrices of ``hidden x expert_ffn``)."""
+        return self.mlp_matrices * self.hidden * self.expert_ffn
+
+    def moe_layer(self, layer: int) -> bool:
+        """Whether layer ``layer`` (0-based) has a mixture-of-experts MLP."""
+        return self.is_moe and layer >= self.dense_layers
+
+    def params(self, tied_embeddings: bool = False) -> int:
+        """Total parameters: every layer's attention and MLP (routers, routed and shared experts),
+        the embedding and, unless ``tied_embeddings``, the LM head (norms and biases left out)."""
+        moe = self.router_params + (self.experts + self.shared_experts) * self.expert_params
+        n_moe = self.layers - self.dense_layers if self.is_moe else 0
+        body = self.layers * self.attn_params + n_moe * moe + (self.layers - n_moe) * self.mlp_params
+        return body + self.vocab * self.hidden * (1 if tied_embeddings else 2)
 
     @property
     def router_params(self) -> int:
@@ -106,17 +153,13 @@ class ModelSpec:
         return self.experts > 0
 
 
-#: The built-in models, by name (read-only).  Llama 3 70B/405B use 8 KV heads
-#: (arXiv:2407.21783 Table 3), Mixtral 8x7B 8 (arXiv:2401.04088 Table 1); DeepSeek-V3's
-#: multi-head latent attention is modelled as plain multi-head attention.
-MODEL_PRESETS: Mapping[str, ModelSpec] = MappingProxyType({
-    "gpt3-175b": ModelSpec("gpt3-175b", 96, 12288, 49152, 96, 50257),
-    "llama3-70b": ModelSpec("llama3-70b", 80, 8192, 28672, 64, 128256, kv_heads=8),
-    "llama3-405b": ModelSpec("llama3-405b", 126, 16384, 53248, 128, 128256, kv_heads=8),
-    "mixtral-8x7b": ModelSpec("mixtral-8x7b", 32, 4096, 14336, 32, 32000, experts=8, top_k=2, expert_ffn=14336,
-                              kv_heads=8),
-    "deepseek-v3": ModelSpec("deepseek-v3", 61, 7168, 18432, 128, 129280, experts=256, top_k=8, expert_ffn=2048),
-})
+def __getattr__(name: str):
+    """``MODEL_PRESETS``: the shipped model YAMLs, read on first use
+    (:data:`netsim.workload.generate.presets.PRESETS`)."""
+    if name == "MODEL_PRESETS":
+        from netsim.workload.generate.presets import PRESETS
+        return PRESETS
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def load_model_spec(model: str | os.PathLike | ModelSpec) -> ModelSpec:
@@ -138,12 +181,23 @@ def load_model_spec(model: str | os.PathLike | ModelSpec) -> ModelSpec:
     """
     if isinstance(model, ModelSpec):
         return model
-    if isinstance(model, str) and model in MODEL_PRESETS:
-        return MODEL_PRESETS[model]
+    from netsim.workload.generate.presets import PRESETS
+
+    if isinstance(model, str) and model in PRESETS:
+        return PRESETS[model]
     path = Path(model)
     if not path.is_file():
-        raise InputError(f"not a preset ({', '.join(MODEL_PRESETS)}) nor a YAML file", source=str(model))
+        raise InputError(f"not a preset ({', '.join(PRESETS)}) nor a YAML file", source=str(model))
+    return read_model_yaml(path)
+
+
+def read_model_yaml(path: str | os.PathLike) -> ModelSpec:
+    """A :class:`ModelSpec` from a YAML file with its keys (``name`` defaults to the file's stem).
+
+    Raises InputError naming the file on unknown or missing keys and bad values."""
     from netsim import inputs
+
+    path = Path(path)
 
     data = inputs.load_yaml(path)
     if not isinstance(data, dict):
@@ -156,4 +210,7 @@ def load_model_spec(model: str | os.PathLike | ModelSpec) -> ModelSpec:
     missing = sorted(f.name for f in fields(ModelSpec) if f.name not in data and f.name not in _OPTIONAL)
     if missing:
         raise InputError(f"missing key(s) {missing}", source=str(path))
-    return ModelSpec(**data)
+    try:
+        return ModelSpec(**data)
+    except InputError as exc:
+        raise InputError(exc.message, source=str(path), field=exc.field) from None

@@ -147,11 +147,12 @@ class Costs:
     def a2a(self) -> int:
         return self.tokens * self.spec.top_k * self.spec.hidden * self.dtype_bytes
 
-    @property
-    def layer_params(self) -> int:
+    def layer_params(self, layer: int) -> int:
+        """Weights of layer ``layer`` held by one rank before the TP split (its local experts)."""
         s = self.spec
-        mlp = s.router_params + self.local_experts * s.expert_params if s.is_moe else s.mlp_params
-        return s.attn_params + mlp
+        if s.moe_layer(layer):
+            return s.attn_params + s.router_params + (self.local_experts + s.shared_experts) * s.expert_params
+        return s.attn_params + s.mlp_params
 
 
 def rank_nodes(r: int, lay: Layout, g: dict[str, str], cost: Costs, chunks: list[range], vpp: int,
@@ -173,11 +174,14 @@ def rank_nodes(r: int, lay: Layout, g: dict[str, str], cost: Costs, chunks: list
         if "tp" in g:
             b.coll(name, CommType.ALL_REDUCE, act, g["tp"])
 
-    def mlp(name: str, mult: int) -> None:
-        if not spec.is_moe:
+    def mlp(name: str, mult: int, layer: int) -> None:
+        if not spec.moe_layer(layer):
             b.comp(f"{name}.mlp", mult * cost.ops(spec.mlp_params), cost.weights(spec.mlp_params))
         else:
             b.comp(f"{name}.router", mult * 2 * cost.tokens * spec.router_params, spec.router_params * cost.dtype_bytes)
+            if spec.shared_experts:  # every token, where it is (DeepSeekMoE's shared experts)
+                shared = spec.shared_experts * spec.expert_params
+                b.comp(f"{name}.shared_experts", mult * cost.ops(shared), cost.weights(shared))
             if "ep" in g:
                 b.coll(f"{name}.a2a_dispatch", CommType.ALL_TO_ALL, cost.a2a, g["ep"])
             b.comp(f"{name}.experts", mult * cost.ops(spec.top_k * spec.expert_params),
@@ -206,7 +210,7 @@ def rank_nodes(r: int, lay: Layout, g: dict[str, str], cost: Costs, chunks: list
                 b.recv(f"{mb}.recv_act", peer(ch - 1), tag(m, ch - 1, 0), act, r)
             for layer in chunks[ch]:
                 attention(f"mb{m}.fwd.L{layer}", True)
-                mlp(f"mb{m}.fwd.L{layer}", 1)
+                mlp(f"mb{m}.fwd.L{layer}", 1, layer)
             if ch == nchunks - 1:
                 b.comp(f"mb{m}.fwd.lm_head", cost.ops(embed), cost.weights(embed))
             else:
@@ -217,11 +221,11 @@ def rank_nodes(r: int, lay: Layout, g: dict[str, str], cost: Costs, chunks: list
             else:
                 b.recv(f"{mb}.recv_grad", peer(ch + 1), tag(m, ch, 1), act, r)
             for layer in reversed(chunks[ch]):
-                mlp(f"mb{m}.bwd.L{layer}", 2)
+                mlp(f"mb{m}.bwd.L{layer}", 2, layer)
                 attention(f"mb{m}.bwd.L{layer}", False)
                 if m == last_mb and "dp" in g:  # gradient bucket ready: reduce it during backward
-                    b.coll(f"dp.grad_allreduce.L{layer}", CommType.ALL_REDUCE, cost.weights(cost.layer_params),
-                           g["dp"], side=True)
+                    b.coll(f"dp.grad_allreduce.L{layer}", CommType.ALL_REDUCE,
+                           cost.weights(cost.layer_params(layer)), g["dp"], side=True)
             if ch > 0:
                 b.send(f"{mb}.send_grad", peer(ch - 1), tag(m, ch - 1, 1), act, r)
     first, last = stage == 0, stage == pp - 1

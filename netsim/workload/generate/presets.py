@@ -1,0 +1,83 @@
+"""The generator's model presets: the YAMLs of the repository's ``workloads/models/`` folder.
+
+One source of truth: every preset is a file ``workloads/models/<name>.yaml`` with the
+published shapes and a ``source`` citation (see ``workloads/README.md``).  The files are
+found in the installed package (``netsim/_workloads``, copied into the wheel from
+``workloads/`` by ``setup.py``'s ``build_py``) or, in a source checkout or editable install,
+in ``workloads/`` beside the package.
+
+Examples
+--------
+>>> "llama3-405b" in PRESETS and PRESETS["llama3-405b"].gated_mlp
+True
+>>> workloads_dir().joinpath("models", "deepseek-v3.yaml").is_file()
+True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+__all__ = ["PRESETS", "Presets", "workloads_dir"]
+
+#: Folder of the shipped workloads inside the installed package (``setup.py`` copies it there).
+PACKAGE_DIR = "_workloads"
+
+
+def workloads_dir() -> Path:
+    """The shipped ``workloads`` folder: ``netsim/_workloads`` when installed from a wheel, else
+    the checkout's ``workloads/`` (editable install or source tree).
+
+    Raises FileNotFoundError when neither exists (a broken install)."""
+    import netsim
+
+    pkg = Path(netsim.__file__).resolve().parent
+    for candidate in (pkg / PACKAGE_DIR, pkg.parent / "workloads"):
+        if (candidate / "models").is_dir():
+            return candidate
+    raise FileNotFoundError(f"netsim's shipped workloads are missing: neither {pkg / PACKAGE_DIR} nor "
+                            f"{pkg.parent / 'workloads'} holds models/; reinstall netsim")
+
+
+class Presets(Mapping):
+    """Read-only mapping name -> :class:`~netsim.workload.generate.model.ModelSpec` over the
+    ``*.yaml`` files of ``folder`` (default: ``workloads_dir() / "models"``), read on first use."""
+
+    def __init__(self, folder: str | Path | None = None):
+        self._folder = None if folder is None else Path(folder)
+        self._specs: dict | None = None
+
+    @property
+    def folder(self) -> Path:
+        return self._folder if self._folder is not None else workloads_dir() / "models"
+
+    def _load(self) -> dict:
+        if self._specs is None:
+            from netsim.workload.generate.model import read_model_yaml
+
+            specs = {}
+            for path in sorted(self.folder.glob("*.yaml")):
+                spec = read_model_yaml(path)
+                specs[spec.name] = spec
+            self._specs = specs
+        return self._specs
+
+    def __getitem__(self, name: str):
+        return self._load()[name]
+
+    def __iter__(self):
+        return iter(self._load())
+
+    def __len__(self) -> int:
+        return len(self._load())
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and name in self._load()
+
+    def __repr__(self) -> str:
+        return f"Presets({str(self.folder)!r})"
+
+
+#: The built-in models, by name (the shipped ``workloads/models/*.yaml``).
+PRESETS = Presets()
