@@ -13,7 +13,6 @@ turns the arrays into chunks.
 
 from __future__ import annotations
 
-import gzip as _gzip_module
 import os
 import zlib
 from pathlib import Path
@@ -33,17 +32,45 @@ _ATTR_TAG = 0x52
 
 def _load(path: str | os.PathLike) -> bytes:
     """Read a file, gunzipping it when it starts with the gzip magic (offsets then count decompressed bytes)."""
-    try:
-        data = Path(path).read_bytes()
-    except OSError as exc:
-        raise InputError(f"cannot read trace file: {exc.strerror or exc}", source=str(path)) from exc
+    from netsim import inputs
+
+    if not os.path.lexists(path):
+        raise InputError("cannot read trace file: no such file", source=str(path))
+    data = inputs.read_bytes(path, MAX_TRACE_BYTES, "Chakra trace (.et) file")
     if data[:2] != b"\x1f\x8b":
         return data
     try:
-        return _gzip_module.decompress(data)
+        return _gunzip(data, str(path))
     except (OSError, EOFError, zlib.error) as exc:
         raise InputError(f"starts with the gzip magic 1f 8b but does not decompress: {exc}",
                          source=str(path)) from exc
+
+
+#: Bytes of one rank's trace, on disk or decompressed (per-rank PyTorch/Chakra traces are tens to
+#: hundreds of MB; the decoder needs several times the trace in memory).
+MAX_TRACE_BYTES = 2 << 30
+#: Decompressed / compressed size beyond 64 MiB: Chakra traces compress 5-20x, gzip bombs ~1000x.
+MAX_GZIP_RATIO = 200
+
+
+def _gunzip(data: bytes, source: str) -> bytes:
+    """Decompress every gzip member of ``data``, refusing output beyond the caps (a gzip bomb)."""
+    cap = min(MAX_TRACE_BYTES, max(64 << 20, MAX_GZIP_RATIO * len(data)))
+    out, rest = [], data
+    total = 0
+    while rest[:2] == b"\x1f\x8b":
+        d = zlib.decompressobj(wbits=31)
+        piece = d.decompress(rest, cap - total + 1)
+        total += len(piece)
+        if total > cap or d.unconsumed_tail:
+            raise InputError(f"decompresses to more than {cap:,} bytes ({len(data):,} compressed); expected a "
+                             f"trace of at most {MAX_TRACE_BYTES:,} bytes and {MAX_GZIP_RATIO}x compression "
+                             "(a gzip bomb?)", source=source)
+        if not d.eof:
+            raise EOFError("compressed file ended before the end-of-stream marker was reached")
+        out.append(piece)
+        rest = d.unused_data
+    return b"".join(out)
 
 
 def _read_len(data: bytes, pos: int, index: int, source: str) -> tuple[int, int]:

@@ -11,6 +11,8 @@ from netsim.errors import InputError
 
 def register_cli(sub) -> None:
     """Add ``netsim trace`` to the CLI."""
+    from netsim.cli_options import add_quiet_argument, add_set_argument
+
     trace = sub.add_parser("trace", help="Chakra execution traces")
     tsub = trace.add_subparsers(dest="trace_command", metavar="SUBCOMMAND")
     p = tsub.add_parser("inspect", help="summarize a trace: ranks, node types, collectives, depth")
@@ -48,6 +50,8 @@ def register_cli(sub) -> None:
     run.add_argument("--faults", default=None, metavar="FILE.yaml",
                      help="stragglers, launch jitter, degraded/failed links and switches (docs/faults.md)")
     run.add_argument("--seed", type=int, default=None, help="seed of the fault draws (default: the file's, or 0)")
+    add_set_argument(run)
+    add_quiet_argument(run)
     gen = run.add_argument_group("generator (with --llm)")
     for flag in ("tp", "pp", "dp", "ep", "cp", "microbatches", "seq", "micro-batch", "vpp", "global-batch"):
         gen.add_argument(f"--{flag}", type=int, default=None, help=f"as in `netsim workload llm --{flag}`")
@@ -59,8 +63,11 @@ def register_cli(sub) -> None:
     wl = sub.add_parser("workload", help="generate workloads as Chakra traces")
     wsub = wl.add_subparsers(dest="workload_command", metavar="SUBCOMMAND")
     llm = wsub.add_parser("llm", help="one training iteration of a TP/CP/PP/DP(/EP) LLM, 1F1B or interleaved")
-    llm.add_argument("--model", required=True,
-                     help="gpt3-175b, llama3-70b, llama3-405b, mixtral-8x7b, deepseek-v3 or a YAML file")
+    which = llm.add_mutually_exclusive_group(required=True)
+    which.add_argument("--llm", dest="llm_model", metavar="MODEL",
+                       help="the LLM: gpt3-175b, llama3-70b, llama3-405b, mixtral-8x7b, deepseek-v3 or a YAML file")
+    which.add_argument("--model", dest="llm_model", metavar="MODEL",
+                       help="deprecated spelling of --llm (elsewhere --model names the network model)")
     for flag in ("tp", "pp", "dp"):
         llm.add_argument(f"--{flag}", type=int, required=True, help=f"{flag.upper()} degree")
     llm.add_argument("--ep", type=int, default=1, help="expert-parallel degree (divides dp)")
@@ -86,7 +93,7 @@ def simulate(topology, workload, comm_groups=None, model: str = "flow", ctrl_dep
              streams: int = 1, *, stragglers=(), faults=None, seed: int | None = None,
              routing: str | None = None, placement: str = "packed",
              engine: str = "auto", out=None, overwrite: bool = False, replicas=None, label: dict | None = None,
-             notes=()):
+             notes=(), overrides: dict | None = None, progress: bool = False):
     """Python API of ``netsim run``: returns a :class:`~netsim.workload.runner.WorkloadResult`.
 
     ``stragglers``: ``"RANK:FACTOR"`` strings or ``(rank, factor)`` pairs; ``faults``: a faults
@@ -101,7 +108,9 @@ def simulate(topology, workload, comm_groups=None, model: str = "flow", ctrl_dep
     overrides the topology's scale-out routing (:func:`netsim.topology.policy.with_routing`), ``replicas`` a
     :class:`~netsim.workload.replicas.Replicas` (``workload`` needs only the representatives).  ``result.tables()``
     gives the results tables as DataFrames; ``out`` also writes them as a dataset
-    (``netsim.results.dataset.run_id_for(result.config)`` names the run).
+    (``netsim.results.dataset.run_id_for(result.config)`` names the run).  ``overrides``: dotted
+    topology keys -> values applied to the topology file (``--set``; part of the config).
+    ``progress``: a bar of executed ops on stderr (:mod:`netsim.progress`).
     """
     import time
 
@@ -112,6 +121,7 @@ def simulate(topology, workload, comm_groups=None, model: str = "flow", ctrl_dep
     from netsim.topology.spec import load_topology
     from netsim.workload.faults import fault_spec, plan_faults
     from netsim.workload.groups import CommGroups, load_groups
+    from netsim.workload.chakra_check import check_runnable
     from netsim.workload.inspect import read_workload
     from netsim.workload.runner import WorkloadRun
 
@@ -129,12 +139,22 @@ def simulate(topology, workload, comm_groups=None, model: str = "flow", ctrl_dep
               "placement": placement, "engine": engine}
     if routing is not None or (isinstance(topology, Topology) and topology.routing != "ecmp"):
         config["routing"] = check_routing(routing) if routing is not None else topology.routing
+    if overrides:
+        if isinstance(topology, Topology):
+            raise InputError("topology overrides apply to a topology file, not a built Topology", source="--set")
+        config["set"] = dict(overrides)
     run_id = run_id_for(config)
     if out is not None:
         check_writable(out, run_id, overwrite)
-    topo = topology if isinstance(topology, Topology) else load_topology(topology)
+    if overrides and not isinstance(topology, Topology):
+        from netsim.sweep.topo import load_with_overrides
+        topo = load_with_overrides(str(topology), dict(overrides))
+    else:
+        topo = topology if isinstance(topology, Topology) else load_topology(topology)
     topo = with_routing(topo, routing) if routing is not None else topo
     tables = workload if in_memory else read_workload(workload)
+    for table in {id(t): t for t in tables.values()}.values():  # shared tables checked once
+        check_runnable(table)
     world = replicas.world if replicas is not None else len(tables)
     if isinstance(comm_groups, dict):
         groups = CommGroups(comm_groups, world)
@@ -142,9 +162,14 @@ def simulate(topology, workload, comm_groups=None, model: str = "flow", ctrl_dep
         groups = load_groups(comm_groups, tables, world)
     gpus = place(placement, world, topo.n_gpus)
     plan = plan_faults(spec, topo, world, model, gpus=gpus)
-    res = WorkloadRun(plan.topology, tables, groups, model, ctrl_deps=ctrl_deps, streams=streams,
-                      compute_scale=plan.compute_scale, launch_delay=plan.launch_delay, replicas=replicas,
-                      placement=gpus, fast=engine == "auto").run()
+    wr = WorkloadRun(plan.topology, tables, groups, model, ctrl_deps=ctrl_deps, streams=streams,
+                     compute_scale=plan.compute_scale, launch_delay=plan.launch_delay, replicas=replicas,
+                     placement=gpus, fast=engine == "auto")
+    from netsim.progress import Poller
+    total = sum(len(st.table) for st in wr.ranks)  # executed ops (a repeated run starts over)
+    with Poller(total, lambda: len(wr.ops), "run", "op", progress,
+                postfix=lambda: f"{wr.env.now * 1e6:,.1f} us simulated"):
+        res = wr.run()
     res.notes[:0] = list(notes)
     res.config, res.link_status, res.wall_time_s = config, plan.link_status, time.perf_counter() - t0
     if out is not None:
@@ -160,8 +185,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if args.out:  # the path now; whether it already holds this run once the run id is known
         check_output_dir(args.out, flag="--out", what="a results directory")
 
+    from netsim.cli_options import parse_sets
+    from netsim.progress import wanted
+
     common = dict(stragglers=args.straggler, faults=args.faults, seed=args.seed, placement=args.placement,
-                  engine=args.engine, out=args.out, overwrite=args.overwrite)
+                  engine=args.engine, out=args.out, overwrite=args.overwrite, overrides=parse_sets(args.sets),
+                  progress=wanted(args.quiet))
     common["routing"] = args.routing
     if args.llm is not None:
         from netsim.workload.llmrun import simulate_llm
@@ -236,7 +265,7 @@ def _cmd_llm(args: argparse.Namespace) -> int:
     out = check_output_dir(args.out, flag="--out", what="a folder for the workload")
     if kind_of(out / "comm_groups.json") is not None and not args.overwrite:
         raise InputError("already holds a workload; pass --overwrite to replace it", source=str(out))
-    prefix = write_llm_workload(out, args.model, tp=args.tp, pp=args.pp, dp=args.dp, ep=args.ep, cp=args.cp,
+    prefix = write_llm_workload(out, args.llm_model, tp=args.tp, pp=args.pp, dp=args.dp, ep=args.ep, cp=args.cp,
                                 microbatches=args.microbatches, global_batch=args.global_batch, seq=args.seq,
                                 micro_batch=args.micro_batch, schedule=args.schedule, vpp=args.vpp)
     n = args.tp * args.cp * args.pp * args.dp
