@@ -75,7 +75,8 @@ def _split(value: object, like: str, source: str | None,
     """Split ``value`` into an exact number and its unit (``None`` when bare)."""
     is_int = isinstance(value, int) and not isinstance(value, bool)
     if is_int and abs(value) > _HUGE:
-        raise InputError(f"expected {like} below {_HUGE:g}, got {value:.3g}", source=source, field=field)
+        raise InputError(f"expected {like} below {_HUGE:g}, got an integer of {len(str(abs(value)))} digits",
+                         source=source, field=field)
     if is_int or isinstance(value, float) and math.isfinite(value):
         return Fraction(value), None
     match = _NUMBER.fullmatch(value) if isinstance(value, str) else None
