@@ -28,7 +28,8 @@ class build_py_with_workloads(build_py):  # noqa: N801 (setuptools command namin
         dst = Path(self.build_lib).joinpath(*TARGET)
         if dst.exists():
             shutil.rmtree(dst)
-        shutil.copytree(src, dst, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".*"))
+        shutil.copytree(src, dst, ignore=shutil.ignore_patterns("__pycache__", "*.py", "*.pyc", ".*"))
 
 
-setup(cmdclass={"build_py": build_py_with_workloads})
+if __name__ == "__main__":  # setuptools' build backend runs this file as __main__
+    setup(cmdclass={"build_py": build_py_with_workloads})
