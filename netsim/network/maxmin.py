@@ -145,19 +145,30 @@ def max_min_rates(
     [1.0, 7.0]
     """
     indptr, links, capacity, rate_cap = _validate(indptr, links, capacity, rate_cap, rtol)
-    n_flows = indptr.size - 1
-    rates = np.zeros(n_flows)
-    lengths = np.diff(indptr)
     inv, used = _compress_links(links, capacity.size)
-    rem = capacity[used].astype(np.float64)
-    if not np.all(rem > 0):
+    cap_used = capacity[used].astype(np.float64)
+    if not np.all(cap_used > 0):
         raise ValueError("capacity of every used link must be > 0")
-    n = np.bincount(inv, minlength=used.size)
+    return _solve(np.diff(indptr), inv, cap_used, rate_cap, rtol)
+
+
+def _solve(lengths: np.ndarray, inv: np.ndarray, cap_used: np.ndarray, rate_cap: np.ndarray,
+           rtol: float) -> np.ndarray:
+    """Max-min rates of flows with ``lengths[f]`` consecutive entries of ``inv`` (compressed link
+    ids into ``cap_used``, capacities > 0): the rounds of :func:`max_min_rates` on checked input."""
+    n_flows = lengths.size
+    rates = np.zeros(n_flows)
+    rem = cap_used.copy()
+    n = np.bincount(inv, minlength=rem.size)
     free = (lengths == 0) & ~np.isfinite(rate_cap)  # empty path, no cap: unconstrained
     rates[free] = np.inf
     act = np.flatnonzero(~free)
     lens, cap = lengths[act], rate_cap[act]
-    ent = inv if act.size == n_flows else _gather(indptr, inv, act)
+    if act.size == n_flows:
+        ent = inv
+    else:
+        starts = np.concatenate(([0], np.cumsum(lengths)))
+        ent = _gather(starts, inv, act)
     while act.size:
         freeze, rate = _round(rem, n, ent, lens, cap, rtol)
         if not freeze.any():  # defensive: the smallest share is always a local bottleneck
@@ -216,13 +227,19 @@ def drain_alone(indptr: np.ndarray, links: np.ndarray, nbytes: np.ndarray, capac
     nbytes = np.asarray(nbytes, dtype=np.float64)
     drain = np.zeros(nbytes.size)
     rem = nbytes.copy()
-    active = np.flatnonzero((np.diff(indptr) > 0) & (nbytes > 0))
+    lengths_all = np.diff(indptr)
+    active = np.flatnonzero((lengths_all > 0) & (nbytes > 0))
+    if not active.size:
+        return drain, True, 0
+    indptr, links, capacity, caps = _validate(indptr, links, capacity, rate_cap, 0.0)
+    inv, used = _compress_links(links, capacity.size)  # once: every solve reuses the compression
+    cap_used = capacity[used].astype(np.float64)
+    if not np.all(cap_used > 0):
+        raise ValueError("capacity of every used link must be > 0")
     t, solves = 0.0, 0
     while active.size:
-        lengths = np.diff(indptr)[active]
-        starts = np.concatenate(([0], np.cumsum(lengths)))
-        lk = links if active.size == nbytes.size else _gather(indptr, links, active)
-        rates = max_min_rates(starts, lk, capacity, rate_cap=None if rate_cap is None else rate_cap[active])
+        ent = inv if active.size == nbytes.size else _gather(indptr, inv, active)
+        rates = _solve(lengths_all[active], ent, cap_used, caps[active], 1e-9)
         solves += 1
         left = rem[active] / rates
         dt = float(left.min())
