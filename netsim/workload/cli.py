@@ -59,6 +59,8 @@ def register_cli(sub) -> None:
     gen.add_argument("--symmetry", default="auto", choices=["auto", "none"],
                      help="auto: simulate one data-parallel replica standing for all (exact when they "
                      "see the same fabric; docs/workloads.md); none: every rank")
+    from netsim.workload.moe_run import add_run_arguments
+    add_run_arguments(run)
     run.set_defaults(func=_cmd_run)
     wl = sub.add_parser("workload", help="generate workloads as Chakra traces")
     wsub = wl.add_subparsers(dest="workload_command", metavar="SUBCOMMAND")
@@ -93,8 +95,11 @@ def simulate(topology, workload, comm_groups=None, model: str = "flow", ctrl_dep
              streams: int = 1, *, stragglers=(), faults=None, seed: int | None = None,
              routing: str | None = None, placement: str = "packed",
              engine: str = "auto", out=None, overwrite: bool = False, replicas=None, label: dict | None = None,
-             notes=(), overrides: dict | None = None, progress: bool = False):
+             notes=(), overrides: dict | None = None, progress: bool = False, schedules=None):
     """Python API of ``netsim run``: returns a :class:`~netsim.workload.runner.WorkloadResult`.
+
+    ``schedules``: ``factory(topology, model) -> schedule function`` for the collectives (default:
+    NCCL's plans; :func:`netsim.workload.moe_run.schedules_factory` plans MoE all-to-alls).
 
     ``stragglers``: ``"RANK:FACTOR"`` strings or ``(rank, factor)`` pairs; ``faults``: a faults
     YAML path or dict (``docs/faults.md``); ``seed`` overrides its seed.  ``placement``: which
@@ -162,15 +167,18 @@ def simulate(topology, workload, comm_groups=None, model: str = "flow", ctrl_dep
         groups = load_groups(comm_groups, tables, world)
     gpus = place(placement, world, topo.n_gpus)
     plan = plan_faults(spec, topo, world, model, gpus=gpus)
+    sfn = None if schedules is None else schedules(plan.topology, model)
     wr = WorkloadRun(plan.topology, tables, groups, model, ctrl_deps=ctrl_deps, streams=streams,
                      compute_scale=plan.compute_scale, launch_delay=plan.launch_delay, replicas=replicas,
-                     placement=gpus, fast=engine == "auto")
+                     placement=gpus, fast=engine == "auto", schedule_fn=sfn)
     from netsim.progress import Poller
     total = sum(len(st.table) for st in wr.ranks)  # executed ops (a repeated run starts over)
     with Poller(total, lambda: len(wr.ops), "run", "op", progress,
                 postfix=lambda: f"{wr.env.now * 1e6:,.1f} us simulated"):
         res = wr.run()
     res.notes[:0] = list(notes)
+    if getattr(sfn, "note", None) is not None and sfn.note() is not None:
+        res.notes.append(sfn.note())
     res.config, res.link_status, res.wall_time_s = config, plan.link_status, time.perf_counter() - t0
     if out is not None:
         res.write(out, overwrite=overwrite)
@@ -192,11 +200,14 @@ def _cmd_run(args: argparse.Namespace) -> int:
                   engine=args.engine, out=args.out, overwrite=args.overwrite, overrides=parse_sets(args.sets),
                   progress=wanted(args.quiet))
     common["routing"] = args.routing
+    from netsim.workload.moe_run import config_from_args
+    moe = config_from_args(args)
     if args.llm is not None:
         from netsim.workload.llmrun import simulate_llm
 
         res = simulate_llm(args.topology, args.llm, model=args.model, symmetry=args.symmetry,
-                           ctrl_deps=not args.no_ctrl_deps, streams=args.streams, **common, **_generator_kwargs(args))
+                           ctrl_deps=not args.no_ctrl_deps, streams=args.streams, moe=moe, **common,
+                           **_generator_kwargs(args))
         args.workload = f"llm:{args.llm}"
     else:
         res = simulate(args.topology, args.workload, args.comm_groups, args.model, not args.no_ctrl_deps,

@@ -209,7 +209,10 @@ class Instances:
         return key
 
     def _create(self, key, members, ctype, size, where, group, kind) -> dict:
-        sched = self.schedule_fn(ctype, max(size, 0), tuple(self.placed(members).tolist()))
+        gpus = tuple(self.placed(members).tolist())
+        named = getattr(self.schedule_fn, "named", None)  # schedule by node name (MoE dispatch / combine)
+        sched = named(ctype, max(size, 0), gpus, where[3]) if named is not None and len(where) > 3 \
+            else self.schedule_fn(ctype, max(size, 0), gpus)
         inst = {"type": ctype, "size": size, "first": (where[2], where[1]), "done": {}, "arrived": set(),
                 "group": group, "rep_of": {}, "left": {}, "t_first": {}, "members": members}
         on_done = lambda loc, t: self._done(inst, loc, t)  # noqa: E731

@@ -54,11 +54,14 @@ def generate_tables(spec, *, symmetry: str = "auto", **gen):
 
 def simulate_llm(topology, spec, *, model: str = "flow", symmetry: str = "auto", ctrl_deps: bool = True,
                  streams: int = 1, stragglers=(), faults=None, seed: int | None = None, placement: str = "packed",
-                 engine: str = "auto", routing: str | None = None, out=None, overwrite: bool = False, **gen):
+                 engine: str = "auto", routing: str | None = None, out=None, overwrite: bool = False, moe=None,
+                 **gen):
     """Generate ``spec`` (a preset name, YAML path or ModelSpec) with the generator's keyword
     arguments ``gen`` and run it on ``topology``; see the module docstring.  ``placement``,
     ``engine`` and ``routing`` are :func:`~netsim.workload.cli.simulate`'s.  Returns the
-    :class:`~netsim.workload.runner.WorkloadResult` (its config names the generator call)."""
+    :class:`~netsim.workload.runner.WorkloadResult` (its config names the generator call).
+    ``moe`` (:class:`~netsim.workload.moe_run.MoERunConfig`): MoE all-to-alls run as the bench's
+    dispatch and combine (skew, expert placement, algorithm); None: uniform all-to-alls."""
     from netsim.workload.cli import simulate
 
     notes = []
@@ -71,10 +74,15 @@ def simulate_llm(topology, spec, *, model: str = "flow", symmetry: str = "auto",
     tables, groups, replicas = generate_tables(spec, symmetry=symmetry, **gen)
     name = spec if isinstance(spec, str) else getattr(spec, "name", str(spec))
     label = {"workload": f"llm:{name}", "llm": dict(sorted(gen.items())), "symmetry": symmetry}
+    schedules = None
+    if moe is not None:
+        from netsim.workload.moe_run import schedules_factory
+        schedules = schedules_factory(spec, moe, gen.get("dtype_bytes", 2))
+        label["moe"] = moe.config()
     return simulate(topology, tables, groups, model, ctrl_deps, streams, stragglers=stragglers, faults=faults,
                     seed=seed, placement=placement, engine=engine, routing=routing, out=out, overwrite=overwrite,
                     replicas=replicas,
-                    label=label, notes=notes)
+                    label=label, notes=notes, schedules=schedules)
 
 
 def _packed(placement, gen: dict) -> bool:

@@ -132,7 +132,9 @@ class WorkloadRun:
     job rank (default: rank r on GPU r).  ``event_only``: collective instances
     ``(members, seq)`` always simulated event by event; ``fast=False``: all of them (the
     event-driven reference, ``engine="event"``).  ``schedule_fn(comm_type, comm_size,
-    gpus)`` gets the topology GPUs of a collective's members.
+    gpus)`` gets the topology GPUs of a collective's members; one with a ``named`` method is
+    called ``named(comm_type, comm_size, gpus, node_name)`` instead (the first member's node name;
+    :class:`~netsim.workload.moe_run.MoESchedules`).
     """
 
     #: Most times a flow-model run is repeated because a collective evaluated off the
@@ -390,7 +392,7 @@ class WorkloadRun:
         if ctype in SYMMETRIC:
             done = self._held(comm, seq, done)
         key = self.colls.join(st.rank, members, seq, ctype, int(t.comm_size[i]),
-                              (t.source, int(t.id[i]), st.rank), done, pg_name, comm=comm)
+                              (t.source, int(t.id[i]), st.rank, t.name[i]), done, pg_name, comm=comm)
         inst = self._colls[key]
         if len(inst["arrived"]) == len(members):  # the last member: release the ones held
             for cb in inst.pop("held", ()):
