@@ -21,10 +21,9 @@ from netsim.bench import bench  # noqa: E402,F401
 from netsim.results.dataset import open_results  # noqa: E402,F401  (pyarrow loads on first use)
 
 
-def simulate(*args, **kwargs):
-    """Run a Chakra workload; see :func:`netsim.workload.cli.simulate`."""
-    from netsim.workload.cli import simulate as _simulate
-    return _simulate(*args, **kwargs)
+# The real function (its signature and docstring show in help()); netsim.workload.cli imports nothing
+# heavy at module level (2 ms).
+from netsim.workload.cli import simulate  # noqa: E402,F401
 
 
 __all__ = ["InputError", "NetsimError", "Topology", "__version__", "bench", "find_shipped", "load_topology", "open_results",

@@ -145,7 +145,7 @@ def build_plan(topo: Topology, cfg: BenchConfig, size_bytes: float) -> plan_mod.
         else:
             matrix = skew.skewed_matrix(n, size_bytes, cfg.skew, seed=cfg.seed)
     return plan_mod.plan(topo, placed_ranks(topo, cfg), cfg.op, size_bytes, cfg.algo, channels=cfg.channels,
-                         protocol=cfg.protocol, matrix=matrix, split_channels=cfg.model != "analytical")
+                         protocol=cfg.protocol, matrix=matrix, split_channels=True)
 
 
 def placed_ranks(topo: Topology, cfg: BenchConfig) -> np.ndarray:
@@ -230,7 +230,7 @@ def register_cli(sub) -> None:
     p = sub.add_parser("bench", help="nccl-tests-style collective benchmark on a simulated topology")
     p.add_argument("--topology", required=True, help="netsim topology YAML or ASTRA-sim network YAML")
     p.add_argument("--op", required=True, help=f"one of {', '.join(nt.OPS)}, moe_dispatch, moe_combine")
-    p.add_argument("--algo", default="auto", help="algorithm (default auto)")
+    p.add_argument("--algo", default="auto", metavar="ALGO", help=_algo_help())
     p.add_argument("-b", "--minbytes", type=_size("-b"), default=8, help="smallest size (default 8)")
     p.add_argument("-e", "--maxbytes", type=_size("-e"), default=None, help="largest size (default = -b)")
     p.add_argument("-f", "--stepfactor", type=int, default=None, help="multiply size by this (default 2)")
@@ -243,7 +243,9 @@ def register_cli(sub) -> None:
     p.add_argument("--routing", default=None, metavar="POLICY",
                    help="scale-out routing: ecmp (static hash), adaptive (least-loaded path at flow start) or "
                         "spray (every flow over all equal-cost paths); default: the topology file's (ecmp)")
-    p.add_argument("--model", default="flow", help="flow (congestion-aware, default) or analytical")
+    p.add_argument("--model", default="flow", metavar="MODEL",
+                   help="network model: flow (congestion-aware max-min sharing, default) or analytical "
+                        "(each step alone: a bound; README)")
     p.add_argument("-d", "--datatype", default="float", help="nccl-tests data type (default float)")
     p.add_argument("--channels", type=int, default=None, help="NCCL channels (default: NCCL's choice)")
     p.add_argument("--proto", default=None, help="force NCCL protocol LL, LL128 or Simple (default: NCCL's choice)")
@@ -255,9 +257,18 @@ def register_cli(sub) -> None:
                    help="write a results dataset (collectives per size + runs; netsim.open_results(DIR)); "
                         "a path ending in .parquet gets the nccl-tests rows as one Parquet table instead")
     p.add_argument("--overwrite", action="store_true", help="replace existing output files")
+    from netsim.cli_options import add_quiet_argument, add_set_argument
+    add_set_argument(p)
+    add_quiet_argument(p)
     from netsim import moe_bench
     moe_bench.add_arguments(p)
     p.set_defaults(func=_cmd_bench_or_moe)
+
+
+def _algo_help() -> str:
+    """``--algo``'s help: every algorithm per op."""
+    per_op = "; ".join(f"{op}: {', '.join(algos)}" for op, algos in ALGORITHMS.items())
+    return f"algorithm: auto (default, chooses like NCCL) or, per op, {per_op}; MoE ops: direct, hierarchical, node_limited"
 
 
 def _cmd_bench_or_moe(args: argparse.Namespace) -> int:
@@ -265,6 +276,8 @@ def _cmd_bench_or_moe(args: argparse.Namespace) -> int:
     from netsim import moe_bench
     if str(args.op).strip().lower() in moe_bench.OPS:
         args.op = str(args.op).strip().lower()
+        if args.sets:
+            raise InputError(f"not available with --op {args.op} yet (use a topology file)", source="--set")
         return moe_bench.cmd(args)
     return _cmd_bench(args)
 
@@ -283,7 +296,11 @@ def _check_outputs(args: argparse.Namespace) -> bool:
 
 def _cmd_bench(args: argparse.Namespace) -> int:
     to_dataset = _check_outputs(args)
-    topo = load_topology(args.topology)
+    from netsim.cli_options import load_topology_set, parse_sets
+    from netsim.progress import bar, wanted
+
+    sets = parse_sets(args.sets)
+    topo = load_topology_set(args.topology, args.sets)
     cfg = _validated(BenchConfig(nt.canonical_op(args.op), args.algo, args.gpus, args.model,
                                  args.datatype, args.channels, args.proto, args.skew, args.skew_matrix,
                                  args.seed, args.placement, args.engine, args.routing), topo)
@@ -298,10 +315,17 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         run_config = {"command": "bench", "topology": str(args.topology), **dataclasses.asdict(cfg), "sizes": sizes}
         if cfg.routing is None:  # the topology file's routing: keep the run ids of runs before --routing
             del run_config["routing"]
+        if sets:  # --set KEY=VALUE: part of the run's identity
+            run_config["set"] = sets
         dataset.check_writable(args.out, dataset.run_id_for(run_config), args.overwrite)
         t0 = time.perf_counter()
     kept: list | None = [] if to_dataset else None  # per-size links and ranks for --out DIR
-    rows = [run_one(topo, cfg, s, kept)[0] for s in sizes]
+    rows = []
+    with bar(len(sizes), "bench", "size", wanted(args.quiet)) as progress:  # per size, after 2 s, on a TTY
+        for s in sizes:
+            progress.set_postfix_str(f"size {units.format_size(s)}", refresh=False)
+            rows.append(run_one(topo, cfg, s, kept)[0])
+            progress.update(1)
     algos = sorted({r.algorithm for r in rows})
     routing = topo.routing
     title = (f"netsim bench: {topo.name}, {cfg.gpus} GPUs, model {cfg.model}, "
@@ -312,7 +336,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
                           step_bytes=args.stepbytes, title=title), end="")
     config = {"topology": str(args.topology), "gpus": cfg.gpus, "model": cfg.model, "op": cfg.op,
               "algo": cfg.algo, "channels": cfg.channels, "placement": cfg.placement, "engine": cfg.engine,
-              "routing": routing}
+              "routing": routing, **({"set": sets} if sets else {})}
     if args.json_path:
         nt.write_nccl_json(args.json_path, cfg.op, rows, config=config)
     if to_dataset:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import warnings
 from typing import Callable, Sequence
@@ -28,13 +29,17 @@ def _cmd_topo(args: argparse.Namespace) -> int:
     from netsim.topology.spec import load_topology
     from netsim.topology.summary import format_summary, summarize
 
-    summary = summarize(load_topology(args.path))
+    from netsim.cli_options import load_topology_set
+
+    summary = summarize(load_topology_set(args.path, args.sets) if args.sets else load_topology(args.path))
     print(json.dumps(summary, indent=2) if args.json else format_summary(summary))
     return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand."""
+    from netsim.cli_options import add_set_argument
+
     p = _Parser(prog="netsim", description="Simulate GPU-cluster networks and collectives.")
     p.add_argument("--version", action="version", version=f"netsim {__version__}")
     p.add_argument("--debug", action="store_true", help="show tracebacks for errors")
@@ -42,6 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     topo = sub.add_parser("topo", help="summarize a topology (netsim YAML or ASTRA-sim network YAML)")
     topo.add_argument("path", help="topology file")
     topo.add_argument("--json", action="store_true", help="machine-readable output")
+    add_set_argument(topo)
     topo.set_defaults(func=_cmd_topo)
     for register in _extra_commands():
         register(sub)
@@ -86,8 +92,10 @@ def _join_dash_values(argv: list[str]) -> list[str]:
 
 
 def one_line(message: object) -> str:
-    """An error message as one line of at most :data:`MAX_ERROR_CHARS` characters."""
+    """An error message as one line of at most :data:`MAX_ERROR_CHARS` characters (a leading
+    ``netsim COMMAND:`` is shortened to ``COMMAND:``, since the line starts with ``netsim: error:``)."""
     text = " ".join(str(message).split())
+    text = re.sub(r"^netsim (?=[a-z][a-z ]*: )", "", text)
     return text if len(text) <= MAX_ERROR_CHARS else text[:MAX_ERROR_CHARS - 20] + " ... (truncated)"
 
 

@@ -46,8 +46,18 @@ def register_cli(sub) -> None:
     p.set_defaults(func=lambda args: main(args.argv))
 
 
+#: ``netsim astra --help``'s closing lines: the two subcommands.
+SUBCOMMANDS = """subcommands:
+  netsim astra export --topology TOPO.yaml --out DIR [--overwrite]
+      write ASTRA-sim network YAML + system JSON approximating a netsim topology
+  netsim astra compare --astra-bin PATH <the flags above> [--out DIR]
+      run the real ASTRA-sim binary on the same inputs and compare (see --help of each; docs/astra.md)"""
+
+
 def _astra_parser(prog: str, required: bool = True) -> _Parser:
-    p = _Parser(prog=prog, allow_abbrev=False, description="ASTRA-sim inputs, ASTRA-sim results.")
+    p = _Parser(prog=prog, allow_abbrev=False, description="ASTRA-sim inputs, ASTRA-sim results.",
+                epilog=SUBCOMMANDS if prog == "netsim astra" else None,
+                formatter_class=argparse.RawDescriptionHelpFormatter)
     for flag, default in ASTRA_FLAGS.items():
         kw = {"default": default, "metavar": "VALUE"}
         if default is None and flag != "remote-memory-configuration":
@@ -61,6 +71,8 @@ def _astra_parser(prog: str, required: bool = True) -> _Parser:
                    help="simulate every rank, or one rank of a rank-symmetric run (auto: when exact)")
     p.add_argument("--out", default=None, help="also write the results dataset (Parquet) to this folder")
     p.add_argument("--overwrite", action="store_true", help="replace this run in --out")
+    p.add_argument("-q", "--quiet", action="store_true",
+                   help="no progress bar on stderr (shown after 2 s, only on a terminal)")
     return p
 
 
@@ -109,12 +121,13 @@ def parse_astra_args(parser: _Parser, argv: list[str]):
 
 
 def run_from_args(args, opts):
-    """Run what the parsed flags describe (notes to stderr)."""
+    """Run what the parsed flags describe (notes to stderr; a progress bar unless ``--quiet``)."""
     from netsim.astra.run import run_astra
+    from netsim.progress import wanted
 
     res = run_astra(args.workload_configuration, args.system_configuration, args.network_configuration,
                     args.remote_memory_configuration, args.comm_group_configuration, model=args.model or "analytical",
-                    engine=args.engine, **opts)
+                    engine=args.engine, progress=wanted(getattr(args, "quiet", False)), **opts)
     for note in res.notes:
         _note(note)
     return res

@@ -246,12 +246,13 @@ def _tables(workload, npus: int, notes: list[str]) -> dict:
 
 def run_astra(workload, system, network, memory=None, comm_groups=None, *, model: str = "analytical",
               num_queues_per_dim: int = 1, injection_scale: float = 1.0, rendezvous: bool = False,
-              engine: str = "auto") -> AstraResult:
+              engine: str = "auto", progress: bool = False) -> AstraResult:
     """Run a workload (trace prefix or {rank: NodeTable}) with ASTRA-sim's system layer.
 
     ``system``/``network``/``memory``: paths or loaded configs (``network`` may be any
     netsim topology for ``model="flow"``); ``comm_groups``: comm-group JSON path;
-    ``engine``: ``auto``, ``full`` or ``symmetric`` (see the module docstring).
+    ``engine``: ``auto``, ``full`` or ``symmetric`` (see the module docstring); ``progress``: a bar of
+    nodes done on stderr (:mod:`netsim.progress`, polled: the event loop is untouched).
     """
     t0 = time.perf_counter()
     system = system if isinstance(system, SystemConfig) else load_system(system)
@@ -276,9 +277,14 @@ def run_astra(workload, system, network, memory=None, comm_groups=None, *, model
     for r in ranks:
         ctx.sys[r] = Sys(r, ctx)
         loads.append(Workload(ctx.sys[r], tables[r], ctx))
-    for wl in loads:
-        wl.fire()
-    ctx.clock.run()
+    from netsim.progress import Poller
+
+    total = sum(len(wl.t) for wl in loads)
+    with Poller(total, lambda: sum(len(wl.end) for wl in loads), "astra", "node", progress,
+                postfix=lambda: f"{float(ctx.clock.now) / 1e3:,.1f} us simulated"):
+        for wl in loads:
+            wl.fire()
+        ctx.clock.run()
     stuck = [wl for wl in loads if not wl.finished]
     if stuck:
         raise DeadlockError(_deadlock(stuck, ctx))
