@@ -67,7 +67,8 @@ def register_cli(sub) -> None:
     llm = wsub.add_parser("llm", help="one training iteration of a TP/CP/PP/DP(/EP) LLM, 1F1B or interleaved")
     which = llm.add_mutually_exclusive_group(required=True)
     which.add_argument("--llm", dest="llm_model", metavar="MODEL",
-                       help="the LLM: gpt3-175b, llama3-70b, llama3-405b, mixtral-8x7b, deepseek-v3 or a YAML file")
+                       help="the LLM: a preset of workloads/models (llama3-8b, llama3-70b, llama3-405b, "
+                            "mixtral-8x7b, mixtral-8x22b, deepseek-v3, gpt3-175b) or a YAML file")
     which.add_argument("--model", dest="llm_model", metavar="MODEL",
                        help="deprecated spelling of --llm (elsewhere --model names the network model)")
     for flag in ("tp", "pp", "dp"):
