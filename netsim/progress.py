@@ -51,9 +51,10 @@ class Poller:
     """
 
     def __init__(self, total: float | None, count: Callable[[], float], desc: str, unit: str = "op",
-                 enabled: bool = True, postfix: Callable[[], str] | None = None, interval: float = INTERVAL_S):
+                 enabled: bool = True, postfix: Callable[[], str] | None = None, interval: float | None = None):
         self.total, self.count, self.desc, self.unit = total, count, desc, unit
-        self.enabled, self.postfix, self.interval = enabled, postfix, interval
+        self.enabled, self.postfix = enabled, postfix
+        self.interval = INTERVAL_S if interval is None else interval
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._bar = None

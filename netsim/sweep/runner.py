@@ -4,6 +4,9 @@
   by the worker, so a configuration is never simulated twice once it is complete.
 * Every file is written under a temporary name and renamed; the ``runs`` part goes last.
   Temporary files of killed writers are removed when the sweep starts and ends.
+* Stopping the driver (Ctrl-C, SIGTERM) stops its workers: local processes are terminated and
+  die with the driver even on SIGKILL; a Dask LocalCluster is closed (:mod:`netsim.sweep.shutdown`).
+* Progress and ETA come from finished work, not counts (:mod:`netsim.sweep.eta`).
 * A configuration whose worker dies, or that raises something other than a
   :class:`~netsim.errors.NetsimError`, is resubmitted up to ``retries`` times.  Dask itself
   reschedules tasks of a lost worker; :class:`distributed.KilledWorker` counts as an attempt.
@@ -12,6 +15,7 @@
 from __future__ import annotations
 
 import concurrent.futures as cf
+import contextlib
 import logging
 import os
 import re
@@ -24,6 +28,7 @@ from pathlib import Path
 from netsim.errors import InputError
 from netsim.results.dataset import PART, is_complete
 from netsim.results.io import check_output_dir
+from netsim.sweep.shutdown import terminate_on_sigterm
 from netsim.sweep.spec import Sweep, load_sweep
 from netsim.sweep.worker import FAILURES, one_line, record_failure, run_task
 
@@ -71,7 +76,7 @@ class _LocalPool:
     def __init__(self, jobs: int | None):
         self.jobs = jobs or os.cpu_count() or 1
         self.gen = 0
-        self.pool = cf.ProcessPoolExecutor(self.jobs)
+        self.pool = self._new_pool()
         self._pending: set = set()
         self._gen_of: dict = {}
 
@@ -95,15 +100,27 @@ class _LocalPool:
             if self._gen_of.pop(fut, self.gen) == self.gen:  # first casualty: replace the pool
                 self.pool.shutdown(wait=False, cancel_futures=True)
                 self.gen += 1
-                self.pool = cf.ProcessPoolExecutor(self.jobs)
+                self.pool = self._new_pool()
             return None, "worker process died"
         except Exception as exc:  # noqa: BLE001 - e.g. a task that could not be pickled
             return None, one_line(exc)
         finally:
             self._gen_of.pop(fut, None)
 
-    def close(self) -> None:
-        self.pool.shutdown(wait=True, cancel_futures=True)
+    def _new_pool(self) -> cf.ProcessPoolExecutor:
+        from netsim.sweep.shutdown import die_with_parent
+
+        return cf.ProcessPoolExecutor(self.jobs, initializer=die_with_parent)
+
+    def close(self, abort: bool = False) -> None:
+        """Shut the pool down: wait for running tasks, or (``abort``: the driver was interrupted)
+        terminate the worker processes at once, so none outlives the driver."""
+        if abort:
+            from netsim.sweep.shutdown import terminate_pool
+
+            terminate_pool(self.pool)
+        else:
+            self.pool.shutdown(wait=True, cancel_futures=True)
 
 
 class _DaskPool:
@@ -154,10 +171,14 @@ class _DaskPool:
         finally:
             fut.release()
 
-    def close(self) -> None:
-        self.client.close()
-        if self.cluster is not None:
-            self.cluster.close()
+    def close(self, abort: bool = False) -> None:
+        """Release the client; a LocalCluster we started is closed, its worker processes with it
+        (``abort``, the driver interrupted: the same; the client's tasks die with their workers)."""
+        try:
+            self.client.close()
+        finally:
+            if self.cluster is not None:
+                self.cluster.close()
 
 
 #: Local worker processes: each holds a whole simulation; far more than the cores only thrashes.
@@ -213,9 +234,12 @@ def run_sweep(sweep: Sweep | str | os.PathLike, out_dir: str | os.PathLike, *, s
         else:
             tasks.append({"run_id": rid, "config": sweep.configs[i], "paths": sweep.paths[i],
                           "out_dir": str(out), "attempt": 0})
-    bar = _bar(len(sweep), report.skipped, progress, sweep.name)
+    bar = _WorkBar(tasks, report, progress, sweep.name)
     own = executor is None
     ex = None
+    interrupted = True  # until the loop ends normally: then workers are waited for, else killed
+    signals = contextlib.ExitStack()
+    signals.enter_context(terminate_on_sigterm())  # SIGTERM -> KeyboardInterrupt: the finally below runs
     try:
         if tasks:
             ex = executor or make_executor(scheduler, workers, jobs)
@@ -234,15 +258,15 @@ def run_sweep(sweep: Sweep | str | os.PathLike, out_dir: str | os.PathLike, *, s
                     report.retried += 1
                     continue
                 _account(report, summary, task, label, lost is not None)
-                bar.set_postfix_str(f"done {report.done} failed {len(report.failed)} skipped {report.skipped}",
-                                    refresh=False)
-                bar.update(1)
+                bar.finished(task["run_id"], summary.get("wall_time_s"))
+        interrupted = False
     finally:
         bar.close()
         if own and ex is not None:
-            ex.close()
+            ex.close(abort=interrupted)
         clean_temp_files(out)
         report.wall_s = time.perf_counter() - t0
+        signals.close()
     return report
 
 
@@ -263,11 +287,38 @@ def _account(report: SweepReport, summary: dict, task: dict, label: dict, lost: 
         report.failed.append({"run_id": rid, "label": label.get(rid, ""), "error": summary.get("error", "?")})
 
 
-def _bar(total: int, initial: int, enabled: bool, desc: str):
-    from tqdm.auto import tqdm
+class _WorkBar:
+    """The sweep's progress bar: the fraction of predicted work done (:mod:`netsim.sweep.eta`), so the
+    ETA comes from finished work, not from counts; the counts are in its postfix."""
 
-    return tqdm(total=total, initial=initial, disable=not enabled, unit="cfg", desc=desc or "sweep",
-                dynamic_ncols=True, smoothing=0.1)
+    SCALE = 1000  # the bar counts permille of the work
+
+    def __init__(self, tasks: list[dict], report: SweepReport, enabled: bool, desc: str):
+        from tqdm.auto import tqdm
+
+        from netsim.sweep.eta import WorkEstimate
+
+        self.report = report
+        self.index = {t["run_id"]: i for i, t in enumerate(tasks)}
+        self.work = WorkEstimate([t["config"] for t in tasks])
+        self.bar = tqdm(total=self.SCALE, disable=not enabled, desc=desc or "sweep", dynamic_ncols=True,
+                        smoothing=0.1, bar_format="{desc}: {percentage:3.0f}% of the work|{bar}| "
+                                                  "[{elapsed}<{remaining}] {postfix}")
+        self._postfix()
+
+    def _postfix(self) -> None:
+        r = self.report
+        self.bar.set_postfix_str(f"{r.done + len(r.failed)}/{r.total - r.skipped} configurations "
+                                 f"(failed {len(r.failed)}, skipped {r.skipped})", refresh=False)
+
+    def finished(self, run_id: str, wall_s) -> None:
+        """A configuration ended (done or failed) after ``wall_s`` seconds of its worker."""
+        self.work.finished(self.index[run_id], wall_s)
+        self._postfix()
+        self.bar.update(round(self.work.fraction() * self.SCALE) - self.bar.n)
+
+    def close(self) -> None:
+        self.bar.close()
 
 
 def failures(out_dir: str | os.PathLike):

@@ -1,0 +1,144 @@
+"""Command-line surfaces (issue 18): --set on topo/bench/run, --quiet and progress bars, help texts,
+one error prefix, netsim.simulate's signature, workload llm --llm."""
+
+from __future__ import annotations
+
+import inspect
+import io
+import json
+
+import pytest
+
+from conftest import REPO, TOPOLOGIES
+from netsim import progress
+from netsim.cli import main
+from netsim.cli_options import parse_sets
+from netsim.errors import InputError
+
+SU = str(TOPOLOGIES / "h100-superpod-1su.yaml")
+TRACE = REPO / "workloads" / "traces" / "llama3-8b-tp2pp2"
+
+
+def test_topo_set(capsys):
+    assert main(["topo", SU, "--json", "--set", "nodes=4", "--set", "scale_out.tiers.0.oversubscription=4"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["gpus"] == 32 and summary["oversubscription"] == {"leaf": 4.0}
+
+
+@pytest.mark.parametrize("item, expect", [
+    ("nodes", "--set: expected KEY=VALUE"),
+    ("nodes=-1", "h100-superpod-1su.yaml: nodes: expected a positive integer"),
+    ("scale_out.tiers.7.oversubscription=2", "scale_out.tiers.7: expected a list index below 2"),
+    ("bogus.key=1", "bogus: not in the topology file"),
+    ("nodes=[1, 2]", "--set: nodes: expected a scalar value"),
+])
+def test_set_errors_are_one_line(capsys, item, expect):
+    assert main(["topo", SU, "--set", item]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and expect in err, err
+
+
+def test_parse_sets():
+    assert parse_sets(["a.b[1].c=2", "x=null", "y=800Gbps"]) == {"a.b.1.c": 2, "x": None, "y": "800Gbps"}
+    with pytest.raises(InputError, match="--set"):
+        parse_sets(["=3"])
+
+
+def test_bench_set_changes_the_result_and_the_run(tmp_path, capsys):
+    args = ["bench", "--topology", SU, "--op", "alltoall", "-b", "16M", "--gpus", "32", "--model", "analytical",
+            "--quiet"]
+    assert main(args) == 0
+    full = capsys.readouterr().out
+    assert main(args + ["--set", "nodes=4", "--set", "scale_out.nic_bw=100Gbps",
+                        "--out", str(tmp_path / "res")]) == 0
+    over = capsys.readouterr()
+    assert "32 GPUs" in over.out and over.err == ""  # not a TTY: no progress bar
+
+    def busbw(text):
+        return float([ln for ln in text.splitlines() if ln.strip() and not ln.startswith("#")][0].split()[7])
+    assert busbw(over.out) < busbw(full)  # 100G NICs slow the all-to-all down
+    import netsim
+    res = netsim.open_results(tmp_path / "res")
+    assert res.config(res.run_ids[0])["set"] == {"nodes": 4, "scale_out.nic_bw": "100Gbps"}
+
+
+def test_run_set_and_quiet(capsys):
+    if not TRACE.is_dir():
+        pytest.skip("workloads/ not present")
+    base = ["run", "--topology", SU, "--workload", str(TRACE / "llm"), "--comm-groups", str(TRACE / "comm_groups.json"),
+            "--json", "--quiet"]
+    assert main(base + ["--set", "nodes=1"]) == 0
+    one = json.loads(capsys.readouterr().out)
+    assert main(base + ["--set", "nodes=1", "--set", "node.preset=hgx-a100"]) == 0
+    a100 = json.loads(capsys.readouterr().out)
+    assert a100["iteration_us"] > one["iteration_us"]  # slower GPUs and NVLink
+    assert main(base + ["--set", "nodes=0"]) == 2
+    assert "nodes: expected a positive integer" in capsys.readouterr().err
+
+
+class _Tty(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_progress_only_on_a_tty_and_not_quiet():
+    assert progress.wanted(stream=_Tty()) and not progress.wanted(quiet=True, stream=_Tty())
+    assert not progress.wanted(stream=io.StringIO())
+
+
+def test_run_progress_bar_polls_ops(monkeypatch, capsys):
+    if not TRACE.is_dir():
+        pytest.skip("workloads/ not present")
+    import netsim
+
+    monkeypatch.setattr(progress, "DELAY_S", 0.0)
+    monkeypatch.setattr(progress, "INTERVAL_S", 0.001)
+    res = netsim.simulate(SU, str(TRACE / "llm"), str(TRACE / "comm_groups.json"), engine="event", progress=True)
+    err = capsys.readouterr().err
+    assert "run:" in err and "op" in err and "simulated" in err
+    quiet = netsim.simulate(SU, str(TRACE / "llm"), str(TRACE / "comm_groups.json"), engine="event")
+    assert capsys.readouterr().err == ""
+    assert (quiet.finish == res.finish).all()
+
+
+def test_bench_progress_bar(monkeypatch, capsys):
+    monkeypatch.setattr(progress, "DELAY_S", 0.0)
+    monkeypatch.setattr(progress, "wanted", lambda quiet=False, stream=None: not quiet)
+    assert main(["bench", "--topology", SU, "--op", "all_reduce", "-b", "1M", "-e", "4M", "--gpus", "16"]) == 0
+    err = capsys.readouterr().err
+    assert "bench:" in err and "size" in err
+    assert main(["bench", "--topology", SU, "--op", "all_reduce", "-b", "1M", "--gpus", "16", "-q"]) == 0
+    assert capsys.readouterr().err == ""
+
+
+def test_help_lists_choices_and_subcommands(capsys):
+    for argv in (["bench", "--help"], ["astra", "--help"], ["workload", "llm", "--help"]):
+        with pytest.raises(SystemExit):
+            main(argv)
+    out = capsys.readouterr().out
+    assert "node_limited" in out and "halving_doubling" in out and "analytical" in out  # bench --algo/--model
+    assert "netsim astra export" in out and "netsim astra compare" in out
+    assert "--llm MODEL" in out and "deprecated" in out
+
+
+def test_error_prefix_printed_once(capsys):
+    assert main(["bench", "--op", "all_reduce"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("netsim: error: bench: ") and "netsim bench:" not in err
+
+
+def test_simulate_signature():
+    import netsim
+
+    params = inspect.signature(netsim.simulate).parameters
+    assert {"topology", "workload", "stragglers", "faults", "overrides"} <= set(params)
+
+
+def test_workload_llm_flag_and_deprecated_model(tmp_path, capsys):
+    assert main(["workload", "llm", "--llm", "llama3-8b", "--tp", "2", "--pp", "1", "--dp", "1",
+                 "--seq", "128", "--out", str(tmp_path / "a")]) == 0
+    assert main(["workload", "llm", "--model", "llama3-8b", "--tp", "2", "--pp", "1", "--dp", "1",
+                 "--seq", "128", "--out", str(tmp_path / "b")]) == 0
+    assert (tmp_path / "a" / "llm.0.et").read_bytes() == (tmp_path / "b" / "llm.0.et").read_bytes()
+    assert main(["workload", "llm", "--llm", "llama3-8b", "--model", "llama3-8b", "--tp", "2", "--pp", "1",
+                 "--dp", "1", "--out", str(tmp_path / "c")]) == 2
