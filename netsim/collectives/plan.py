@@ -69,8 +69,9 @@ def plan(topo: Topology, ranks, op: str, nbytes: float, algo: str = "auto", *,
     protocol: force LL / LL128 / Simple (default: NCCL's choice).
     matrix: per-pair bytes for all-to-all (alltoallv).
     shaped: apply protocol effects (False: the bare algorithm on the bare network).
-    split_channels: one flow per channel (False: one flow carrying every channel, for the
-        contention-free analytical model, where parallel flows would each get a whole link).
+    split_channels: one flow per channel (False: one flow carrying every channel, which the
+        analytical model uses at scale: the same result where the channels share their paths,
+        with channels times fewer transfers to time).
     """
     ranks = np.asarray(ranks, dtype=np.int64)
     check_algorithm(op, algo)
