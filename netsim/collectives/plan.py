@@ -70,8 +70,8 @@ def plan(topo: Topology, ranks, op: str, nbytes: float, algo: str = "auto", *,
     matrix: per-pair bytes for all-to-all (alltoallv).
     shaped: apply protocol effects (False: the bare algorithm on the bare network).
     split_channels: one flow per channel (False: one flow carrying every channel, which the
-        analytical model uses at scale: the same result where the channels share their paths,
-        with channels times fewer transfers to time).
+        analytical model uses to time channels times fewer transfers; the channels then take
+        one ECMP path instead of one each).
     """
     ranks = np.asarray(ranks, dtype=np.int64)
     check_algorithm(op, algo)
