@@ -119,7 +119,7 @@ def check_memory(cfg: BenchConfig, n: int) -> None:
     if need > avail:
         fits = int((avail / ALLTOALL_BYTES_PER_PAIR) ** 0.5)
         raise InputError(f"an all-to-all on {n:,} GPUs has {n * (n - 1):,} transfers and needs about "
-                         f"{need / 2**30:,.0f} GiB of memory; {avail / 2**30:,.0f} GiB are available "
+                         f"{need / units.GiB:,.0f} GiB of memory; {avail / units.GiB:,.0f} GiB are available "
                          f"(use --gpus {fits:,} or fewer)", source="--gpus")
 
 

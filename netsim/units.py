@@ -36,7 +36,7 @@ from netsim.errors import InputError
 
 __all__ = ["KB", "MB", "GB", "TB", "KiB", "MiB", "GiB", "TiB", "parse_size", "format_size",
            "parse_bandwidth", "format_bandwidth", "parse_time", "format_time", "ns_to_s", "s_to_ns",
-           "s_to_ns_int", "astra_bw_to_Bps", "astra_bw_to_bytes_per_ns", "astra_local_mem_bw_to_Bps",
+           "s_to_ns_int", "astra_bw_to_Bps", "Bps_to_astra_bw", "astra_bw_to_bytes_per_ns", "astra_local_mem_bw_to_Bps",
            "tflops_to_flops", "Bps_to_GBps"]
 
 KB, MB, GB, TB = 1e3, 1e6, 1e9, 1e12
@@ -335,6 +335,15 @@ def astra_bw_to_Bps(value_gib_per_s: float) -> float:
     53687091200.0
     """
     return float(value_gib_per_s * 2**30)
+
+
+def Bps_to_astra_bw(bps: float) -> float:
+    """Bytes/s to an ASTRA-sim network YAML ``bandwidth`` (GiB/s); inverse of :func:`astra_bw_to_Bps`.
+
+    >>> Bps_to_astra_bw(53687091200.0)
+    50.0
+    """
+    return float(bps) / 2**30
 
 
 def astra_bw_to_bytes_per_ns(value: float) -> float:

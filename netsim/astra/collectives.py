@@ -4,7 +4,7 @@ ASTRA-sim splits a collective into ``splits`` chunks (``preferred-dataset-splits
 with one active chunk they run one after another.  A chunk's all-reduce on a
 1-D ring is one phase: an ``endpoint-delay`` at its start, then ``p-1``
 reduce-scatter messages of ``chunk/p`` bytes, each costing the network delay
-plus ``endpoint-delay`` plus the reduction ``3·floor(d / local_mem_bw)`` ns, then
+plus ``endpoint-delay`` plus the reduction (:func:`netsim.astra.arith.reduction_ns`), then
 ``p-1`` all-gather messages costing the network delay plus ``endpoint-delay``.
 On the analytical network this reproduces ASTRA-sim's regression value
 (8 NPUs, 1 MiB, 4 splits, 50 GB/s, 500 ns, endpoint-delay 10, local-mem-bw 50:
@@ -17,23 +17,9 @@ On the analytical network this reproduces ASTRA-sim's regression value
 
 from __future__ import annotations
 
+from netsim.astra.arith import chunk_bytes, reduction_ns
 from netsim.collectives.ring import ring_step
 from netsim.collectives.schedule import Phase, Schedule, Step
-
-
-def chunk_bytes(comm_size: int, splits: int, npus: int, op: str = "all_reduce") -> int:
-    """ASTRA-sim's chunk: comm_size // splits, raised to ``npus`` except for all-gather."""
-    chunk = comm_size // splits
-    if op != "all_gather" and chunk < npus:
-        chunk = npus
-    return chunk
-
-
-def reduction_ns(nbytes: int, local_mem_bw_GBps: float) -> int:
-    """ASTRA-sim's local reduction cost of one received message (2 reads + 1 write)."""
-    if local_mem_bw_GBps <= 0:
-        raise ValueError("local-mem-bw must be > 0 for reductions")
-    return 3 * int(nbytes / local_mem_bw_GBps)
 
 
 def astra_ring_all_reduce(npus: int, comm_size: int, *, splits: int, endpoint_delay_ns: float,

@@ -30,6 +30,7 @@ from typing import Callable
 
 import numpy as np
 
+from netsim.astra import arith
 from netsim.astra.engine import AstraNetwork, SimPyClock, load_network
 from netsim.errors import InputError
 from netsim.network.base import Network
@@ -52,8 +53,8 @@ class _Link:
     def _transmit(self, chunk: list) -> None:
         self.busy = True
         now, size = self.clock.now, chunk[2]
-        self.clock.at(now + int(self.lat + float(size) / self.bw), lambda: self.owner._arrived(chunk))
-        self.clock.at(now + int(float(size) / self.bw), self._free)
+        self.clock.at(now + arith.link_ns(size, self.lat, self.bw), lambda: self.owner._arrived(chunk))
+        self.clock.at(now + arith.serialization_ns(size, self.bw), self._free)
 
     def _free(self) -> None:
         self.busy = False
@@ -71,7 +72,7 @@ class StoreAndForward:
                              "--model analytical or --model flow", source=net.source, field="topology")
         d = net.dims[0]
         self.clock, self.kind, self.n = clock, d.kind, d.npus
-        self.bw = d.bw * (1 << 30) / 1_000_000_000
+        self.bw = d.bw  # GiB/s, as written (netsim.astra.arith converts)
         self.lat = d.latency
         self.links: dict[tuple[int, int], _Link] = {}
 

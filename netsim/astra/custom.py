@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from netsim.astra import arith
 from netsim.astra.algorithms import Algorithm
 from netsim.errors import InputError
 from netsim.workload.chakra_schema import NodeType
@@ -90,8 +91,7 @@ class CustomAlgorithm(Algorithm):
         elif typ == RECV:
             self.ctx.recv(self._real(int(t.comm_src[i])), self.rank, tag, size, done)
         elif typ == COMP:
-            dur = int(t.duration_micros[i])
-            self.stream.sys.register(dur * 1000 if dur else 1, done)
+            self.stream.sys.register(arith.replay_ns(int(t.duration_micros[i])), done)
         else:
             raise InputError(f"node {int(t.id[i])} has type {NodeType(typ).name}; a custom collective may only "
                              "hold COMM_SEND, COMM_RECV and COMP nodes (ASTRA-sim never finishes it)",

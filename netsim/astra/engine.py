@@ -27,7 +27,8 @@ from typing import Callable
 
 import numpy as np
 
-from netsim import inputs
+from netsim import inputs, units
+from netsim.astra import arith
 from netsim.errors import InputError
 
 
@@ -153,7 +154,7 @@ class AstraNetwork:
                     hops = min(cw, d.npus - cw)
                 else:
                     hops = 1 if d.kind == "FullyConnected" else 2
-                return int(hops * d.latency + float(size) / (d.bw * (1 << 30) / 1_000_000_000))
+                return arith.message_ns(size, hops, d.latency, d.bw)
             src //= d.npus
             dst //= d.npus
         raise InputError(f"a message from NPU {src} to itself (ASTRA-sim: 'src and dest have the same address')")
@@ -161,10 +162,9 @@ class AstraNetwork:
     def topology(self):
         """The netsim :class:`~netsim.topology.model.Topology` (built on first use)."""
         if self.topo is None:
-            from netsim import units
             from netsim.topology.multidim import Dim, multi_dim
 
-            topo = multi_dim([Dim(d.kind, d.npus, units.astra_bw_to_Bps(d.bw), d.latency * 1e-9) for d in self.dims],
+            topo = multi_dim([Dim(d.kind, d.npus, units.astra_bw_to_Bps(d.bw), units.ns_to_s(d.latency)) for d in self.dims],
                              name=Path(self.source).stem)
             topo.meta["astra_network"] = True
             object.__setattr__(self, "topo", topo)
@@ -179,7 +179,7 @@ def load_network(path) -> AstraNetwork:
     if isinstance(path, AstraNetwork):
         return path
     if isinstance(path, Topology):
-        dims = tuple(NetDim(d["kind"], d["npus"], d["bw_Bps"] / 2**30, d["latency_s"] * 1e9)
+        dims = tuple(NetDim(d["kind"], d["npus"], units.Bps_to_astra_bw(d["bw_Bps"]), units.s_to_ns(d["latency_s"]))
                      for d in path.meta.get("dims", ())) if path.meta.get("astra_network") else ()
         return AstraNetwork(path.name, dims, path)
     src = str(path)

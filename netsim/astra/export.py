@@ -27,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
+from netsim import units
 from netsim.errors import InputError
 from netsim.results.io import atomic_file, check_output_dir, check_output_file, kind_of
 
@@ -37,7 +38,7 @@ def _latency_ns(topo, a: int, b: int) -> float:
 
 
 def _gib(bps: float) -> float:
-    return round(bps / 2**30, 4)
+    return round(units.Bps_to_astra_bw(bps), 4)
 
 
 def astra_dims(topo) -> tuple[list[dict], list[str]]:
@@ -45,7 +46,7 @@ def astra_dims(topo) -> tuple[list[dict], list[str]]:
     meta, lost = topo.meta, []
     if meta.get("dims"):
         return [{"topology": d["kind"], "npus_count": int(d["npus"]), "bandwidth": _gib(d["bw_Bps"]),
-                 "latency": round(d["latency_s"] * 1e9, 4)} for d in meta["dims"]], lost
+                 "latency": round(units.s_to_ns(d["latency_s"]), 4)} for d in meta["dims"]], lost
     eff = meta.get("link_efficiency", {})
     g = int(meta.get("gpus_per_node", topo.n_gpus))
     nodes = topo.n_gpus // g
@@ -96,7 +97,7 @@ def system_json(topo, ndims: int) -> dict:
            "preferred-dataset-splits": 4, "collective-optimization": "localBWAware"}
     for op in ("all-reduce", "all-gather", "reduce-scatter", "all-to-all"):
         out[f"{op}-implementation"] = ["ring"] * ndims
-    out["local-mem-bw"] = round(float(meta.get("mem_bw_Bps", 1.6e12)) / 1e9, 3)
+    out["local-mem-bw"] = round(units.Bps_to_GBps(float(meta.get("mem_bw_Bps", 1.6e12))), 3)
     out["peak-perf"] = round(float(meta.get("peak_flops", 0.0)) / 1e12, 3)
     out["roofline-enabled"] = 0
     return out

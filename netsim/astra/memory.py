@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from netsim import inputs
+from netsim.astra import arith
 from netsim.errors import InputError
 
 TYPES = ("NO_MEMORY_EXPANSION", "PER_NODE_MEMORY_EXPANSION", "PER_NPU_MEMORY_EXPANSION", "MEMORY_POOL")
@@ -48,7 +49,7 @@ class RemoteMemoryConfig:
         if self.bw_GBps <= 0:
             raise InputError(f"must be > 0 for {self.memory_type} (a memory node divides by it)",
                              source=self.source, field="remote-mem-bw")
-        return self.latency_ns + int(float(tensor_size) / self.bw_GBps)
+        return arith.remote_mem_ns(tensor_size, self.latency_ns, self.bw_GBps)
 
 
 def _uint(j: dict, key: str, source: str) -> int:

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from netsim.astra import arith
 from netsim.astra.custom import CustomAlgorithm, load_custom_table
 from netsim.astra.engine import (AnalyticalLinks, AstraNetwork, Fabric, FlowLinks, HeapClock, MirrorFabric,
                                  SimPyClock, load_network)
@@ -131,11 +132,10 @@ class Context:
             self.notes.append(text)
 
     def reduction_ns(self, size: int) -> int:
-        bw = self.system.local_mem_bw_GBps * 1000000000
-        if bw <= 0:
+        if not self.system.local_mem_bw_GBps > 0:
             raise InputError("must be > 0: a reducing message costs 3 * bytes / local-mem-bw (ASTRA-sim divides by "
                              "zero here)", source=self.system.source, field="local-mem-bw")
-        return 3 * int(float(size) / bw * 1e9)
+        return arith.reduction_ns(size, self.system.local_mem_bw_GBps)
 
     # ---------------------------------------------------------- messages
     def send(self, src: int, dst: int, tag, size: int, cb) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from collections import deque
 
+from netsim.astra import arith
 from netsim.astra.algorithms import (AG, AR, CCW, CW, DoubleBinaryTree, DoubleBinaryTreeTopology, Direct,
                                      GENERAL, HalvingDoubling, INIT, RECV, Ring)
 from netsim.astra.engine import Ticker
@@ -188,9 +189,8 @@ class Sys:
 
     def chunking(self, size: int, op: str) -> tuple[int, int]:
         splits = self.cfg.require("preferred-dataset-splits", "to cut a collective into chunks")
-        chunk = size // splits
-        if op != AG and self.total_nodes > chunk:
-            chunk = self.total_nodes
+        chunk = arith.chunk_bytes(size, splits, self.total_nodes, op)
+        if chunk > size // splits:  # raised to the NPU count: the collective moves splits x NPUs bytes
             size = splits * chunk
         return chunk, size
 

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from netsim import units
+from netsim.astra import arith
 from netsim.astra.custom import NATIVE_TAGS, dag
 from netsim.errors import InputError
 from netsim.workload.chakra_schema import CommType, NodeType
@@ -156,8 +158,7 @@ class Workload:
         return v
 
     def _replay(self, i: int) -> None:
-        dur = int(self.t.duration_micros[i])
-        runtime = dur * 1000 if dur else 1
+        runtime = arith.replay_ns(int(self.t.duration_micros[i]))
         if self.cpu[i]:
             self.tics_cpu += runtime
         else:
@@ -169,13 +170,13 @@ class Workload:
         if size == 0:
             return self._complete(i)
         cfg = self.ctx.system
-        bw, peak = cfg.local_mem_bw_GBps * 1e9, cfg.peak_perf_TFLOPS * 1e12
+        bw, peak = units.astra_local_mem_bw_to_Bps(cfg.local_mem_bw_GBps), units.tflops_to_flops(cfg.peak_perf_TFLOPS)
         oi = ops / size
         perf = min(bw * oi, peak)
         if perf <= 0:
             raise InputError("roofline performance is 0 (num_ops 0?); ASTRA-sim divides by it",
                              source=self.t.source, field=f"node {int(self.t.id[i])}")
-        runtime = int(ops / perf * 1e9)
+        runtime = arith.roofline_ns(ops, perf)
         self.tics_gpu += runtime
         self.roof[i] = (oi, perf / peak, (perf / oi) / bw if oi else 0.0, perf < peak)
         self.sys.register(runtime, lambda: self.call(i))
@@ -184,8 +185,7 @@ class Workload:
         t = self.t
         ctype = self._attr(i, "comm_type")
         if ctype == CommType.BROADCAST:  # replayed from its duration (ASTRA-sim: "TODO: implement broadcast")
-            dur = int(t.duration_micros[i])
-            self.sys.register(dur * 1000 if dur else 1, lambda: self.call(i))
+            self.sys.register(arith.replay_ns(int(t.duration_micros[i])), lambda: self.call(i))
             return
         op = COLL_OPS.get(ctype)
         if op is None:
