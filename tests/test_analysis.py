@@ -161,15 +161,32 @@ def test_slow_ranks_mad_precision_recall():
     hosts = S.slow_hosts(ops, 8)
     assert hosts.loc[hosts["flagged"], "host"].tolist() == [0, 5]
     assert hosts.set_index("host").loc[5, "slowest_rank"] == 40
-    # a loose z threshold alone would also flag noise; the % rule keeps precision
+    # noise of ~0.2 % stays below the MAD floor (0.5 points): even a loose z threshold flags nothing else
     loose = S.slow_ranks(ops, z_threshold=1.0, pct_threshold=0.0)
+    assert S.detection_scores(loose.loc[loose["flagged"], "rank"], injected)["precision"] == 1.0
+    # with noise above the floor a loose z threshold alone flags noise; the % rule keeps precision
+    loose = S.slow_ranks(_dp_job(slow=injected, noise=40.0), z_threshold=1.0, pct_threshold=0.0)
     sc = S.detection_scores(loose.loc[loose["flagged"], "rank"], injected)
     assert sc["recall"] == 1.0 and sc["precision"] < 1.0 and sc["false_positives"]
 
 
+def test_robust_z_mad_floor():
+    # peers identical up to float noise: the raw MAD is ~1e-9 % and a 20 % straggler got z ~ 1e10
+    pct = np.r_[np.zeros(15) + 1e-9 * np.arange(15), 20.0]
+    assert S.robust_z(pct)[-1] > 1e9
+    z = S.robust_z(pct, mad_floor=S.PCT_MAD_FLOOR)
+    assert z[-1] == pytest.approx(0.6745 * 20.0 / S.PCT_MAD_FLOOR, rel=1e-6) and abs(z[:-1]).max() < 1e-6
+    # a spread above the floor is used as is
+    x = np.array([0.0, 1.0, 2.0, 3.0, 10.0])
+    assert S.robust_z(x, mad_floor=0.5).tolist() == S.robust_z(x).tolist()
+    ops = _dp_job(ranks=16, slow=[3], factor=1.2, noise=0.0)
+    res = S.slow_ranks(ops).set_index("rank")
+    assert np.isfinite(res["robust_z"]).all() and res.loc[3, "robust_z"] < 100 and res.loc[3, "flagged"]
+
+
 def test_slow_ranks_identical_peers_and_scores():
     ops = _dp_job(ranks=16, slow=[3], factor=1.03, noise=0.0)
-    assert not S.slow_ranks(ops)["flagged"].any()  # MAD = 0: z = inf, but only 3 % over the median
+    assert not S.slow_ranks(ops)["flagged"].any()  # MAD = 0, floored at 0.5 points: z = 4.0, but only 3 % over the median
     ops = _dp_job(ranks=16, slow=[3], factor=1.2, noise=0.0)
     assert S.slow_ranks(ops).query("flagged")["rank"].tolist() == [3]
     assert S.detection_scores([3, 7], [3]) == {"precision": 0.5, "recall": 1.0, "f1": pytest.approx(2 / 3),
@@ -304,7 +321,7 @@ def test_cli_analyze_json_and_plots(tmp_path, capsys):
     assert main(["analyze", str(tmp_path / "d"), "--json", "--plots", str(tmp_path / "p")]) == 0
     rep = json.loads(capsys.readouterr().out)
     assert rep["stragglers"] == [5] and rep["slow_hosts"] == [0]
-    assert rep["late_start"] == {"kernel": "ALL_REDUCE", "suspects": [5]}
+    assert rep["late_start"] == {"kernel": "ALL_REDUCE", "suspects": [5], "caveat": None}
     assert rep["overlap_pct"] == 0.0 and rep["exposed_comm_ns"] > 0
     assert rep["hottest_links"][0]["link_id"] == 4 and rep["oversubscription"][1]["pressure"] == 2.0
     assert sorted(p.name for p in (tmp_path / "p").iterdir()) == ["breakdown.png", "heatmap.png", "launch_skew.png",
@@ -312,6 +329,25 @@ def test_cli_analyze_json_and_plots(tmp_path, capsys):
     assert main(["analyze", str(tmp_path / "d")]) == 0
     text = capsys.readouterr().out
     assert "slow ranks    5 (+20.0%)" in text and "late start    ALL_REDUCE" in text
+
+
+def test_late_start_caveat_when_suspects_are_not_slow(capsys):
+    from netsim.analysis.cli import analyze, format_report
+
+    ops = _dp_job(ranks=16, slow=(5,), factor=1.2, noise=0.0)
+    ends = ops.groupby("rank")["end_ns"].max()
+    # rank 9 computes as fast as its peers but issues the all-reduce late (it waited on something else)
+    coll = [op(r, "collective", ends[r] + (4000 if r == 9 else 0), ends.max() + 5000, name="ar",
+               comm_type="ALL_REDUCE", group="1") for r in range(16)]
+    ops = pd.concat([ops, frame(coll)], ignore_index=True)
+    ranks = pd.DataFrame({"rank": range(16), "host": [r // 8 for r in range(16)]})
+    rep = analyze({"ops": ops, "ranks": ranks, "links": None})
+    assert rep["stragglers"] == [5] and 9 in rep["late_start"]["suspects"]
+    cav = rep["late_start"]["caveat"]
+    assert cav.startswith("late-start suspects 9") and "slow rank(s) 5 on host(s) 0" in cav
+    assert "caveat      late-start suspects" in format_report("r", rep)
+    late = S.late_start_stragglers(ops)
+    assert S.late_start_caveat(late, S.slow_ranks(ops)) == late.notes[0]
 
 
 def test_cli_errors_and_timeline(tmp_path, capsys):

@@ -113,7 +113,7 @@ def analyze(tables: dict[str, pd.DataFrame], *, top: int = 5, z: float = 3.5, pc
         "megascale_exposed_ns": summary["megascale_exposed_ns"],
         "slow_ranks": _records(slow[slow["flagged"]].sort_values("pct_over_median", ascending=False), top),
         "slowest_rank": _records(slow.sort_values("pct_over_median", ascending=False), 1),
-        "late_start": {"kernel": late.kernel, "suspects": late.stragglers},
+        "late_start": {"kernel": late.kernel, "suspects": late.stragglers, "caveat": None},
         "exposed_by_type": _records(_by_type(exposed, ops["rank"].nunique()), 50),
         "exposed_by_collective": _records(exposed, top),
         "launch_skew": {"instances": int(len(skew)),
@@ -124,6 +124,9 @@ def analyze(tables: dict[str, pd.DataFrame], *, top: int = 5, z: float = 3.5, pc
     if hosts is not None and hosts["host"].nunique() > 1:
         sh = S.slow_hosts(ops, hosts, z_threshold=z, pct_threshold=pct)
         report["slow_hosts"] = [int(h) for h in sh.loc[sh["flagged"], "host"]]
+    else:
+        sh = None
+    report["late_start"]["caveat"] = S.late_start_caveat(late, slow, sh)
     if links is not None and len(links) and {"utilization", "bytes", "capacity_GBps"} <= set(links.columns):
         report["hottest_links"] = _records(L.hottest_links(links, k=top), top)
         report["tiers"] = _records(L.utilization_by_tier(links), 50)
@@ -184,6 +187,8 @@ def format_report(run_id: str, r: dict) -> str:
     late = r["late_start"]
     lines.append(f"late start    {late['kernel'] or 'no long communication'}: suspects "
                  f"{', '.join(map(str, late['suspects'])) or 'none'}  [HTA last long collective]")
+    if late.get("caveat"):
+        lines.append(f"  caveat      {late['caveat']}")
     sk = r["launch_skew"]
     lines.append(f"launch skew   {sk['instances']} collective instance(s); max {_us(sk['max_ns'])}, "
                  f"mean {_us(sk['mean_ns'])}")

@@ -77,11 +77,29 @@ def _ticks(set_pos, set_labels, labels: list, most: int = 32) -> None:
 
 
 def plot_timeline(ops: pd.DataFrame, path: str | os.PathLike | None = None, *, ranks=None,
-                  max_ranks: int = 32, title: str = "per-rank timeline") -> Figure:
-    """Gantt chart of ops per rank, colored by kind (first ``max_ranks`` ranks unless ``ranks`` given)."""
-    sel = ops if ranks is None else ops[ops["rank"].isin(list(ranks))]
-    shown = sorted(sel["rank"].unique().tolist())[:max_ranks]
-    sel = sel[sel["rank"].isin(shown)]
+                  max_ranks: int = 32, title: str = "per-rank timeline", flagged=None) -> Figure:
+    """Gantt chart of ops per rank, colored by kind.
+
+    Without ``ranks``: every rank when at most ``max_ranks``, else the ranks
+    :func:`~netsim.analysis.timeline.timeline_ranks` picks (flagged slow ranks,
+    latest and earliest finishers); the tick labels and title say which.
+    """
+    from netsim.analysis.timeline import timeline_ranks
+
+    if ranks is None:
+        pick = timeline_ranks(ops, max_ranks=max_ranks, flagged=flagged)
+        shown = pick["rank"].tolist()
+        why = dict(zip(shown, pick["reason"]))
+        total = int(ops["rank"].nunique())
+        if len(shown) < total:
+            counts = pick["reason"].value_counts()
+            words = {"flagged": "flagged slow", "latest": "latest-finishing", "earliest": "earliest-finishing"}
+            parts = [f"{counts[k]} {v}" for k, v in words.items() if k in counts]
+            title = f"{title}: {len(shown)} of {total} ranks ({', '.join(parts)})"
+    else:
+        shown = sorted(ops.loc[ops["rank"].isin(list(ranks)), "rank"].unique().tolist())[:max_ranks]
+        why = {}
+    sel = ops[ops["rank"].isin(shown)]
     fig = _figure(10.0, max(2.5, 0.3 * len(shown) + 1.2))
     ax = fig.add_subplot()
     row = {r: i for i, r in enumerate(shown)}
@@ -100,7 +118,8 @@ def plot_timeline(ops: pd.DataFrame, path: str | os.PathLike | None = None, *, r
                            linewidth=0)
             label = None
     ax.set_yticks(range(len(shown)))
-    ax.set_yticklabels([str(r) for r in shown])
+    mark = {"flagged": " slow", "latest": " late", "earliest": " early"}
+    ax.set_yticklabels([f"{r}{mark.get(why.get(r), '')}" for r in shown], fontsize="small")
     ax.invert_yaxis()
     ax.set_xlabel("time (µs)")
     ax.set_ylabel("rank")
@@ -135,19 +154,25 @@ def plot_breakdown(breakdown: pd.DataFrame, path: str | os.PathLike | None = Non
 
 def plot_link_utilization(links: pd.DataFrame, path: str | os.PathLike | None = None, *, k: int = 10,
                           title: str = "link utilization") -> Figure:
-    """Left: utilization distribution per tier; right: the ``k`` hottest links."""
+    """Left: utilization distribution per tier over the links that carried traffic (idle links,
+    ``bytes == 0``, would pull every box to 0; each tick says how many links were active);
+    right: the ``k`` hottest links."""
     t = link_tiers(links)
+    t = t.assign(_active=t["bytes"].to_numpy(float) > 0 if "bytes" in t.columns else t["utilization"] > 0)
     tiers = sorted(t["tier"].unique().tolist(),
                    key=lambda x: (TIER_ORDER.index(x) if x in TIER_ORDER else len(TIER_ORDER), x))
     fig = _figure(11.0, 3.8)
     ax1, ax2 = fig.subplots(1, 2, width_ratios=[1, 1.3])
-    data = [t.loc[t["tier"] == tier, "utilization"].to_numpy(float) for tier in tiers]
+    data = [t.loc[(t["tier"] == tier) & t["_active"], "utilization"].to_numpy(float) for tier in tiers]
+    n_all = [int((t["tier"] == tier).sum()) for tier in tiers]
     if data:
-        ax1.boxplot(data, showfliers=True)
+        ax1.boxplot([d if len(d) else [np.nan] for d in data], showfliers=True)
         ax1.set_xticks(range(1, len(tiers) + 1))
-        ax1.set_xticklabels(tiers)
+        ax1.set_xticklabels([f"{tier}\n{len(d)}/{n} active" for tier, d, n in zip(tiers, data, n_all)],
+                            fontsize="small")
     ax1.set_ylabel("utilization")
-    ax1.set_title("per tier")
+    idle = sum(n_all) - sum(len(d) for d in data)
+    ax1.set_title(f"per tier, active links only ({idle:,} idle excluded)")
     hot = hottest_links(links, k=k)
     labels = [f"{s}→{d}" for s, d in zip(hot.get("src", hot.index), hot.get("dst", hot.index))]
     ax2.barh(range(len(hot)), hot["utilization"].to_numpy(float), color="#C44E52")
@@ -171,6 +196,13 @@ def plot_launch_skew(skew: pd.DataFrame, path: str | os.PathLike | None = None, 
     ax.set_xlabel("first issue (µs)")
     ax.set_ylabel("skew (µs)")
     ax.set_title(title)
+    if len(skew) and float(skew["skew_ns"].max()) > 0:
+        w = skew.loc[skew["skew_ns"].idxmax()]
+        x, y = float(w["first_issue_ns"]) / 1e3, float(w["skew_ns"]) / 1e3
+        ax.plot([x], [y], "o", ms=8, mfc="none", mec="#C44E52")
+        ax.annotate(f"{w['comm_type']} #{w['seq']} on {w['group']}: {y:,.1f} µs, last rank {w['last_rank']}",
+                    (x, y), xytext=(6, -4), textcoords="offset points", fontsize="small", va="top",
+                    ha="right" if x > 0.6 * float(skew["first_issue_ns"].max()) / 1e3 else "left")
     if len(skew):
         ax.legend(fontsize="small")
     return _save(fig, path)

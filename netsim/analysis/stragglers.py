@@ -13,8 +13,13 @@ Definitions (reference.md §8):
   peers.  ``pct_over_median`` = 100 · (Σ duration / Σ median − 1).  A rank is
   flagged when its robust z-score 0.6745 · (x − median) / MAD of that
   percentage reaches ``z_threshold`` *and* the percentage reaches
-  ``pct_threshold``; with MAD = 0 (identical peers) any rank above the median
-  has z = +inf and the percentage rule decides.
+  ``pct_threshold``.  The MAD is floored at :data:`PCT_MAD_FLOOR` (0.5
+  percentage points): simulated peers are often identical to the last bit, so
+  the raw MAD is 0 or float noise (1e-6 %) and a 20 % straggler would get a z
+  of millions; with the floor a rank k % over the median gets at most
+  z = 0.6745 · k / 0.5 (a real GPU's run-to-run jitter is about 1 %, so a MAD
+  below 0.5 points carries no information).  The percentage rule decides
+  the close cases.
 * **Launch skew** (MegaScale §6.3): per collective instance — the k-th
   collective a rank issues on a group — max − min issue time over its ranks,
   and which rank issued last.
@@ -24,7 +29,7 @@ Definitions (reference.md §8):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Iterable
 
 import numpy as np
@@ -32,8 +37,11 @@ import pandas as pd
 
 from netsim.analysis.overlap import _kind_mask, _op_labels, as_ns
 
-__all__ = ["LateStart", "assign_steps", "compute_heatmap", "detection_scores", "late_start_stragglers",
+__all__ = ["PCT_MAD_FLOOR", "LateStart", "late_start_caveat", "assign_steps", "compute_heatmap", "detection_scores", "late_start_stragglers",
            "launch_skew", "robust_z", "slow_hosts", "slow_ranks"]
+
+#: Floor of the MAD of ``pct_over_median`` in :func:`slow_ranks` (percentage points; module docstring).
+PCT_MAD_FLOOR = 0.5
 
 _MB = r"(?:^|[._/:-])mb(\d+)(?=$|[._/:-])"
 _MB_ANY = r"(?:^|[._/:-])mb\d+(?=$|[._/:-])"
@@ -100,19 +108,25 @@ def compute_heatmap(ops: pd.DataFrame, by: str = "auto", relative: bool = False)
     return hm / base.where(base > 0)
 
 
-def robust_z(values: np.ndarray | pd.Series) -> np.ndarray:
-    """0.6745 · (x − median) / MAD (Iglewicz-Hoaglin); ±inf / 0 when MAD = 0.
+def robust_z(values: np.ndarray | pd.Series, mad_floor: float = 0.0) -> np.ndarray:
+    """0.6745 · (x − median) / max(MAD, ``mad_floor``) (Iglewicz-Hoaglin).
+
+    ``mad_floor`` is the resolution of ``values`` (same unit): below it the
+    spread is noise, and dividing by it would turn a modest outlier into a
+    z of millions.  With MAD = 0 and no floor: ±inf above / below the median, 0 at it.
 
     Examples
     --------
     >>> robust_z(np.array([1.0, 1.0, 1.0, 2.0])).tolist()
     [0.0, 0.0, 0.0, inf]
+    >>> robust_z(np.array([0.0, 0.0, 0.0, 20.0]), mad_floor=0.5).round(2).tolist()
+    [0.0, 0.0, 0.0, 26.98]
     """
     x = np.asarray(values, dtype=float)
     if x.size == 0:
         return x
     med = np.median(x)
-    mad = np.median(np.abs(x - med))
+    mad = max(float(np.median(np.abs(x - med))), float(mad_floor))
     if mad == 0:
         return np.where(x > med, np.inf, np.where(x < med, -np.inf, 0.0))
     return 0.6745 * (x - med) / mad
@@ -120,7 +134,7 @@ def robust_z(values: np.ndarray | pd.Series) -> np.ndarray:
 
 def _flag(frame: pd.DataFrame, z_threshold: float, pct_threshold: float) -> pd.DataFrame:
     frame["pct_over_median"] = 100.0 * (frame["compute_ns"] - frame["expected_ns"]) / frame["expected_ns"]
-    frame["robust_z"] = robust_z(frame["pct_over_median"])
+    frame["robust_z"] = robust_z(frame["pct_over_median"], mad_floor=PCT_MAD_FLOOR)
     frame["flagged"] = (frame["robust_z"] >= z_threshold) & (frame["pct_over_median"] >= pct_threshold)
     return frame
 
@@ -270,12 +284,49 @@ class LateStart:
         Per rank: how many iterations it was among the top-k late starters.
     stragglers
         The suspects: the ``n_stragglers`` ranks with the highest counts.
+    notes
+        Caveats for reading the suspects (see :func:`late_start_caveat`).
     """
 
     kernel: str | None
     metric: pd.DataFrame
     counts: pd.Series
     stragglers: list[int]
+    notes: list[str] = field(default_factory=list)
+
+
+def late_start_caveat(late: LateStart, slow: pd.DataFrame, hosts: pd.DataFrame | None = None) -> str | None:
+    """A caveat when the HTA late-start suspects disagree with the compute verdict, else None.
+
+    ``slow`` is :func:`slow_ranks` (its ``flagged`` ranks, and ``host`` when
+    present), ``hosts`` optionally :func:`slow_hosts`.  The two methods answer
+    different questions: :func:`slow_ranks` compares each rank's compute with
+    same-named peers (the rank that is slow), HTA's method the start of the
+    last long collective across all ranks (the rank that arrives last, which
+    with pipeline stages or a slow upstream peer is often a rank that *waits*).
+    Also appended to ``late.notes``.
+
+    Examples
+    --------
+    >>> slow = pd.DataFrame({"rank": [0, 1, 2], "flagged": [False, False, True]})
+    >>> late_start_caveat(LateStart("ALL_REDUCE", pd.DataFrame(), pd.Series(dtype=int), [2]), slow) is None
+    True
+    >>> late_start_caveat(LateStart("ALL_REDUCE", pd.DataFrame(), pd.Series(dtype=int), [0]), slow)[:40]
+    'late-start suspects 0 are not the comput'
+    """
+    flagged = [int(r) for r in slow.loc[slow["flagged"], "rank"]] if len(slow) else []
+    suspects = list(late.stragglers)
+    if not suspects or set(suspects) <= set(flagged):
+        return None
+    what = f"slow rank(s) {', '.join(map(str, flagged))}" if flagged else "no compute-slow rank"
+    if hosts is not None and "flagged" in hosts.columns and hosts["flagged"].any():
+        what += f" on host(s) {', '.join(str(int(h)) for h in hosts.loc[hosts['flagged'], 'host'])}"
+    note = (f"late-start suspects {', '.join(map(str, suspects))} are not the compute-slow ranks ({what}): "
+            "HTA's method names the ranks that *start* the last long collective last across all ranks, "
+            "which with pipeline stages or a slow peer upstream are often ranks that waited, not slow ones; "
+            "trust the slow-rank/host verdict (each op against same-named peers) for where compute is slow")
+    late.notes.append(note)
+    return note
 
 
 def late_start_stragglers(ops: pd.DataFrame, n_stragglers: int = 2, min_normalized_duration: float = 0.01,

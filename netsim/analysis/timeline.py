@@ -1,6 +1,7 @@
 """Per-rank timelines as Chrome-trace JSON (open in Perfetto or ``chrome://tracing``).
 
-Layout (Trace Event Format, ``ts``/``dur`` in µs with ns precision):
+Layout (Trace Event Format, ``ts``/``dur`` in µs: whole ns from the tables, divided by 1000, so
+``ts + dur`` of one event never passes the ``ts`` of the next on its thread):
 
 * one process per rank (``pid`` = rank, named ``rank <r>``); its threads are
   lanes by op kind: ``compute`` (tid 0), ``comm`` (collectives and sends, 1),
@@ -35,7 +36,7 @@ import pandas as pd
 
 from netsim.errors import InputError
 
-__all__ = ["LANES", "chrome_trace", "chrome_trace_events", "write_chrome_trace"]
+__all__ = ["LANES", "chrome_trace", "chrome_trace_events", "timeline_ranks", "write_chrome_trace"]
 
 #: Thread id of each op kind on a rank's process.
 LANES: dict[str, int] = {"compute": 0, "collective": 1, "send": 1, "recv": 2, "memory": 3}
@@ -43,8 +44,59 @@ _LANE_NAMES = ("compute", "comm", "recv", "memory", "other")
 _SPILL = 16  # thread id stride of overflow lanes: lane + _SPILL * k
 
 
-def _us(ns) -> float:
-    return round(float(ns) / 1000.0, 3)
+def _us(ns: int) -> float:
+    """Integer ns as µs (``ts``/``dur``): every time is rounded to whole ns *before* any difference is
+    taken, so an event that ends when the next starts never overlaps it after rounding."""
+    return int(ns) / 1000.0
+
+
+def _ns(t) -> np.ndarray:
+    return np.rint(np.asarray(t, dtype=float)).astype(np.int64)
+
+
+def timeline_ranks(ops: pd.DataFrame, max_ranks: int = 32, flagged: Iterable[int] | None = None) -> pd.DataFrame:
+    """The ranks worth showing in a timeline of at most ``max_ranks`` rows: ``rank, reason, finish_ns``.
+
+    Every rank (reason ``all``) when there are at most ``max_ranks``; otherwise the
+    ``flagged`` ranks (default: :func:`~netsim.analysis.stragglers.slow_ranks` flagged ones,
+    at most half the rows), then the latest-finishing ranks (``latest``) and the
+    earliest-finishing (``earliest``) in equal shares, in rank order.  A straggler
+    on ranks 40-47 of 64 is thus in the picture, with its fastest peers for contrast.
+
+    Examples
+    --------
+    >>> ops = pd.DataFrame({"rank": range(6), "kind": "compute", "name": "f", "start_ns": 0,
+    ...                     "end_ns": [10, 10, 10, 10, 30, 10]})
+    >>> timeline_ranks(ops, max_ranks=3, flagged=[])[["rank", "reason"]].values.tolist()
+    [[0, 'earliest'], [4, 'latest'], [5, 'latest']]
+    """
+    finish = ops.groupby("rank")["end_ns"].max().sort_index()
+    if len(finish) <= max_ranks:
+        return pd.DataFrame({"rank": finish.index.to_numpy(), "reason": "all", "finish_ns": finish.to_numpy()})
+    if flagged is None:
+        from netsim.analysis.stragglers import slow_ranks
+
+        sr = slow_ranks(ops)
+        flagged = sr.loc[sr["flagged"]].sort_values("pct_over_median", ascending=False)["rank"].tolist()
+    chosen: dict[int, str] = {}
+    for r in flagged:
+        if int(r) in finish.index and len(chosen) < max(max_ranks // 2, 1):
+            chosen[int(r)] = "flagged"
+    order = finish.sort_values(kind="stable")  # earliest first; ties by rank
+    late, early = order.index[::-1].tolist(), order.index.tolist()
+    free = max_ranks - len(chosen)
+    n_late = (free + 1) // 2
+    for r in late:
+        if n_late <= 0:
+            break
+        if r not in chosen:
+            chosen[r], n_late = "latest", n_late - 1
+    for r in early:
+        if len(chosen) >= max_ranks:
+            break
+        chosen.setdefault(r, "earliest")
+    ranks = sorted(chosen)
+    return pd.DataFrame({"rank": ranks, "reason": [chosen[r] for r in ranks], "finish_ns": finish[ranks].to_numpy()})
 
 
 def _sublanes(keys: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
@@ -71,7 +123,7 @@ def _select(ops: pd.DataFrame, ranks: Iterable[int] | None) -> pd.DataFrame:
 
 def _op_events(ops: pd.DataFrame) -> Iterator[dict]:
     rank = ops["rank"].to_numpy(np.int64)
-    start, end = ops["start_ns"].to_numpy(float), ops["end_ns"].to_numpy(float)
+    start, end = _ns(ops["start_ns"]), _ns(ops["end_ns"])
     end = np.maximum(end, start)
     kind = ops["kind"].astype(str).to_numpy()
     lane = np.array([LANES.get(k, 4) for k in kind], dtype=np.int64)
@@ -103,7 +155,7 @@ def _collective_events(coll: pd.DataFrame, pid: int) -> Iterator[dict]:
     group = coll["group"].astype(object).where(coll["group"].notna(), "world").astype(str).to_numpy() \
         if "group" in coll.columns else np.full(len(coll), "world")
     gcode, guniq = pd.factorize(group)
-    start, end = coll["start_ns"].to_numpy(float), coll["end_ns"].to_numpy(float)
+    start, end = _ns(coll["start_ns"]), _ns(coll["end_ns"])
     end = np.maximum(end, start)
     tid = gcode.astype(np.int64) + len(guniq) * _sublanes(gcode.astype(np.int64), start, end)
     named: set[int] = set()
