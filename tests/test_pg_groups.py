@@ -12,7 +12,8 @@ from netsim.workload import chakra
 from netsim.workload.chakra import EtNode, read_et, read_et_table, write_et, write_workload
 from netsim.workload.chakra_schema import CommType, NodeType
 from netsim.workload.cli import format_summary, simulate
-from netsim.workload.groups import _norm, groups_from_traces, load_groups, process_groups
+from netsim.vocab import normalize_group_name as _norm
+from netsim.workload.groups import groups_from_traces, load_groups, process_groups
 from netsim.workload.inspect import read_workload, summarize_trace
 
 PG_INIT = "## process_group:init ##"

@@ -36,7 +36,8 @@ from netsim.astra.system import Algorithm as Algo
 from netsim.astra.workload import TYPES, Workload
 from netsim import inputs
 from netsim.errors import DeadlockError, InputError
-from netsim.workload.groups import CommGroups, _norm
+from netsim.vocab import normalize_group_name
+from netsim.workload.groups import CommGroups
 
 MODELS = ("analytical", "congestion-aware", "flow")
 
@@ -155,7 +156,7 @@ class Context:
         """The node's communicator group (None = world); netsim's policy, see the module docs."""
         if pg_name is None or pg_name == "":
             return None
-        key = _norm(pg_name)
+        key = normalize_group_name(pg_name)
         g = self.groups.get(key)
         if g is None:
             if key == "0":
@@ -229,7 +230,7 @@ def load_groups(path, npus: int) -> dict[str, Group]:
     if not isinstance(data, dict):
         raise InputError("expected an object mapping group ids to rank lists", source=src)
     CommGroups(data, npus, src)  # validation: non-empty integer lists of existing ranks
-    return {_norm(str(k)): Group(_norm(str(k)), list(v)) for k, v in data.items()}
+    return {normalize_group_name(str(k)): Group(normalize_group_name(str(k)), list(v)) for k, v in data.items()}
 
 
 def _tables(workload, npus: int, notes: list[str]) -> dict:

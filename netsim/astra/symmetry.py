@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from netsim.workload.chakra_schema import CommType, NodeType
-from netsim.workload.groups import _norm
+from netsim.vocab import normalize_group_name
 
 _OPS = {int(CommType.ALL_REDUCE): "all_reduce", int(CommType.ALL_GATHER): "all_gather",
         int(CommType.REDUCE_SCATTER): "reduce_scatter", int(CommType.ALL_TO_ALL): "all_to_all"}
@@ -42,7 +42,7 @@ def symmetric_mirror(tables: dict, system, network, memory, groups: dict, model:
             memory.memory_type != "PER_NPU_MEMORY_EXPANSION":
         return None, f"remote memory {memory.memory_type} is shared between NPUs"
     for name in {t0.pg_names[p] for p in t0.pg.tolist() if p >= 0}:
-        key = _norm(name)
+        key = normalize_group_name(name)
         g = groups.get(key)
         world = (key in ("", "0") and g is None) or (g is not None and len(g.sorted) == network.npus)
         if not world:
@@ -107,5 +107,5 @@ def _signature(t) -> list:
     deps = np.array([row_of.get(int(d), -1) for d in t.data_deps.tolist()], dtype=np.int64)
     pgs = [t.pg_names[p] if p >= 0 else "" for p in t.pg.tolist()]
     dims = [t.involved_dims[d] if d >= 0 else () for d in t.involved_dim.tolist()]
-    return [np.array([len(t)]), order, deps, t.data_ptr, np.array([_norm(p) for p in pgs], dtype=object),
+    return [np.array([len(t)]), order, deps, t.data_ptr, np.array([normalize_group_name(p) for p in pgs], dtype=object),
             np.array([str(d) for d in dims], dtype=object)] + [np.asarray(getattr(t, c)) for c in _COLS]

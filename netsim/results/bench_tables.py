@@ -44,7 +44,7 @@ def links_frame(topo, runs: list[SizeRun]):
 
     from netsim.moe_bench import link_tier
     from netsim.topology.model import LINK_KINDS, NODE_KINDS
-    from netsim.workload.faults import node_names
+    from netsim.topology.model import node_names
 
     names = np.array(node_names(topo), dtype=object)
     kinds = np.array(NODE_KINDS, dtype=object)[topo.node_kind.astype(np.int64)]

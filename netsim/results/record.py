@@ -24,8 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from netsim.results import dataset, nccl_table
-from netsim.workload.chakra_schema import CommType, NodeType
-from netsim.workload.chakra_types import MISSING
+from netsim.vocab import LINK_STATUS, MISSING, CommType, NodeType, normalize_group_name
 
 KINDS = ("other", "compute", "collective", "send", "recv", "memory")
 _TYPE_KIND = {int(NodeType.COMP_NODE): 1, int(NodeType.COMM_COLL_NODE): 2, int(NodeType.COMM_SEND_NODE): 3,
@@ -85,13 +84,11 @@ class _Attrs:
 
 def _group_label(run, pg_name: str | None) -> str:
     """``world`` when the group is every rank, else the normalised ``pg_name``."""
-    from netsim.workload.groups import _norm
-
     try:
         members = run.groups.resolve(pg_name)
     except Exception:  # a name only non-collective nodes carry
         return str(pg_name)
-    return "world" if len(members) == run.groups.world else _norm(str(pg_name))
+    return "world" if len(members) == run.groups.world else normalize_group_name(str(pg_name))
 
 
 def _dict(codes: np.ndarray, values):
@@ -255,8 +252,7 @@ def link_frame(topo, net, makespan_s: float, status: np.ndarray | None = None):
     """The ``links`` table of a network after a run (``status``: 0 ok, 1 degraded, 2 failed per link)."""
     import pandas as pd
 
-    from netsim.topology.model import LINK_KINDS, NODE_KINDS
-    from netsim.workload.faults import LINK_STATUS, node_names
+    from netsim.topology.model import LINK_KINDS, NODE_KINDS, node_names
 
     names = np.array(node_names(topo), dtype=object)
     kinds = np.array(NODE_KINDS, dtype=object)[topo.node_kind.astype(np.int64)]

@@ -345,3 +345,13 @@ def mix_hash(*parts: np.ndarray) -> np.ndarray:
             h *= np.uint64(0x94D049BB133111EB)
             h ^= h >> np.uint64(31)
     return h
+
+
+def node_names(topo: Topology) -> list[str]:
+    """Every node's name, ``<kind><ordinal within kind>`` (as :meth:`Topology.node_name`), vectorized."""
+    kinds = topo.node_kind.astype(np.int64)
+    ordinal = np.zeros(kinds.size, dtype=np.int64)
+    for k in np.unique(kinds):
+        idx = np.flatnonzero(kinds == k)
+        ordinal[idx] = np.arange(idx.size)
+    return [f"{NODE_KINDS[k]}{o}" for k, o in zip(kinds.tolist(), ordinal.tolist())]

@@ -28,7 +28,7 @@ from netsim.workload.chakra_schema import (
     combine_attrs,
     normalize_attr,
 )
-from netsim.workload.chakra_types import _INT_COLS, _SEND_RECV, MISSING, EtMetadata, EtNode, NodeTable
+from netsim.workload.chakra_types import INT_COLUMNS, MISSING, SEND_RECV_TYPES, EtMetadata, EtNode, NodeTable
 
 _INT64_MAX = 2**63 - 1
 _METADATA = int(NodeType.METADATA_NODE)
@@ -97,7 +97,7 @@ class _AttrDecoder:
         new = self.values[done:]
         if new or not self._cols:
             cols = dict(zip(NORMALIZED_ATTRS, zip(*new))) if new else dict.fromkeys(NORMALIZED_ATTRS, ())
-            ext = {c: np.array([MISSING if v is None else v for v in cols[c]], np.int64) for c in _INT_COLS}
+            ext = {c: np.array([MISSING if v is None else v for v in cols[c]], np.int64) for c in INT_COLUMNS}
             ext["pg"] = np.array([-1 if v is None else self.pg_index.setdefault(v, len(self.pg_index))
                                   for v in cols["pg_name"]], np.int32)
             ext["is_cpu_op"] = np.array([-1 if v is None else int(v) for v in cols["is_cpu_op"]], np.int8)
@@ -310,7 +310,7 @@ class _Reader:
         chunk.data = (chunk.data[0].astype(np.int64), chunk.data[1])
         bad = self.decoder.bad_comm_type
         if bad:
-            hit = np.isin(chunk.codes, list(bad)) & ~np.isin(chunk.types, list(_SEND_RECV))
+            hit = np.isin(chunk.codes, list(bad)) & ~np.isin(chunk.types, list(SEND_RECV_TYPES))
             if hit.any():
                 r = int(np.flatnonzero(hit)[0])
                 raise self._error(bad[int(chunk.codes[r])], index + r, f".attr.comm_type (node id {chunk.ids[r]})")
@@ -369,7 +369,7 @@ def _chunk_nodes(ch: _Chunk, values: list[tuple[Any, ...]], with_other: bool) ->
     for i, (nid, name, typ, dur, code) in enumerate(zip(ch.ids.tolist(), ch.names, ch.types.tolist(),
                                                        ch.dur.tolist(), ch.codes.tolist())):
         node = EtNode(nid, name, typ, tuple(cv[cp[i]:cp[i + 1]]), tuple(dv[dp[i]:dp[i + 1]]), dur, *values[code])
-        if typ in _SEND_RECV:
+        if typ in SEND_RECV_TYPES:
             node.comm_type = None
         if with_other:  # every node gets its own dict (the memo shares them)
             node.other = dict(node.other)

@@ -32,6 +32,8 @@ from typing import Any
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
+from netsim.vocab import CommType, NodeType  # the Chakra codes live in the leaf module; re-exported here
+
 __all__ = [
     "ATTR_SCALAR_TYPES",
     "NORMALIZED_ATTRS",
@@ -55,46 +57,6 @@ __all__ = [
 PACKAGE = "ChakraProtoMsg"
 
 _F = descriptor_pb2.FieldDescriptorProto
-
-
-class NodeType(enum.IntEnum):
-    """Chakra ``NodeType`` (the ``Node.type`` field).
-
-    Examples
-    --------
-    >>> NodeType(7).name
-    'COMM_COLL_NODE'
-    """
-
-    INVALID_NODE = 0
-    METADATA_NODE = 1
-    MEM_LOAD_NODE = 2
-    MEM_STORE_NODE = 3
-    COMP_NODE = 4
-    COMM_SEND_NODE = 5
-    COMM_RECV_NODE = 6
-    COMM_COLL_NODE = 7
-
-
-class CommType(enum.IntEnum):
-    """Chakra ``CollectiveCommType`` (the value of the ``comm_type`` attribute).
-
-    Examples
-    --------
-    >>> CommType(7).name
-    'REDUCE_SCATTER'
-    """
-
-    ALL_REDUCE = 0
-    REDUCE = 1
-    ALL_GATHER = 2
-    GATHER = 3
-    SCATTER = 4
-    BROADCAST = 5
-    ALL_TO_ALL = 6
-    REDUCE_SCATTER = 7
-    REDUCE_SCATTER_BLOCK = 8
-    BARRIER = 9
 
 
 # (scalar type name, FieldDescriptorProto type).  The order fixes the field

@@ -11,12 +11,12 @@ from typing import Any
 
 import numpy as np
 
-from netsim.workload.chakra_schema import NodeType
+from netsim.vocab import MISSING, NodeType  # MISSING marks an absent integer attribute in NodeTable int64 columns
 
-#: Marks an absent integer attribute in :class:`NodeTable` int64 columns.
-MISSING = -(2**63)
-_SEND_RECV = frozenset((int(NodeType.COMM_SEND_NODE), int(NodeType.COMM_RECV_NODE)))
-_INT_COLS = ("comm_type", "comm_size", "comm_src", "comm_dst", "comm_tag", "comm_priority", "num_ops", "tensor_size")
+#: Node types of point-to-point messages (SEND and RECV).
+SEND_RECV_TYPES = frozenset((int(NodeType.COMM_SEND_NODE), int(NodeType.COMM_RECV_NODE)))
+#: The optional integer attributes a :class:`NodeTable` keeps as int64 columns (MISSING = absent).
+INT_COLUMNS = ("comm_type", "comm_size", "comm_src", "comm_dst", "comm_tag", "comm_priority", "num_ops", "tensor_size")
 
 
 @dataclass(slots=True)
@@ -69,7 +69,7 @@ def _attr_column(name: str) -> property:
         if col is None:
             col = self.attr_columns[name][self.attr_code]
             if name == "comm_type":
-                col[np.isin(self.type, list(_SEND_RECV))] = MISSING
+                col[np.isin(self.type, list(SEND_RECV_TYPES))] = MISSING
             self.cache[name] = col
         return col
     return property(get, doc=f"``{name}`` per row (see :class:`NodeTable`).")
@@ -142,7 +142,7 @@ class NodeTable:
             int(self.id[i]), self.name[i], int(self.type[i]),
             tuple(self.ctrl_deps[self.ctrl_ptr[i]:self.ctrl_ptr[i + 1]].tolist()),
             tuple(self.data_deps[self.data_ptr[i]:self.data_ptr[i + 1]].tolist()),
-            int(self.duration_micros[i]), *(opt(getattr(self, c)) for c in _INT_COLS[:6]),
+            int(self.duration_micros[i]), *(opt(getattr(self, c)) for c in INT_COLUMNS[:6]),
             pg_name=self.pg_names[pg] if pg >= 0 else None, is_cpu_op=None if cpu < 0 else bool(cpu),
             num_ops=opt(self.num_ops), tensor_size=opt(self.tensor_size),
             involved_dim=self.involved_dims[dim] if dim >= 0 else None,

@@ -22,12 +22,9 @@ import numpy as np
 
 from netsim import inputs, units
 from netsim.errors import InputError
-from netsim.topology.model import LINK_KINDS, NODE_KINDS, Topology, csr_gather, mix_hash
+from netsim.topology.model import LINK_KINDS, NODE_KINDS, Topology, csr_gather, mix_hash, node_names  # noqa: F401 (re-exported)
+from netsim.vocab import LINK_STATUS, SWITCH_KINDS, TIER_ORDER  # shared vocabulary, re-exported here
 
-#: A link's tier is the kind of its higher endpoint in this order (gpu-nvswitch: nvswitch; leaf-spine: spine).
-TIER_ORDER = ("gpu", "nic", "nvswitch", "leaf", "spine", "core", "switch")
-SWITCH_KINDS = ("nvswitch", "leaf", "spine", "core", "switch")
-LINK_STATUS = ("ok", "degraded", "failed")
 _SECTIONS = {"compute": 1, "launch_jitter": 2, "links": 3, "switches": 4}
 _SELECT = ("ranks", "hosts", "fraction", "count")
 _FACTOR_DISTS = {"lognormal": ("sigma", "mu"), "normal": ("std", "mean"), "uniform": ("low", "high")}
@@ -327,16 +324,6 @@ def _draws(rule, size: int, rng, src: str, where: str, time: bool) -> np.ndarray
 
 
 # ------------------------------------------------------------------ selecting links
-def node_names(topo: Topology) -> list[str]:
-    """Every node's name, ``<kind><ordinal within kind>`` (as :meth:`Topology.node_name`), vectorized."""
-    kinds = topo.node_kind.astype(np.int64)
-    ordinal = np.zeros(kinds.size, dtype=np.int64)
-    for k in np.unique(kinds):
-        idx = np.flatnonzero(kinds == k)
-        ordinal[idx] = np.arange(idx.size)
-    return [f"{NODE_KINDS[k]}{o}" for k, o in zip(kinds.tolist(), ordinal.tolist())]
-
-
 class _Names:
     """Node ids by name, link ids by (src, dst), each link's reverse and tier."""
 

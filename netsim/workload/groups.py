@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import ast
 import json
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +42,7 @@ import numpy as np
 
 from netsim import inputs
 from netsim.errors import InputError
+from netsim.vocab import normalize_group_name
 from netsim.workload.chakra_schema import NodeType
 from netsim.workload.chakra_types import NodeTable
 
@@ -50,19 +50,6 @@ __all__ = ["CommGroups", "ProcessGroup", "groups_from_traces", "load_groups", "p
 
 #: Name marker of PyTorch's process-group metadata node (the Chakra converter's test, too).
 PG_INIT = "process_group:init"
-_DECIMAL = re.compile(r"\s*([+-]?\d+)(?:\.(\d*))?\s*")
-
-
-def _norm(name: str) -> str:
-    """Canonical key: integral decimal names by value ("1.0" -> "1", "007" -> "7"), others unchanged.
-
-    >>> _norm("1.0"), _norm("c2f2f8a1"), _norm("1.5"), _norm("1e3")
-    ('1', 'c2f2f8a1', '1.5', '1e3')
-    """
-    m = _DECIMAL.fullmatch(name)
-    if m is None or (m.group(2) or "").strip("0"):
-        return name
-    return str(int(m.group(1)))
 
 
 class CommGroups:
@@ -79,7 +66,7 @@ class CommGroups:
             if bad:
                 raise InputError(f"rank {bad[0]} is outside the workload's {world} ranks",
                                  source=source, field=str(key))
-            self._groups[_norm(str(key))] = tuple(sorted(set(ranks)))
+            self._groups[normalize_group_name(str(key))] = tuple(sorted(set(ranks)))
 
     @classmethod
     def from_json(cls, path: str | Path | None, world: int) -> "CommGroups":
@@ -109,14 +96,14 @@ class CommGroups:
         """
         if pg_name is None or pg_name == "":
             return ""
-        key = _norm(pg_name)
+        key = normalize_group_name(pg_name)
         return "" if key == "0" and key not in self._groups else key
 
     def resolve(self, pg_name: str | None, *, where: str = "") -> tuple[int, ...]:
         """Members of the group a node names; raises InputError if it is unknown."""
         if pg_name is None or pg_name == "":
             return tuple(range(self.world))
-        key = _norm(pg_name)
+        key = normalize_group_name(pg_name)
         if key in self._groups:
             return self._groups[key]
         if key == "0":
@@ -237,7 +224,7 @@ def process_groups(tables: Mapping[int, NodeTable], world: int | None = None) ->
                                  field=field) from None
             for k, e in enumerate(entries):
                 name, desc, members = _entry(e, world, t.source, f"{field}[{k}]")
-                key = _norm(name)
+                key = normalize_group_name(name)
                 old = found.get(key)
                 if old is None:
                     found[key] = ProcessGroup(name, desc, members, t.source)
