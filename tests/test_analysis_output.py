@@ -1,6 +1,7 @@
 """Analysis output that must not mislead: timeline ranks, plot labels, idle links, trace rounding."""
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -81,3 +82,36 @@ def test_chrome_trace_slices_never_overlap_after_rounding(tmp_path):
     # every value is a whole number of ns: at most 3 decimals in µs
     assert all(abs(e["ts"] * 1000 - round(e["ts"] * 1000)) < 1e-6 for e in xs)
     assert chrome_trace(ops.head(1))["traceEvents"][-1]["ts"] == pytest.approx(round(1e6 / 3) / 1000)
+
+
+def test_change_phrase_follows_the_number():
+    from netsim.analysis.overlap import change_phrase
+
+    assert change_phrase(0.99) == "0.99x: a loss of 1.0 %"
+    assert change_phrase(1.08).endswith("a gain of 8.0 %") and change_phrase(0.999).endswith("no measurable change")
+    src = (Path(__file__).resolve().parents[1] / "notebooks" / "overlap_analysis.py").read_text()
+    assert "small gain" not in src and "change_phrase(summary.loc[name, 'speedup'])" in src
+
+
+def test_faults_doc_finds_stragglers_by_compute_not_finish():
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "faults.md").read_text()
+    assert 'sort_values("finish_ns").tail()      # stragglers' not in doc
+    assert 'slow_ranks(res.ops, hosts=res.ranks).sort_values("pct_over_median").tail()' in doc
+    # two pipeline stages: stage 0 (ranks 0-1) finishes last by design; rank 3 (stage 1) is 10 % slow
+    from netsim.analysis.stragglers import slow_ranks
+
+    rows = []
+    for r in range(4):
+        t = 0.0 if r < 2 else 500.0
+        for s in range(4):
+            d = 1000.0 * (1.1 if r == 3 else 1.0)
+            rows.append({"rank": r, "kind": "compute", "name": f"mb{s}.{'s0' if r < 2 else 's1'}",
+                         "start_ns": t, "end_ns": t + d})
+            t += d
+        if r < 2:
+            rows.append({"rank": r, "kind": "compute", "name": "tail", "start_ns": t + 9000, "end_ns": t + 9100})
+    ops = pd.DataFrame(rows)
+    ranks = pd.DataFrame({"rank": range(4), "host": range(4),
+                          "finish_ns": ops.groupby("rank")["end_ns"].max().to_numpy()})
+    assert ranks.sort_values("finish_ns").tail(1)["rank"].item() in (0, 1)  # finish order: the pipeline
+    assert slow_ranks(ops, hosts=ranks).sort_values("pct_over_median").tail(1)["rank"].item() == 3

@@ -37,10 +37,25 @@ import numpy as np
 import pandas as pd
 
 __all__ = ["COMM_KINDS", "COMPUTE_KINDS", "comm_comp_overlap", "exposed_comm_by_collective",
-           "as_ns", "merged_intervals", "overlap_summary", "temporal_breakdown", "union_length"]
+           "as_ns", "change_phrase", "merged_intervals", "overlap_summary", "temporal_breakdown", "union_length"]
 
 COMPUTE_KINDS: tuple[str, ...] = ("compute",)
 COMM_KINDS: tuple[str, ...] = ("collective", "send", "recv")
+
+
+def change_phrase(speedup: float, tolerance: float = 0.005) -> str:
+    """Words for a speedup (old time / new time) that follow the number: within ``tolerance``
+    (0.5 %) of 1 "no measurable change", above "a gain of k %", below "a loss of k %".
+
+    Examples
+    --------
+    >>> change_phrase(1.25), change_phrase(0.99), change_phrase(1.002)
+    ('1.25x: a gain of 25.0 %', '0.99x: a loss of 1.0 %', '1.00x: no measurable change')
+    """
+    s = float(speedup)
+    if abs(s - 1.0) <= tolerance:
+        return f"{s:.2f}x: no measurable change"
+    return f"{s:.2f}x: a {'gain' if s > 1 else 'loss'} of {abs(s - 1.0) * 100:.1f} %"
 
 
 # ------------------------------------------------------------------ interval core
