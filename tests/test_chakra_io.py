@@ -30,7 +30,7 @@ FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCh
 
 
 def _varint(n: int) -> bytes:
-    return chakra._varint(n)
+    return chakra.encode_varint(n)
 
 
 def _frame(*messages: bytes) -> bytes:
@@ -291,8 +291,8 @@ def test_random_bytes_only_input_error(tmp_path: Path, data: bytes) -> None:
 def _valid_file() -> bytes:
     nodes = _sample_nodes(10, seed=1)
     nodes[0].other = {"rf_id": 3, "dims": [1, 2]}
-    body = b"".join(chakra._encode_node(n, {}) for n in nodes)
-    return chakra._metadata_record("0.0.4", {"schema": "x"}) + body
+    body = b"".join(chakra.encode_node(n, {}) for n in nodes)
+    return chakra.metadata_record("0.0.4", {"schema": "x"}) + body
 
 
 @FUZZ

@@ -54,13 +54,13 @@ from typing import Any
 from netsim.errors import InputError
 from netsim.results.io import publish
 from netsim.workload.chakra_decode import (  # noqa: F401  (re-exported)
-    _chunk_nodes,
-    _Reader,
-    _read_table,
+    ChunkReader,
+    chunk_nodes,
+    read_table,
 )
 from netsim.workload.chakra_scan import (  # noqa: F401  (re-exported)
-    _frame,
-    _load,
+    frame_records,
+    load_bytes,
 )
 from netsim.workload.chakra_schema import (  # noqa: F401  (re-exported)
     NORMALIZED_ATTRS,
@@ -83,10 +83,10 @@ from netsim.workload.chakra_types import (  # noqa: F401  (re-exported)
     NodeTable,
 )
 from netsim.workload.chakra_write import (  # noqa: F401  (re-exported)
-    _attr_record,
-    _encode_node,
-    _metadata_record,
-    _varint,
+    attr_record,
+    encode_node,
+    encode_varint,
+    metadata_record,
 )
 
 __all__ = [
@@ -99,9 +99,9 @@ _CHUNK_BYTES = 8 << 20  # records are decoded in chunks of about this many bytes
 _MEMO_CAP = 1 << 16
 
 
-def _open(path: str | os.PathLike, other: bool) -> _Reader:
+def _open(path: str | os.PathLike, other: bool) -> ChunkReader:
     """Open a trace with the current ``_CHUNK_BYTES`` / ``_MEMO_CAP``."""
-    return _Reader(path, other, _CHUNK_BYTES, _MEMO_CAP)
+    return ChunkReader(path, other, _CHUNK_BYTES, _MEMO_CAP)
 
 
 # --------------------------------------------------------------------------- public readers
@@ -118,10 +118,10 @@ def iter_records(path: str | os.PathLike) -> Iterator[bytes]:
     >>> list(iter_records(p))
     [b'ab', b'', b'c']
     """
-    data = _load(path)
+    data = load_bytes(path)
     pos = index = 0
     while pos < len(data):
-        starts, ends, pos = _frame(data, pos, index, pos + _CHUNK_BYTES, str(path))
+        starts, ends, pos = frame_records(data, pos, index, pos + _CHUNK_BYTES, str(path))
         index += len(starts)
         yield from (data[s:e] for s, e in zip(starts.tolist(), ends.tolist()))
 
@@ -161,7 +161,7 @@ def read_et_table(path: str | os.PathLike, *, other: bool = False) -> NodeTable:
     """
     reader = _open(path, other)
     with _gc_paused():
-        return _read_table(reader, other)
+        return read_table(reader, other)
 
 
 
@@ -180,7 +180,7 @@ def iter_nodes(path: str | os.PathLike, *, other: bool = False) -> Iterator[EtNo
 
     def gen() -> Iterator[EtNode]:
         for ch in reader.chunks():
-            yield from _chunk_nodes(ch, reader.decoder.values, other)
+            yield from chunk_nodes(ch, reader.decoder.values, other)
     return gen()
 
 
@@ -205,7 +205,7 @@ def read_et(path: str | os.PathLike, *, other: bool = False) -> EtTrace:
     """
     reader = _open(path, other)
     with _gc_paused():
-        nodes = [n for ch in reader.chunks() for n in _chunk_nodes(ch, reader.decoder.values, other)]
+        nodes = [n for ch in reader.chunks() for n in chunk_nodes(ch, reader.decoder.values, other)]
     return EtTrace(reader.metadata, nodes)
 
 
@@ -263,10 +263,10 @@ def write_et(path: str | os.PathLike, nodes: Iterable[EtNode], *, metadata_versi
         with os.fdopen(fd, "wb") as raw:
             out = _gzip_module.GzipFile(filename="", fileobj=raw, mode="wb", mtime=0) if gzip else raw
             try:
-                out.write(_metadata_record(metadata_version, metadata_attrs))
+                out.write(metadata_record(metadata_version, metadata_attrs))
                 for node in nodes:
                     try:
-                        out.write(_encode_node(node, memo))
+                        out.write(encode_node(node, memo))
                     except (ValueError, TypeError) as exc:
                         raise InputError(f"cannot encode node {getattr(node, 'id', node)!r}: {exc}",
                                          source=str(path)) from exc

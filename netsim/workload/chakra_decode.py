@@ -1,10 +1,10 @@
 """Chunked decoder behind the Chakra readers: attribute memo, fast path + protobuf fallback, assembly.
 
-:class:`_Reader` opens a trace, checks its GlobalMetadata and yields decoded
+:class:`ChunkReader` opens a trace, checks its GlobalMetadata and yields decoded
 :class:`_Chunk` objects (columns as numpy arrays, attributes as codes into an
 :class:`_AttrDecoder`); records the vectorised scan cannot fully handle are
-re-parsed with the protobuf classes.  :func:`_read_table` / :func:`_assemble`
-build a :class:`NodeTable`, :func:`_chunk_nodes` yields :class:`EtNode`.
+re-parsed with the protobuf classes.  :func:`read_table` / :func:`_assemble`
+build a :class:`NodeTable`, :func:`chunk_nodes` yields :class:`EtNode`.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import numpy as np
 from google.protobuf.message import DecodeError
 
 from netsim.errors import InputError
-from netsim.workload.chakra_scan import _frame, _load, _ranges, _scan_heads, _split_attrs, _unpack
+from netsim.workload.chakra_scan import frame_records, load_bytes, byte_ranges, scan_heads, split_attrs, unpack_varint_lists
 from netsim.workload.chakra_schema import (
     NORMALIZED_ATTRS,
     AttrTypeError,
@@ -76,7 +76,7 @@ class _AttrDecoder:
         """Code of an attribute block, or -1 if the record must take the full-parse path."""
         code = self.memo.get(block)
         if code is None:
-            parts = _split_attrs(block)
+            parts = split_attrs(block)
             try:
                 memo = self.attr_memo
                 code = -1 if parts is None else self.add([memo.get(p) or self._attr(p) for p in parts])
@@ -160,7 +160,7 @@ def _patch_csr(csr: tuple[np.ndarray, np.ndarray], rows: list[int], lists: list[
     return (np.concatenate(pieces) if pieces else values), new_ptr
 
 
-class _Reader:
+class ChunkReader:
     """One open trace: bytes, metadata and the chunked fast decoder.
 
     ``chunk_bytes`` is the approximate size of a decoded chunk and ``memo_cap``
@@ -171,13 +171,13 @@ class _Reader:
     def __init__(self, path: str | os.PathLike, with_other: bool, chunk_bytes: int, memo_cap: int):
         self.source = str(path)
         self.chunk_bytes = chunk_bytes
-        self.data = _load(path)
+        self.data = load_bytes(path)
         self.buf = np.frombuffer(self.data, np.uint8)
         self.decoder = _AttrDecoder(with_other, memo_cap)
         self.metadata, self.pos = self._read_metadata()
 
     def _read_metadata(self) -> tuple[EtMetadata, int]:
-        starts, ends, pos = _frame(self.data, 0, 0, 1, self.source)
+        starts, ends, pos = frame_records(self.data, 0, 0, 1, self.source)
         if not starts.size:
             raise InputError("empty file: expected a GlobalMetadata record", source=self.source)
         rec = self.data[starts[0]:ends[0]]
@@ -200,7 +200,7 @@ class _Reader:
     def chunks(self) -> Iterator[_Chunk]:
         pos, index = self.pos, 1
         while pos < len(self.data):
-            starts, ends, pos = _frame(self.data, pos, index, pos + self.chunk_bytes, self.source)
+            starts, ends, pos = frame_records(self.data, pos, index, pos + self.chunk_bytes, self.source)
             self.decoder.maybe_reset()
             yield self._decode(starts, ends, index)
             index += len(starts)
@@ -209,8 +209,8 @@ class _Reader:
         return InputError(msg, source=self.source, field=f"record[{index}]{field}")
 
     def _decode(self, starts: np.ndarray, ends: np.ndarray, index: int) -> _Chunk:
-        h = _scan_heads(self.buf, starts, ends)
-        ctrl, data = _unpack(self.buf, h["ctrl_a"], h["ctrl_b"]), _unpack(self.buf, h["data_a"], h["data_b"])
+        h = scan_heads(self.buf, starts, ends)
+        ctrl, data = unpack_varint_lists(self.buf, h["ctrl_a"], h["ctrl_b"]), unpack_varint_lists(self.buf, h["data_a"], h["data_b"])
         fb = h["fallback"] | ctrl[2] | data[2]
         self._check_io(h, fb)
         names = self._names(h["name_a"], h["name_b"], fb)
@@ -249,7 +249,7 @@ class _Reader:
         """Decode all names at once: gather them NUL-separated, decode and split in C."""
         lens = b - a
         if (lens > 0).any():
-            src, rec = _ranges(a, lens)
+            src, rec = byte_ranges(a, lens)
             raw = self.buf[src]
             packed = np.zeros(int(lens.sum()) + a.size, np.uint8)
             packed[src - a[rec] + (np.cumsum(lens + 1) - lens - 1)[rec]] = raw
@@ -320,7 +320,8 @@ class _Reader:
 # --------------------------------------------------------------------------- assembly
 
 
-def _read_table(reader: _Reader, other: bool) -> NodeTable:
+def read_table(reader: ChunkReader, other: bool) -> NodeTable:
+    """Decode every chunk of an open trace into one :class:`NodeTable` (``other``: keep unknown attributes)."""
     parts, codes, others = [], [], []
     for ch in reader.chunks():
         codes.append(ch.codes + reader.decoder.offset)
@@ -340,7 +341,7 @@ def _concat_csr(pairs: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray,
     return np.concatenate([p[0] for p in pairs]), ptr
 
 
-def _assemble(reader: _Reader, parts: list[_Chunk], codes: list[np.ndarray],
+def _assemble(reader: ChunkReader, parts: list[_Chunk], codes: list[np.ndarray],
               others: list[dict[str, Any]] | None) -> NodeTable:
     """Concatenate decoded chunks into one NodeTable."""
     def cat(arrs: list[np.ndarray], dtype: Any) -> np.ndarray:
@@ -361,7 +362,7 @@ def _assemble(reader: _Reader, parts: list[_Chunk], codes: list[np.ndarray],
         inputs=inputs)
 
 
-def _chunk_nodes(ch: _Chunk, values: list[tuple[Any, ...]], with_other: bool) -> Iterator[EtNode]:
+def chunk_nodes(ch: _Chunk, values: list[tuple[Any, ...]], with_other: bool) -> Iterator[EtNode]:
     """Yield the EtNodes of a decoded chunk (a generator: streamed nodes die young, sparing the GC)."""
     cv, cp = ch.ctrl[0].tolist(), ch.ctrl[1].tolist()
     dv, dp = ch.data[0].tolist(), ch.data[1].tolist()

@@ -1,10 +1,10 @@
 """Byte-level internals of the fast Chakra reader: framing and vectorised scanning.
 
-* Framing: :func:`_load` (gunzip on the ``1f 8b`` magic) and :func:`_frame`
+* Framing: :func:`load_bytes` (gunzip on the ``1f 8b`` magic) and :func:`frame_records`
   (split a byte range into length-prefixed records).
 * Vectorised scanning: :func:`_varints` decodes one varint per offset,
-  :func:`_scan_heads` walks Node fields 1-9 of many records in lock-step,
-  :func:`_unpack` decodes packed dependency lists, :func:`_split_attrs` cuts
+  :func:`scan_heads` walks Node fields 1-9 of many records in lock-step,
+  :func:`unpack_varint_lists` decodes packed dependency lists, :func:`split_attrs` cuts
   an attribute block into its field-10 payloads.
 
 Nothing here builds Python objects per node; :mod:`netsim.workload.chakra_decode`
@@ -30,7 +30,7 @@ _ATTR_TAG = 0x52
 # --------------------------------------------------------------------------- framing
 
 
-def _load(path: str | os.PathLike) -> bytes:
+def load_bytes(path: str | os.PathLike) -> bytes:
     """Read a file, gunzipping it when it starts with the gzip magic (offsets then count decompressed bytes)."""
     from netsim import inputs
 
@@ -93,7 +93,7 @@ def _read_len(data: bytes, pos: int, index: int, source: str) -> tuple[int, int]
             return value, pos
 
 
-def _frame(data: bytes, pos: int, index: int, stop: int, source: str) -> tuple[np.ndarray, np.ndarray, int]:
+def frame_records(data: bytes, pos: int, index: int, stop: int, source: str) -> tuple[np.ndarray, np.ndarray, int]:
     """Split the records that start in ``[pos, stop)``; return (body starts, body ends, next pos)."""
     heads: list[int] = []
     add = heads.append
@@ -140,7 +140,7 @@ def _varints(buf: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray, 
     return val, length, ok
 
 
-def _scan_heads(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> dict[str, np.ndarray]:
+def scan_heads(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> dict[str, np.ndarray]:
     """Scan Node fields 1-9 of every record in lock-step until the first attribute tag."""
     n = starts.size
     kinds = np.zeros(256, np.int8)
@@ -184,14 +184,14 @@ def _scan_heads(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> dict[s
     return out
 
 
-def _ranges(a: np.ndarray, lens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def byte_ranges(a: np.ndarray, lens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Byte offsets covering ``[a[i], a[i] + lens[i])`` for all i, and the owning i of each."""
     rec = np.repeat(np.arange(a.size), lens)
     first = np.cumsum(lens) - lens
     return np.arange(int(lens.sum())) + (a - first)[rec], rec
 
 
-def _unpack(buf: np.ndarray, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def unpack_varint_lists(buf: np.ndarray, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Decode packed varint lists buf[a:b] (a < 0 = absent); return (values, CSR ptr, bad record)."""
     n = a.size
     lens = np.where(a >= 0, b - a, 0)
@@ -200,7 +200,7 @@ def _unpack(buf: np.ndarray, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, 
     bad = np.zeros(n, bool)
     if ptr[-1] == 0:
         return np.zeros(0, np.uint64), ptr.copy(), bad
-    src, rec = _ranges(a, lens)
+    src, rec = byte_ranges(a, lens)
     byt = buf[src]
     term = byt < 0x80
     start = np.empty(byt.size, bool)
@@ -225,7 +225,7 @@ def _unpack(buf: np.ndarray, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, 
 # --------------------------------------------------------------------------- attribute blocks
 
 
-def _split_attrs(block: bytes) -> list[bytes] | None:
+def split_attrs(block: bytes) -> list[bytes] | None:
     """Split a run of field-10 entries into attribute payloads (None if it is anything else)."""
     parts, pos, n = [], 0, len(block)
     while pos < n:

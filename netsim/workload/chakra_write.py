@@ -8,7 +8,7 @@ from typing import Any
 from netsim.workload.chakra_schema import WRITE_MEMBERS, chakra_classes, python_to_attr, write_attr
 from netsim.workload.chakra_types import EtNode
 
-def _varint(n: int) -> bytes:
+def encode_varint(n: int) -> bytes:
     """Base-128 varint of a non-negative int."""
     if n < 0x80:
         return bytes((n,))
@@ -20,18 +20,18 @@ def _varint(n: int) -> bytes:
     return bytes(out)
 
 
-def _attr_record(name: str, value: Any, memo: dict[Any, bytes] | None = None) -> bytes:
+def attr_record(name: str, value: Any, memo: dict[Any, bytes] | None = None) -> bytes:
     """Field-10 entry for one attribute (memoised on (name, value) when a memo is given)."""
     out = memo.get((name, value)) if memo is not None else None
     if out is None:
         body = write_attr(name, value).SerializeToString()
-        out = b"\x52" + _varint(len(body)) + body
+        out = b"\x52" + encode_varint(len(body)) + body
         if memo is not None:
             memo[(name, value)] = out
     return out
 
 
-def _encode_node(node: EtNode, memo: dict[Any, bytes]) -> bytes:
+def encode_node(node: EtNode, memo: dict[Any, bytes]) -> bytes:
     """Serialize one node as a framed record; byte-identical to protobuf's own serialization.
 
     ``memo`` caches attribute blocks (keyed by the 11 known values) and single
@@ -47,16 +47,17 @@ def _encode_node(node: EtNode, memo: dict[Any, bytes]) -> bytes:
            node.comm_priority, node.pg_name, None if dims is None else tuple(dims), node.num_ops, node.tensor_size)
     block = memo.get(key)
     if block is None:
-        block = memo[key] = b"".join(_attr_record(name, v, memo) for (name, _), v in zip(WRITE_MEMBERS, key)
+        block = memo[key] = b"".join(attr_record(name, v, memo) for (name, _), v in zip(WRITE_MEMBERS, key)
                                      if v is not None)
     if node.other:
-        block += b"".join(_attr_record(k, v) for k, v in node.other.items())
+        block += b"".join(attr_record(k, v) for k, v in node.other.items())
     # Field 10 is the last field, so head + attributes equals the full serialization.
-    return _varint(len(head) + len(block)) + head + block
+    return encode_varint(len(head) + len(block)) + head + block
 
 
-def _metadata_record(version: str, attrs: Mapping[str, Any] | None) -> bytes:
+def metadata_record(version: str, attrs: Mapping[str, Any] | None) -> bytes:
+    """The framed GlobalMetadata record that starts a trace (``version`` and optional attributes)."""
     meta = chakra_classes().GlobalMetadata(version=version)
     meta.attr.extend(python_to_attr(k, v) for k, v in (attrs or {}).items())
     body = meta.SerializeToString()
-    return _varint(len(body)) + body
+    return encode_varint(len(body)) + body
