@@ -18,9 +18,10 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from pathlib import Path
 
 from netsim import inputs
+from netsim.astra.session import dataset_config, ops_table, ranks_table, run_from_args, write_dataset  # noqa: F401
+from netsim.astra.session import note as _note
 from netsim.errors import InputError
 from netsim.results.io import check_output_dir
 
@@ -118,85 +119,6 @@ def parse_astra_args(parser: _Parser, argv: list[str]):
     if args.logging_configuration != "empty" or args.logging_folder != "log":
         _note("--logging-configuration/--logging-folder: netsim prints the info-level lines and writes no log.log")
     return args, opts
-
-
-def run_from_args(args, opts):
-    """Run what the parsed flags describe (notes to stderr; a progress bar unless ``--quiet``)."""
-    from netsim.astra.run import run_astra
-    from netsim.progress import wanted
-
-    res = run_astra(args.workload_configuration, args.system_configuration, args.network_configuration,
-                    args.remote_memory_configuration, args.comm_group_configuration, model=args.model or "analytical",
-                    engine=args.engine, progress=wanted(getattr(args, "quiet", False)), **opts)
-    for note in res.notes:
-        _note(note)
-    return res
-
-
-def dataset_config(res, opts: dict, args) -> dict:
-    """The run's configuration as stored in the ``runs`` table (absolute paths)."""
-    def path(p):
-        return None if p is None or p == "empty" else str(Path(p).resolve())
-
-    return {"tool": "netsim astra", "workload": path(args.workload_configuration),
-            "system": path(args.system_configuration), "network": path(args.network_configuration),
-            "remote_memory": path(args.remote_memory_configuration), "comm_groups": path(args.comm_group_configuration),
-            "model": args.model or "analytical", **opts}
-
-
-def write_dataset(out: str, res, opts: dict, args, *, overwrite: bool = False, extra: dict | None = None) -> Path:
-    """``ranks``, ``ops`` and ``runs`` tables of one run (plus ``extra`` tables) via netsim.results.dataset."""
-    import pandas as pd
-
-    from netsim.results.dataset import run_id_for, runs_row, write_run
-
-    config = dataset_config(res, opts, args)
-    rid = run_id_for(config)
-    tables = {"ranks": ranks_table(res), "ops": ops_table(res), **(extra or {})}
-    tables["runs"] = runs_row(config, wall_time_s=res.stats.get("wall_s", float("nan")), engine=res.engine)
-    write_run(out, rid, {k: v if not isinstance(v, list) else pd.DataFrame(v) for k, v in tables.items()},
-              config, overwrite=overwrite)
-    return Path(out)
-
-
-def ranks_table(res):
-    """One row per rank: finish, GPU compute, comm busy time, exposed comm, idle (ns)."""
-    import numpy as np
-    import pandas as pd
-
-    n = res.npus
-    idle = []
-    for r in range(n):
-        rows = res.rows.get(r, res.rows.get(0, []))
-        busy = _union([(row[6], row[7]) for row in rows])
-        idle.append(float(res.finish[r]) - busy)
-    comm = res.times.get("Comm", np.zeros(n))
-    return pd.DataFrame({"rank": np.arange(n, dtype=np.int32), "finish_ns": res.finish.astype(float),
-                         "compute_ns": res.gpu.astype(float), "comm_ns": np.asarray(comm, dtype=float),
-                         "exposed_comm_ns": res.exposed.astype(float), "idle_ns": idle,
-                         "ops": [len(res.rows.get(r, res.rows.get(0, []))) for r in range(n)]})
-
-
-def ops_table(res):
-    """One row per executed node (rank 0's rows stand for every rank of a symmetric run)."""
-    import pandas as pd
-
-    recs = []
-    for r in range(res.npus):
-        ids = res.ids.get(r)
-        for row, nid, name, kind, op, nbytes, s, e in res.rows.get(r, res.rows.get(0, [])):
-            recs.append((r, nid if ids is None else int(ids[row]), name, kind, op, nbytes, float(s), float(e)))
-    return pd.DataFrame(recs, columns=["rank", "node_id", "name", "kind", "comm_type", "bytes", "start_ns", "end_ns"])
-
-
-def _union(iv: list[tuple]) -> float:
-    from netsim.astra.workload import _union as union
-
-    return float(union(iv))
-
-
-def _note(text: str) -> None:
-    print(f"netsim astra: note: {text}", file=sys.stderr)
 
 
 def _export(argv: list[str]) -> int:

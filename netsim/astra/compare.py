@@ -56,14 +56,14 @@ def comparison_table(parsed: dict, res):
 
 def compare(args, opts: dict, astra_argv: list[str]) -> str:
     """The ``compare`` sub-action: run both, optionally write the dataset, return the summary text."""
-    from netsim.astra.cli import _note, run_from_args, write_dataset
+    from netsim.astra.session import note, run_from_args, write_dataset
 
     if not args.astra_bin:
         raise InputError("no ASTRA-sim binary: pass --astra-bin PATH or set ASTRA_SIM_BIN (without one, "
                          "'netsim astra' with the same flags runs netsim alone)", source="netsim astra compare")
     if "Congestion_Aware" in Path(args.astra_bin).name and args.model is None:
         args.model = "congestion-aware"
-        _note("the binary is ASTRA-sim's congestion-aware build; comparing with --model congestion-aware")
+        note("the binary is ASTRA-sim's congestion-aware build; comparing with --model congestion-aware")
     parsed, run = run_binary(args.astra_bin, astra_argv, args.timeout)
     res = run_from_args(args, opts)
     table = comparison_table(parsed, res)

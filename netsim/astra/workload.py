@@ -44,7 +44,12 @@ class RankStats:
         self.rows: list[tuple] = []  # (row, node id, name, kind, comm op, bytes, start, end), issue order
 
 
-def _union(intervals: list[tuple]) -> float:
+def union_length(intervals: list[tuple]) -> float:
+    """Total length of the union of ``(start, end)`` intervals.
+
+    >>> union_length([(0, 4), (2, 6), (10, 11)])
+    7
+    """
     total, cur_s, cur_e = 0, None, None
     for s, e in sorted(intervals):
         if cur_e is None or s > cur_e:
@@ -237,7 +242,7 @@ class Workload:
             ctype = int(t.comm_type[i]) if self.types[i] == _T.COMM_COLL_NODE else MISSING
             nbytes = int(t.comm_size[i]) if t.comm_size[i] != MISSING else 0
             st.rows.append((i, int(t.id[i]), t.name[i], kind, COLL_OPS.get(ctype, ""), nbytes, s, self.end[i]))
-        st.times = {k: _union(groups[k]) for k in TYPES if k in groups}
+        st.times = {k: union_length(groups[k]) for k in TYPES if k in groups}
         if set(st.times) - {"GPU", "Comm"}:
             self.ctx.note("ASTRA-sim 518bd513 aborts after 'Post statistics processing start.' when a rank has "
                           f"{', '.join(sorted(set(st.times) - {'GPU', 'Comm'}))} nodes (its overlap statistics "
