@@ -20,7 +20,7 @@ import os
 import sys
 
 from netsim import inputs
-from netsim.astra.session import dataset_config, ops_table, ranks_table, run_from_args, write_dataset  # noqa: F401
+from netsim.astra.session import run_from_args, write_dataset
 from netsim.astra.session import note as _note
 from netsim.errors import InputError
 from netsim.results.io import check_output_dir

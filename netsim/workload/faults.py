@@ -23,7 +23,7 @@ import numpy as np
 from netsim import inputs, units
 from netsim.errors import InputError
 from netsim.topology.model import LINK_KINDS, NODE_KINDS, Topology, csr_gather, mix_hash, node_names  # noqa: F401 (re-exported)
-from netsim.vocab import LINK_STATUS, SWITCH_KINDS, TIER_ORDER  # shared vocabulary, re-exported here
+from netsim.vocab import LINK_STATUS, SWITCH_KINDS, TIER_ORDER  # noqa: F401 (shared vocabulary, re-exported)
 
 _SECTIONS = {"compute": 1, "launch_jitter": 2, "links": 3, "switches": 4}
 _SELECT = ("ranks", "hosts", "fraction", "count")
