@@ -80,7 +80,12 @@ def _int(v, field: str, lo: int = 1) -> int:
     return int(v)
 
 
-def _nodes(n: int, local_size) -> tuple[int, int]:
+def node_split(n: int, local_size) -> tuple[int, int]:
+    """``(GPUs per node, nodes)`` of ``n`` ranks in nodes of ``local_size`` (InputError unless it divides ``n``).
+
+    >>> node_split(16, 8)
+    (8, 2)
+    """
     g = _int(local_size, "local_size")
     if n % g:
         raise InputError(f"expected local_size dividing the {n} ranks (GPUs per node), got {g}",
@@ -88,7 +93,7 @@ def _nodes(n: int, local_size) -> tuple[int, int]:
     return g, n // g
 
 
-def _step(src, dst, nbytes, key) -> Step | None:
+def nonempty_step(src, dst, nbytes, key) -> Step | None:
     """A step of the non-empty transfers, or None."""
     keep = nbytes > 0
     if not keep.any():
@@ -109,7 +114,7 @@ def _phases(steps) -> tuple[Phase, ...]:
     return tuple(Phase(s) for s in steps if s is not None)
 
 
-def _within_node(n: int, g: int, vol: np.ndarray) -> tuple:
+def within_node_transfers(n: int, g: int, vol: np.ndarray) -> tuple:
     """Transfers (k,a) -> (k,a+s mod g) for every s: ``vol[r, b]`` bytes from r to local index b."""
     shifts = np.arange(1, g, dtype=np.int64)
     src = np.repeat(np.arange(n, dtype=np.int64), shifts.size)
@@ -118,7 +123,7 @@ def _within_node(n: int, g: int, vol: np.ndarray) -> tuple:
     return src, src - src % g + b, vol[src, b], s
 
 
-def _across_nodes(n: int, g: int, vol: np.ndarray, shifts: np.ndarray) -> tuple:
+def across_node_transfers(n: int, g: int, vol: np.ndarray, shifts: np.ndarray) -> tuple:
     """Transfers (k,b) -> (k+s mod N, b): ``vol[r, m]`` bytes from r to node m."""
     nodes = n // g
     src = np.repeat(np.arange(n, dtype=np.int64), shifts.size)
@@ -139,7 +144,7 @@ def alltoallv(n: int, matrix, *, window: int | None = None) -> Schedule:
         src = np.repeat(ranks, shifts.size)
         s = np.tile(shifts, n)
         dst = (src + s) % n
-        steps.append(_step(src, dst, m[src, dst], s))
+        steps.append(nonempty_step(src, dst, m[src, dst], s))
     return Schedule("alltoall", "direct", n, nbytes, _phases(steps))
 
 
@@ -149,7 +154,7 @@ def hierarchical_all_to_all(n: int, nbytes: float | None, *, local_size: int, ma
     peers per step.  With ``matrix``, volumes follow it and ``nbytes=None`` reports its mean
     row sum (a given ``nbytes`` is reported as is)."""
     n = _int(n, "n")
-    g, nodes = _nodes(n, local_size)
+    g, nodes = node_split(n, local_size)
     if matrix is None:
         if isinstance(nbytes, bool) or not isinstance(nbytes, (int, float, np.number)) \
                 or not np.isfinite(nbytes) or nbytes < 0:
@@ -164,8 +169,8 @@ def hierarchical_all_to_all(n: int, nbytes: float | None, *, local_size: int, ma
         m4 = m.reshape(nodes, g, nodes, g)  # [k, a, m, b]
         to_local = m4.sum(axis=2).reshape(n, g)
         to_node = m4.sum(axis=1).transpose(0, 2, 1).reshape(n, nodes)
-    steps = [_step(*_within_node(n, g, to_local)) if g > 1 else None]
-    steps += [_step(*_across_nodes(n, g, to_node, sh)) for sh in _windows(nodes - 1, window)]
+    steps = [nonempty_step(*within_node_transfers(n, g, to_local)) if g > 1 else None]
+    steps += [nonempty_step(*across_node_transfers(n, g, to_node, sh)) for sh in _windows(nodes - 1, window)]
     return Schedule("alltoall", "hierarchical", n, s_, _phases(steps))
 
 
@@ -198,7 +203,7 @@ def node_limited_all_to_all(n: int, routing_or_matrix, *, local_size: int, max_n
     deduplicate, same relay structure).  ``chunks``: pipeline depth of the IB/NVLink overlap.
     """
     n = _int(n, "n")
-    g, nodes = _nodes(n, local_size)
+    g, nodes = node_split(n, local_size)
     c = _int(chunks, "chunks")
     pair, node = _node_limited_volumes(n, routing_or_matrix, g, max_nodes)
     nbytes = float(pair.sum()) / n
@@ -206,13 +211,13 @@ def node_limited_all_to_all(n: int, routing_or_matrix, *, local_size: int, max_n
     idx = np.arange(nodes)
     own = p4[idx, :, idx, :]  # [k, a, b]: own-node traffic
     fwd = p4.sum(axis=0).transpose(1, 0, 2) - own  # [m, a, b]: (m,a) forwards to (m,b)
-    ib = _across_nodes(n, g, node, np.arange(1, nodes, dtype=np.int64))
-    local = _within_node(n, g, own.reshape(n, g))
-    relay = _within_node(n, g, fwd.reshape(n, g))  # same (src, dst, key) order as `local`
+    ib = across_node_transfers(n, g, node, np.arange(1, nodes, dtype=np.int64))
+    local = within_node_transfers(n, g, own.reshape(n, g))
+    relay = within_node_transfers(n, g, fwd.reshape(n, g))  # same (src, dst, key) order as `local`
 
     def step(ib_part: float, local_part: float, fwd_part: float) -> Step | None:
         nv = local[2] * local_part + relay[2] * fwd_part
-        return _step(*(np.concatenate([a, b]) for a, b in zip(ib[:2], local[:2])),
+        return nonempty_step(*(np.concatenate([a, b]) for a, b in zip(ib[:2], local[:2])),
                      np.concatenate([ib[2] * ib_part, nv]), np.concatenate([ib[3], local[3]]))
 
     part = 1.0 / c
@@ -290,7 +295,7 @@ def delivery_plan(algorithm: str, n: int, data, *, local_size: int = 1) -> Deliv
     if algorithm not in ("direct", "hierarchical", "node_limited"):
         raise InputError(f"expected direct, hierarchical or node_limited, got {algorithm!r}",
                          source="argument", field="algorithm")
-    g, _ = _nodes(n, local_size)
+    g, _ = node_split(n, local_size)
     if isinstance(data, MoERouting):
         if algorithm == "node_limited":
             return _routing_plan(data, g)
@@ -335,7 +340,7 @@ def schedule_pair_bytes(schedule: Schedule) -> np.ndarray:
 
 def message_stats(schedule: Schedule, local_size: int) -> dict:
     """Messages and bytes that stay in a node vs cross nodes (repeats counted)."""
-    g, _ = _nodes(schedule.nranks, local_size)
+    g, _ = node_split(schedule.nranks, local_size)
     out = {"intra_messages": 0, "intra_bytes": 0.0, "inter_messages": 0, "inter_bytes": 0.0}
     for p in schedule.phases:
         st = p.step

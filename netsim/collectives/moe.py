@@ -55,8 +55,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from netsim.collectives.alltoall import (_across_nodes, _nodes, _step, _within_node, alltoallv,
-                                         hierarchical_all_to_all, node_limited_all_to_all)
+from netsim.collectives.alltoall import (across_node_transfers, alltoallv, hierarchical_all_to_all, node_limited_all_to_all,
+                                         node_split, nonempty_step, within_node_transfers)
 from netsim.collectives.schedule import Phase, Schedule
 from netsim.collectives.skew import MoERouting, node_bytes, pair_bytes, route_tokens
 from netsim.errors import InputError
@@ -288,14 +288,14 @@ def _reversed_hierarchical(n: int, m: np.ndarray, g: int) -> Schedule:
     """Tutel 2DH run backwards: inter-node among same-index GPUs first, then the intra-node
     scatter, so every hop of the dispatch is retraced in reverse (``(k,b)->(m,b)`` reversed
     is ``(m,b)->(k,b)``, then ``(k,a)->(k,b)`` reversed is ``(k,b)->(k,a)``)."""
-    g, nodes = _nodes(n, g)
+    g, nodes = node_split(n, g)
     m4 = m.reshape(nodes, g, nodes, g)  # dispatch [k, a, m, b]
     to_local = m4.sum(axis=2).reshape(n, g)  # dispatch (k,a) -> (k,b)
     to_node = m4.sum(axis=1).transpose(0, 2, 1).reshape(nodes, g, nodes)  # dispatch [(k,b), m]
     back_node = to_node.transpose(2, 1, 0).reshape(n, nodes)  # combine (m,b) -> node k
     back_local = to_local.reshape(nodes, g, g).transpose(0, 2, 1).reshape(n, g)  # (k,b) -> (k,a)
-    steps = [_step(*_across_nodes(n, g, back_node, np.arange(1, nodes, dtype=np.int64)))]
-    steps.append(_step(*_within_node(n, g, back_local)) if g > 1 else None)
+    steps = [nonempty_step(*across_node_transfers(n, g, back_node, np.arange(1, nodes, dtype=np.int64)))]
+    steps.append(nonempty_step(*within_node_transfers(n, g, back_local)) if g > 1 else None)
     return Schedule("alltoall", "hierarchical", n, float(m.sum()) / n,
                     tuple(Phase(s) for s in steps if s is not None))
 
@@ -308,7 +308,7 @@ def node_limited_combine(n: int, routing: MoERouting, *, local_size: int, chunks
     copy over IB to ``(k,a)``; own-node partials go straight to ``(k,a)`` over NVLink.
     Pipelined in ``chunks`` like the dispatch: step c carries NVLink chunk c and IB chunk c-1.
     """
-    g, nodes = _nodes(n, local_size)
+    g, nodes = node_split(n, local_size)
     c = int(chunks)
     if c < 1:
         raise _arg(f"expected chunks >= 1, got {chunks!r}", "chunks")
@@ -317,14 +317,14 @@ def node_limited_combine(n: int, routing: MoERouting, *, local_size: int, chunks
     idx = np.arange(nodes)
     own = p4[idx, :, idx, :]  # [k, a, b]
     fwd = p4.sum(axis=0).transpose(1, 0, 2) - own  # [m, a, b]: partials (m,b) -> relay (m,a)
-    local = _within_node(n, g, own.transpose(0, 2, 1).reshape(n, g))  # (k,b) -> (k,a)
-    gather = _within_node(n, g, fwd.transpose(0, 2, 1).reshape(n, g))  # (m,b) -> (m,a), same order
+    local = within_node_transfers(n, g, own.transpose(0, 2, 1).reshape(n, g))  # (k,b) -> (k,a)
+    gather = within_node_transfers(n, g, fwd.transpose(0, 2, 1).reshape(n, g))  # (m,b) -> (m,a), same order
     ib_vol = node.reshape(nodes, g, nodes).transpose(2, 1, 0).reshape(n, nodes)  # (m,a) -> node k
-    ib = _across_nodes(n, g, ib_vol, np.arange(1, nodes, dtype=np.int64))
+    ib = across_node_transfers(n, g, ib_vol, np.arange(1, nodes, dtype=np.int64))
 
     def step(nv_part: float, ib_part: float):
         nv = (local[2] + gather[2]) * nv_part
-        return _step(*(np.concatenate([a, b]) for a, b in zip(local[:2], ib[:2])),
+        return nonempty_step(*(np.concatenate([a, b]) for a, b in zip(local[:2], ib[:2])),
                      np.concatenate([nv, ib[2] * ib_part]), np.concatenate([local[3], ib[3]]))
 
     part = 1.0 / c
