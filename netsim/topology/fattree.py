@@ -58,7 +58,9 @@ class Tier:
 
 
 @dataclass(frozen=True)
-class _Level:
+class Level:
+    """One XGFT level of a fat-tree (:func:`derive_levels`): fan-out, fan-in, parallel links and counts."""
+
     m: int  # children per switch
     w: int  # parents per child
     p: int  # parallel links child->parent
@@ -68,7 +70,7 @@ class _Level:
     S: int  # switches = N * W
 
 
-def _rail_positions(n_nodes: int, g: int, per_leaf: int, rail: bool) -> tuple[np.ndarray, int]:
+def rail_positions(n_nodes: int, g: int, per_leaf: int, rail: bool) -> tuple[np.ndarray, int]:
     """Position of every rank's NIC under the leaves, and the number of position slots."""
     ranks = np.arange(n_nodes * g, dtype=np.int64)
     if not rail:
@@ -79,13 +81,13 @@ def _rail_positions(n_nodes: int, g: int, per_leaf: int, rail: bool) -> tuple[np
     return pos, g * n_su * per_leaf
 
 
-def _derive_levels(tiers: list[Tier], slots: int) -> list[_Level]:
+def derive_levels(tiers: list[Tier], slots: int) -> list[Level]:
     """XGFT parameters per tier; raises ``ValueError`` naming the tier when it cannot be wired."""
     for t in tiers:
         if t.radix is not None and t.down + t.up > t.radix:
             raise ValueError(f"tier {t.name!r}: down {t.down} + up {t.up} ports exceed radix {t.radix}")
     first = tiers[0]
-    levels = [_Level(first.down, 1, 1, first.down, 1, -(-slots // first.down), -(-slots // first.down))]
+    levels = [Level(first.down, 1, 1, first.down, 1, -(-slots // first.down), -(-slots // first.down))]
     for i, tier in enumerate(tiers[1:], start=1):
         child, below = tiers[i - 1], levels[-1]
         top = i == len(tiers) - 1
@@ -105,7 +107,7 @@ def _derive_levels(tiers: list[Tier], slots: int) -> list[_Level]:
         w = child.up // p
         M = below.M * m
         N = -(-slots // M)
-        levels.append(_Level(m, w, p, M, below.W * w, N, N * below.W * w))
+        levels.append(Level(m, w, p, M, below.W * w, N, N * below.W * w))
     if levels[-1].N != 1:
         raise ValueError(f"the top tier {tiers[-1].name!r} leaves {levels[-1].N} disconnected groups; "
                          "add a tier or more ports")
@@ -126,7 +128,7 @@ class FatTreeRouter:
     #: :meth:`routes` takes ``load`` (used under the ``adaptive`` policy).
     load_aware = True
 
-    def __init__(self, node: Topology, n_nodes: int, pos: np.ndarray, levels: list[_Level],
+    def __init__(self, node: Topology, n_nodes: int, pos: np.ndarray, levels: list[Level],
                  link_base: dict[str, int], level_base: list[int], node_links: int, pxn: bool = False,
                  policy: str = "ecmp"):
         self.node, self.g, self.n_nodes, self.pxn = node, node.n_gpus, n_nodes, pxn
@@ -269,8 +271,8 @@ def fat_tree(node: Topology, n_nodes: int, tiers: list[Tier], *, nic_bw: float,
     if n_nodes < 1 or not tiers:
         raise ValueError("a fat-tree needs at least one node and one tier")
     g = node.n_gpus
-    pos, slots = _rail_positions(n_nodes, g, tiers[0].down, rail_optimized)
-    levels = _derive_levels(list(tiers), slots)
+    pos, slots = rail_positions(n_nodes, g, tiers[0].down, rail_optimized)
+    levels = derive_levels(list(tiers), slots)
     H = n_nodes * g
     arrays, link_base, level_base, node_base = _wire(node, n_nodes, tiers, levels, pos, H,
                                                      nic_bw, nic_latency, pcie_bw, pcie_latency)

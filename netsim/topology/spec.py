@@ -414,14 +414,14 @@ def _build(spec: TopologySpec, source: str) -> Topology:
 
 def _check_fat_tree_size(node: Topology, n_nodes: int, tiers: list[Tier], rail: bool, source: str) -> None:
     """Refuse, before wiring, a fabric beyond :data:`MAX_GPUS` GPUs or :data:`MAX_LINKS` links."""
-    from netsim.topology.fattree import _derive_levels, _rail_positions
+    from netsim.topology.fattree import derive_levels, rail_positions
 
     gpus = n_nodes * node.n_gpus
     if gpus > MAX_GPUS:
         raise InputError(f"{n_nodes} nodes x {node.n_gpus} GPUs = {gpus:,} GPUs; netsim handles at most "
                          f"{MAX_GPUS:,}", source=source, field="nodes")
     try:
-        levels = _derive_levels(tiers, _rail_positions(n_nodes, node.n_gpus, tiers[0].down, rail)[1])
+        levels = derive_levels(tiers, rail_positions(n_nodes, node.n_gpus, tiers[0].down, rail)[1])
     except ValueError:
         return  # the builder names the problem
     links = n_nodes * node.n_links + 4 * gpus
