@@ -146,7 +146,7 @@ def validated(cfg: MoEConfig, topo: Topology) -> MoEConfig:
     return replace(cfg, gpus=n)
 
 
-def _load_ints(path: str, flag: str) -> np.ndarray:
+def load_ints(path: str, flag: str) -> np.ndarray:
     """An integer array from .npy or .csv (commas, ``#`` comments)."""
     from netsim.collectives.skew import load_matrix  # noqa: F401  (same file conventions)
     p = Path(path)
@@ -170,7 +170,7 @@ def _load_ints(path: str, flag: str) -> np.ndarray:
 
 def load_expert_map(path: str, n_tokens: int, topk: int, experts: int) -> np.ndarray:
     """``(n_tokens, topk)`` distinct logical expert ids per token from ``path``."""
-    a = _load_ints(path, "--expert-map")
+    a = load_ints(path, "--expert-map")
     if a.shape != (n_tokens, topk):
         raise InputError(f"expected {n_tokens} rows (GPUs x --tokens) of --topk {topk} expert ids, "
                          f"got shape {a.shape}", source=str(path))
@@ -187,12 +187,12 @@ def load_expert_map(path: str, n_tokens: int, topk: int, experts: int) -> np.nda
     return a
 
 
-def _local_size(topo: Topology, ranks: np.ndarray, algo: str) -> tuple[int, str]:
+def moe_local_size(topo: Topology, ranks: np.ndarray, algo: str) -> tuple[int, str]:
     """(GPUs per node for the schedules, algorithm that runs)."""
-    from netsim.collectives.plan import _node_aligned
+    from netsim.collectives.plan import node_aligned
 
     g = max(1, topo.gpus_per_node)
-    aligned = _node_aligned(ranks, g)
+    aligned = node_aligned(ranks, g)
     if algo == "auto":
         return (g, "node_limited") if aligned else (g, "direct")
     if algo in ("hierarchical", "node_limited") and not aligned:
@@ -208,7 +208,7 @@ def build_layout(topo: Topology, cfg: MoEConfig) -> moe.MoELayout:
     if isinstance(cfg.placement_experts, str) and cfg.placement_experts in ("contiguous", "round_robin"):
         spec = cfg.placement_experts
     else:
-        spec = _load_ints(cfg.placement_experts, "--placement-experts").ravel()
+        spec = load_ints(cfg.placement_experts, "--placement-experts").ravel()
         if spec.size and (spec.min() < 0 or spec.max() >= n):
             raise InputError(f"expected ranks in [0, {n}), got {int(spec.min())}..{int(spec.max())}",
                              source=str(cfg.placement_experts))
@@ -254,7 +254,7 @@ def run_moe(topo: Topology, cfg: MoEConfig, lay: moe.MoELayout | None = None) ->
     if cfg.routing is not None:
         topo = with_routing(topo, cfg.routing)
     ranks = place(cfg.placement, cfg.gpus, topo.n_gpus)
-    g, algo = _local_size(topo, ranks, cfg.algo)
+    g, algo = moe_local_size(topo, ranks, cfg.algo)
     lay = build_layout(topo, cfg) if lay is None else lay.with_bytes(token_size(cfg))
     sched_algo = "low_latency" if cfg.mode == "low_latency" else algo
     build = moe.dispatch_schedule if cfg.op == "moe_dispatch" else moe.combine_schedule

@@ -35,8 +35,8 @@ PROTOCOLS = ("LL", "LL128", "Simple")
 #: NCCL's algorithms we model, in NCCL's own order (ties go to the earlier one).
 NCCL_ALGOS = ("tree", "ring", "nvls", "nvls_tree")
 
-_BASE_LAT = {"tree": (6.8, 14.0, 8.4), "ring": (6.6, 14.0, 8.4), "nvls": (0, 0, 0), "nvls_tree": (0, 0, 0)}
-_HW_LAT = {  # [hardware][algorithm] -> (LL, LL128, Simple) µs
+BASE_LATENCY_US = {"tree": (6.8, 14.0, 8.4), "ring": (6.6, 14.0, 8.4), "nvls": (0, 0, 0), "nvls_tree": (0, 0, 0)}
+HW_LATENCY_US = {  # [hardware][algorithm] -> (LL, LL128, Simple) µs
     "nvlink": {"tree": (.6, 1.25, 4.0), "ring": (.6, 1.9, 3.4), "nvls": (0, 0, 25), "nvls_tree": (0, 0, 25)},
     "pcie": {"tree": (1.0, 1.9, 4.0), "ring": (1.0, 2.5, 5.7), "nvls": (0, 0, 0), "nvls_tree": (0, 0, 0)},
     "net": {"tree": (5.0, 8.5, 14), "ring": (2.7, 4.0, 14.0), "nvls": (0, 0, 18), "nvls_tree": (0, 0, 20.9)},
@@ -47,7 +47,7 @@ _PER_CH_RING_LL128 = {"volta": 20, "ampere": 20, "hopper": 36.7, "blackwell": 40
 _PER_CH_TREE = {"volta": (24, 23.6, 17.8), "ampere": (24, 23.6, 17.8), "hopper": (38.7, 41.4, 36),
                 "blackwell": (70, 42.8, 24)}
 _PER_CH_NVLS_TREE = {"hopper": (57.7, 45.5), "blackwell": (96, 80)}
-_NVLS_EFF = {"hopper": .85, "blackwell": .74}
+NVLS_EFFICIENCY = {"hopper": .85, "blackwell": .74}
 _ARCH = {"V100": "volta", "A100": "ampere", "H100": "hopper", "H200": "hopper", "B200": "blackwell",
          "GB200": "blackwell"}
 #: enqueue.cc: per-thread bytes before adding channels, and threads per channel.
@@ -148,7 +148,7 @@ def candidates(op: str, nbytes: float, info: CommInfo) -> list[Choice]:
                 continue
             bus = bw_node
             if algo in ("nvls", "nvls_tree"):
-                intra = info.bw_intra * _NVLS_EFF.get(arch, .85) * (nch - 1) / nch
+                intra = info.bw_intra * NVLS_EFFICIENCY.get(arch, .85) * (nch - 1) / nch
                 intra *= 2.0 if op == "all_reduce" else (ppn - 1) / ppn
                 inter = info.bw_inter * ppn * (2 if nn <= 2 and algo == "nvls_tree" else 1) if nn > 1 else math.inf
                 cap = _PER_CH_NVLS_TREE.get(arch, (57.7, 45.5))[0 if nn <= 2 else 1] * nch \
@@ -167,13 +167,13 @@ def candidates(op: str, nbytes: float, info: CommInfo) -> list[Choice]:
             if algo == "tree":
                 bus *= .85  # NCCL's plain TREE pattern factor
             alg_bw = bus * (n / nsteps if algo != "tree" else .5)
-            base = _BASE_LAT[algo][p]
-            intra_lat = _HW_LAT["nvlink"][algo][p]
-            inter_lat = _HW_LAT["net"]["tree" if ppn == 1 else algo][p]
+            base = BASE_LATENCY_US[algo][p]
+            intra_lat = HW_LATENCY_US["nvlink"][algo][p]
+            inter_lat = HW_LATENCY_US["net"]["tree" if ppn == 1 else algo][p]
             lat = base
             if algo == "ring":
                 if op in ("broadcast", "reduce"):
-                    lat += nsteps * (_HW_LAT["nvlink"]["tree"][p] if proto == "Simple" else intra_lat)
+                    lat += nsteps * (HW_LATENCY_US["nvlink"]["tree"][p] if proto == "Simple" else intra_lat)
                 else:
                     overhead = _NET_OVERHEAD_US * (3 if proto == "Simple" else 1) if nn > 1 else 0.0
                     ilat = max(intra_lat, overhead)

@@ -79,7 +79,7 @@ def plan(topo: Topology, ranks, op: str, nbytes: float, algo: str = "auto", *,
     if n < 2:  # nothing to communicate
         return Plan(Schedule(op, "none", n, nbytes, ()), "none", "none", 0, 0.0)
     info = nccl.CommInfo.from_topology(topo, ranks, channels)
-    g = info.local_size if _node_aligned(ranks, info.local_size) else None
+    g = info.local_size if node_aligned(ranks, info.local_size) else None
     if op in ("alltoall", "sendrecv"):
         return _p2p_plan(topo, ranks, op, nbytes, algo, info, g, matrix, protocol, shaped)
     if algo == "auto":
@@ -97,7 +97,7 @@ def plan(topo: Topology, ranks, op: str, nbytes: float, algo: str = "auto", *,
     return Plan(sched, name, choice.protocol, nc, choice.time_us if name == choice.algorithm else None)
 
 
-def _node_aligned(ranks: np.ndarray, g: int) -> bool:
+def node_aligned(ranks: np.ndarray, g: int) -> bool:
     """Whole nodes, in order: ranks are k·g .. k·g+g-1 for consecutive node slots."""
     n = ranks.size
     if g <= 1 or n <= g or n % g:
@@ -211,8 +211,8 @@ def _p2p_plan(topo, ranks, op, nbytes, algo, info, g, matrix, protocol, shaped) 
         return Plan(sched, name, "none", 1, None)
     p = nccl.PROTOCOLS.index(proto)
     inter = info.nnodes > 1
-    hop = nccl._HW_LAT["net" if inter else "nvlink"]["ring"][p]
-    choice = nccl.Choice(name, proto, float("nan"), nccl._BASE_LAT["ring"][p] + hop, nccl._BASE_LAT["ring"][p],
+    hop = nccl.HW_LATENCY_US["net" if inter else "nvlink"]["ring"][p]
+    choice = nccl.Choice(name, proto, float("nan"), nccl.BASE_LATENCY_US["ring"][p] + hop, nccl.BASE_LATENCY_US["ring"][p],
                          0.0, info.channels, float("inf"))
     sched = shape(sched, topo, ranks, choice, max(sched.n_steps, 1), info.channels, 1, f"{name}/{proto}")
     return Plan(sched, name, proto, info.channels, None)
@@ -223,7 +223,7 @@ def shape(sched: Schedule, topo: Topology, ranks: np.ndarray, choice: nccl.Choic
     """Apply a protocol: launch delay, wire framing, channel caps, per-hop latency."""
     wire = nccl.WIRE[choice.protocol]
     if choice.algorithm in ("nvls", "nvls_tree"):  # multimem load-reduce/store efficiency (NCCL nvlsEfficiency)
-        wire /= nccl._NVLS_EFF.get(nccl.CommInfo.from_topology(topo, ranks).arch, 0.85)
+        wire /= nccl.NVLS_EFFICIENCY.get(nccl.CommInfo.from_topology(topo, ranks).arch, 0.85)
     per_step = max(0.0, (choice.latency_us - choice.base_us) * 1e-6 / max(depth, 1))
     cap = choice.channel_cap_GBps * 1e9 * wire * nc / max(sched_channels, 1)
     phases = [Phase(Step.delay(choice.base_us * 1e-6))] if choice.base_us > 0 else []

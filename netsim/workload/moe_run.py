@@ -147,7 +147,7 @@ class MoESchedules:
     def layout(self, n: int, tokens: int, local: int):
         """The routed batch of an EP group of ``n`` ranks (cached: one per group size and tokens)."""
         from netsim.collectives import moe
-        from netsim.moe_bench import _load_ints, load_expert_map
+        from netsim.moe_bench import load_ints, load_expert_map
 
         key = (n, tokens, local)
         lay = self._layouts.get(key)
@@ -155,7 +155,7 @@ class MoESchedules:
             cfg, spec = self.cfg, self.spec
             place = cfg.placement_experts
             if place not in ("contiguous", "round_robin"):
-                place = _load_ints(place, "--placement-experts").ravel()
+                place = load_ints(place, "--placement-experts").ravel()
             expert_rank = moe.place_experts(spec.experts, n, place)
             choices = None if cfg.expert_map is None else load_expert_map(cfg.expert_map, n * tokens, spec.top_k,
                                                                           spec.experts)
@@ -166,11 +166,11 @@ class MoESchedules:
 
     def _plan(self, kind: str, comm_size: int, ranks: np.ndarray):
         from netsim.collectives import moe
-        from netsim.moe_bench import _local_size
+        from netsim.moe_bench import moe_local_size
 
         cfg, n = self.cfg, ranks.size
         low_latency = cfg.algo == "low_latency"
-        g, algo = _local_size(self.topo, ranks, "direct" if low_latency else cfg.algo)
+        g, algo = moe_local_size(self.topo, ranks, "direct" if low_latency else cfg.algo)
         local = g if n % g == 0 and algo in ("hierarchical", "node_limited") else 1
         lay = self.layout(n, self.tokens(comm_size), local)
         dt = cfg.dispatch_dtype_bytes if kind == "dispatch" else cfg.combine_dtype_bytes
