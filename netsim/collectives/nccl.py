@@ -13,10 +13,14 @@ The chosen pair then *runs* on the simulated network; its protocol shapes the ru
   120 B (×128/120), Simple none;
 * **per-hop latency** — NCCL's latency for the pair, spread over the schedule's dependent
   steps (minus the physical latency the network already charges);
-* **channels** — NCCL's channel count, reduced for small messages exactly as
-  ``enqueue.cc`` does (``nBytes < nc·nThreads·threadThreshold``); every channel is one
-  thread block whose throughput is capped (LL: ``llMaxBw`` shared by the channels; LL128:
-  ``perChMaxRingLL128Bw``; Simple: ``perChMaxTreeBw``, NCCL's per-channel Simple limit).
+* **channels** — NCCL's channel count (:func:`ring_channels`, the steps of NCCL's graph
+  search; NVLS: ``nvlsChannels``), reduced for small messages exactly as ``enqueue.cc`` does
+  (``nBytes < nc·nThreads·threadThreshold``); every channel is one thread block whose
+  throughput is capped where NCCL's model caps it (LL: ``llMaxBw`` shared by the channels;
+  ring LL128: ``perChMaxRingLL128Bw``; tree: ``perChMaxTreeBw``, and ``perChMaxTreeLL128Bw``
+  for LL128); ring/Simple and NVLS have no per-channel cap (the links bound them).
+
+Constants are NCCL 2.30.7's (tag v2.30.7-1), each with its file and line below.
 
 Bandwidth itself comes from the topology (achievable link rates, see
 :mod:`netsim.topology.spec`) and the network model, not from these tables.
@@ -35,26 +39,74 @@ PROTOCOLS = ("LL", "LL128", "Simple")
 #: NCCL's algorithms we model, in NCCL's own order (ties go to the earlier one).
 NCCL_ALGOS = ("tree", "ring", "nvls", "nvls_tree")
 
-BASE_LATENCY_US = {"tree": (6.8, 14.0, 8.4), "ring": (6.6, 14.0, 8.4), "nvls": (0, 0, 0), "nvls_tree": (0, 0, 0)}
-HW_LATENCY_US = {  # [hardware][algorithm] -> (LL, LL128, Simple) µs
-    "nvlink": {"tree": (.6, 1.25, 4.0), "ring": (.6, 1.9, 3.4), "nvls": (0, 0, 25), "nvls_tree": (0, 0, 25)},
-    "pcie": {"tree": (1.0, 1.9, 4.0), "ring": (1.0, 2.5, 5.7), "nvls": (0, 0, 0), "nvls_tree": (0, 0, 0)},
-    "net": {"tree": (5.0, 8.5, 14), "ring": (2.7, 4.0, 14.0), "nvls": (0, 0, 18), "nvls_tree": (0, 0, 20.9)},
+#: Every constant below is NCCL's, read from tag v2.30.7-1 (commit 73cf1122); "tuning.cc:N" is
+#: ``src/graph/tuning.cc`` line N of that tag (likewise search.cc, connect.cc, enqueue.cc, nvls.cc,
+#: topo.h, device.h, comm.h).  Rows are (1 node, 2 nodes, >= 3 nodes) where NCCL indexes them by
+#: ``index2 = nNodes <= 2 ? nNodes - 1 : 2`` (tuning.cc:267).
+NCCL_VERSION = "2.30.7"
+
+BASE_LATENCY_US = {"tree": (6.8, 14.0, 8.4), "ring": (6.6, 14.0, 8.4), "nvls": (0, 0, 0),
+             "nvls_tree": (0, 0, 0)}  # baseLatencies, tuning.cc:149-155
+HW_LATENCY_US = {  # [hardware][algorithm] -> (LL, LL128, Simple) µs; hwLatencies, tuning.cc:156-176
+    "nvlink": {"tree": (.6, 1.25, 4.0), "ring": (.6, 1.9, 3.4), "nvls": (0, 0, 25), "nvls_tree": (0, 0, 25)},  # :158-162
+    "pcie": {"tree": (1.0, 1.9, 4.0), "ring": (1.0, 2.5, 5.7), "nvls": (0, 0, 0), "nvls_tree": (0, 0, 0)},  # :164-168
+    "net": {"tree": (5.0, 8.5, 14), "ring": (2.7, 4.0, 14.0), "nvls": (0, 0, 18), "nvls_tree": (0, 0, 20.9)},  # :170-174
 }
+#: llMaxBws, tuning.cc:177-183.  NCCL's rows are (Volta-N1/Intel-N2/Intel-N4), (Ampere-N1/AMD-N2/
+#: AMD-N4), Hopper, Blackwell: on one node the GPU's row, across nodes the *CPU's* row (Intel: 0,
+#: AMD or mixed: 1; tuning.cc:268-271), see :func:`_ll_max_bw`.
 _LL_MAX_BW = {"volta": (39, 39, 20.4), "ampere": (87.7, 22.5, 19), "hopper": (141, 45, 35),
               "blackwell": (282, 90, 70)}
-_PER_CH_RING_LL128 = {"volta": 20, "ampere": 20, "hopper": 36.7, "blackwell": 40}
-_PER_CH_TREE = {"volta": (24, 23.6, 17.8), "ampere": (24, 23.6, 17.8), "hopper": (38.7, 41.4, 36),
-                "blackwell": (70, 42.8, 24)}
-_PER_CH_NVLS_TREE = {"hopper": (57.7, 45.5), "blackwell": (96, 80)}
-NVLS_EFFICIENCY = {"hopper": .85, "blackwell": .74}
+_PER_CH_RING_LL128 = {"volta": (20, 20, 20), "ampere": (20, 20, 20), "hopper": (36.7, 36.7, 36.7),
+                      "blackwell": (40, 40, 40)}  # perChMaxRingLL128Bws, tuning.cc:184-190
+_PER_CH_TREE_LL128 = {"volta": (20, 20, 20), "ampere": (20, 20, 20), "hopper": (36.7, 36.7, 29.0),
+                      "blackwell": (55.6, 31.67, 20.0)}  # perChMaxTreeLL128Bws, tuning.cc:191-197
+_PER_CH_TREE = {"volta": (26.5, 18.5, 10.0), "ampere": (24, 23.6, 17.8), "hopper": (38.7, 41.4, 36),
+                "blackwell": (70, 42.8, 24)}  # perChMaxTreeBws, tuning.cc:198-204
+_PER_CH_NVLS_TREE = {"volta": (26.5, 18.5, 10.0), "ampere": (24, 23.6, 17.8), "hopper": (0.0, 57.7, 45.5),
+                     "blackwell": (0.0, 96.0, 80.0)}  # perChMaxNVLSTreeBws, tuning.cc:205-211
+#: nvlsEfficiency, tuning.cc:139-144 (0 on Volta/Ampere: no NVLink SHARP there).
+NVLS_EFFICIENCY = {"volta": 0.0, "ampere": 0.0, "hopper": .85, "blackwell": .74}
+#: treeCorrectionFactor[proto][log2(nBytes/64)], tuning.cc:623-627 (LL, LL128, Simple): NCCL
+#: multiplies the tree all-reduce bandwidth by it when *estimating* time (tuning.cc:640-642; NVLS
+#: tree too on Blackwell with x86 hosts, :643-646).  It corrects NCCL's selection model, not the
+#: hardware, so it enters ``time_us`` (what is chosen) and never the simulated run.
+_TREE_CORRECTION = (
+    (1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0, 1.0, 1.0, 1.0),
+    (1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9, .9, .9, 1.0, 1.0, 1.0),
+    (.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9, .9),
+)
+#: GPU model -> NCCL compute-capability row (tuning.cc:263-266).  Unknown models count as Hopper.
 _ARCH = {"V100": "volta", "A100": "ampere", "H100": "hopper", "H200": "hopper", "B200": "blackwell",
          "GB200": "blackwell"}
-#: enqueue.cc: per-thread bytes before adding channels, and threads per channel.
+#: Host CPU vendor of each GPU's usual server, used when the topology does not say (``node.cpu``):
+#: DGX-1 (2x Xeon E5-2698 v4), DGX A100 (2x AMD EPYC 7742), DGX H100/H200 (2x Xeon Platinum 8480C),
+#: DGX B200 (2x Xeon Platinum 8570), GB200 (Grace, Arm).  Anything else: Intel, NCCL's own default
+#: row (tuning.cc:269-271 picks row 1 only for AMD or mixed) and overhead (tuning.cc:228-233).
+DEFAULT_CPU = {"V100": "intel", "A100": "amd", "H100": "intel", "H200": "intel", "B200": "intel",
+               "GB200": "arm"}
+CPU_VENDORS = ("intel", "amd", "arm", "mixed")
+#: getNetOverhead, tuning.cc:228-233: per-step network post overhead (µs) of a multi-node ring.
+_NET_OVERHEAD_US = {"intel": 1.0, "amd": 2.0, "arm": 1.0, "mixed": 1.0}
+#: enqueue.cc:2070-2096: per-thread bytes before adding channels (comm.h:49-51; ring LL x nRanks,
+#: tuning.cc:593) and threads per channel (device.h:95-114; tuning.cc:245-256).
 _THREAD_THRESHOLD = {"LL": 8, "LL128": 8, "Simple": 64}
 _MAX_THREADS = {"LL": 512, "LL128": 640, "Simple": 512}
-_NET_OVERHEAD_US = 1.0  # Intel hosts
-#: Pipeline chunk per channel (NCCL step size: 4 MiB Simple / 8 steps; LL 512 KiB / 8; LL128 4.69 MiB / 8).
+#: NVLS channels (nvls.cc:155-157, 210-213): 16 on Hopper; Blackwell 24 on one node, 32 across.
+_NVLS_CHANNELS = {"hopper": (16, 16), "blackwell": (24, 32)}
+#: Ring graph search speeds (GB/s per channel), search.cc:1051-1065: (intra-node, inter-node).
+_SPEEDS = {
+    "volta": ((40.0, 30.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0, 4.0, 3.0),
+              (48.0, 30.0, 28.0, 24.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0, 4.0, 3.0, 2.4, 1.2)),
+    "hopper": ((60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 15.0, 12.0, 11.0, 6.0, 3.0),
+               (48.0, 45.0, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5, 15.0, 12.0, 6.0, 3.0, 2.4, 1.2)),
+    "blackwell": ((90.0, 80.0, 70.0, 60.0, 50.0, 45.0, 40.0, 30.0, 24.0, 20.0, 19.0, 18.0),
+                  (96.0, 86.0, 80.0, 48.0, 45.1, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5, 15.0, 12.0, 6.0)),
+}
+_SPEEDS["ampere"] = _SPEEDS["volta"]  # pre-SM90 arrays
+MAXCHANNELS = 64  # device.h:91
+#: Pipeline chunk per channel (NCCL step size: 4 MiB Simple / 8 steps; LL 512 KiB / 8; LL128 4.69 MiB / 8;
+#: init.cc:810-813, device.h:26).
 CHUNK_BYTES = {"LL": 64 << 10, "LL128": 600 << 10, "Simple": 512 << 10}
 WIRE = {"LL": 2.0, "LL128": 128 / 120, "Simple": 1.0}
 
@@ -72,6 +124,8 @@ class CommInfo:
     nvls: bool
     channels: int
     local_size: int  # GPUs per node in the topology (for schedule shapes)
+    cpu: str = "intel"  # host CPU vendor (NCCL's multi-node llMaxBw row and net overhead)
+    nvls_channels: int = 16  # NCCL's nvlsChannels (nvls.cc:155-157)
 
     @classmethod
     def from_topology(cls, topo: Topology, ranks: np.ndarray, channels: int | None = None) -> "CommInfo":
@@ -83,12 +137,65 @@ class CommInfo:
         eff = topo.meta.get("link_efficiency", {})
         up = float(topo.meta.get("scaleup_Bps_per_gpu") or _gpu_egress(topo, int(ranks[0])))
         bw_intra = up * eff.get("nvlink", 1.0) / 1e9
-        nic = float(topo.meta.get("scaleout_Bps_per_gpu") or 0.0) * eff.get("ib", 1.0) / 1e9
-        nvls = bool(topo.meta.get("nvls")) and ppn > 4  # NVLink SHARP gains nothing at <= 4 GPUs
-        if channels is None:  # NCCL: 2 channels per NIC across nodes; 16 on NVSwitch nodes
-            channels = 16 if nodes.size == 1 else max(2, min(32, 2 * ppn))
-        arch = _ARCH.get(str(topo.meta.get("gpu_model")), "hopper")
-        return cls(int(ranks.size), int(nodes.size), ppn, arch, bw_intra, nic, nvls, int(channels), g)
+        nic_line = float(topo.meta.get("scaleout_Bps_per_gpu") or 0.0) / 1e9
+        nic = nic_line * eff.get("ib", 1.0)
+        model = str(topo.meta.get("gpu_model"))
+        arch = _ARCH.get(model, "hopper")
+        # NVLS needs an NVSwitch that reduces and SM90+ (search.cc:1124); it gains nothing at <= 4 GPUs
+        nvls = bool(topo.meta.get("nvls")) and ppn > 4 and NVLS_EFFICIENCY[arch] > 0
+        if channels is None:
+            channels = ring_channels(arch, int(nodes.size), ppn, bw_intra, nic_line)
+        cpu = str(topo.meta.get("cpu_vendor") or DEFAULT_CPU.get(model, "intel"))
+        nvls_ch = _NVLS_CHANNELS.get(arch, (16, 16))[int(nodes.size > 1)]
+        return cls(int(ranks.size), int(nodes.size), ppn, arch, bw_intra, nic, nvls, int(channels), g, cpu, nvls_ch)
+
+
+def ring_channels(arch: str, nnodes: int, ppn: int, bw_intra: float, nic_line: float) -> int:
+    """NCCL's ring/tree channel count (``comm->nChannels``), from the steps of its graph search.
+
+    * ``ncclTopoCompute`` (search.cc:1074) searches rings at the first per-channel speed of the
+      arch's array (search.cc:1051-1065) that the GPU can carry (search.cc:1170-1174); on one node
+      we take as many channels as fit in the GPU's NVLink bandwidth (``floor(bw / speed)``, at most
+      ``MAXCHANNELS / 2``, init.cc:1177); across nodes every channel leaves through a NIC, one
+      channel per NIC (one NIC per GPU, as every shipped topology has);
+    * ``ncclTopoDupChannels`` (search.cc:1036-1049) doubles them when the speed is >= 25 GB/s,
+      except on SM90+ below 50 GB/s with more than 4 channels;
+    * ``ncclTopoPostset`` doubles them again (connect.cc:460), and once more on SM90+ across
+      nodes when fewer than 16 and the speed is > 45 GB/s (connect.cc:481-483).
+
+    What this leaves out is the search's timeouts and non-NVSwitch wiring (a ring on an NVLink
+    mesh may find fewer channels than the GPU's bandwidth allows); ``--channels`` overrides.
+    Results: 8xH100 24, 8xA100 24, 8xB200 32, H100 nodes with one NDR NIC per GPU 16.
+    """
+    intra, inter = _SPEEDS.get(arch, _SPEEDS["hopper"])
+    sm90 = arch in ("hopper", "blackwell")
+    if nnodes == 1:
+        speed = next((s for s in intra if s <= bw_intra), intra[-1])
+        nc = int(max(1, min(MAXCHANNELS // 2, bw_intra // speed)))
+    else:
+        speed = next((s for s in inter if s <= min(nic_line, bw_intra) or s == inter[-1]), inter[-1])
+        nc = max(1, min(ppn, MAXCHANNELS // 2))
+    if speed >= 25.0 and not (sm90 and speed < 50.0 and nc > 4):
+        nc, speed = min(2 * nc, MAXCHANNELS // 2), speed / 2
+    nc = min(MAXCHANNELS, 2 * nc)
+    if sm90 and nnodes > 1 and speed > 45.0 and nc < 16:
+        nc *= 2
+    return int(nc)
+
+
+def _ll_max_bw(info: "CommInfo", idx: int) -> float:
+    """llMaxBw: the GPU's row on one node, the CPU's row across nodes (tuning.cc:268-272)."""
+    if info.nnodes == 1:
+        return _LL_MAX_BW[info.arch][idx]
+    row = "ampere" if info.cpu in ("amd", "mixed") else "volta"  # rows 1 (AMD/mixed) and 0 (Intel, else)
+    return _LL_MAX_BW[row][idx]
+
+
+def _tree_correction(nbytes: float, p: int, limit: int = 23) -> float:
+    """treeCorrectionFactor for nBytes (tuning.cc:638-646): index log2(nBytes >> 6)."""
+    k = int(nbytes) >> 6
+    log_size = k.bit_length() - 1 if k > 0 else -1
+    return _TREE_CORRECTION[p][log_size] if 0 <= log_size < limit else 1.0
 
 
 def _gpu_egress(topo: Topology, rank: int) -> float:
@@ -133,11 +240,14 @@ def _enabled(op: str, algo: str, info: CommInfo) -> bool:
 
 
 def candidates(op: str, nbytes: float, info: CommInfo) -> list[Choice]:
-    """Every enabled (algorithm, protocol) pair with NCCL's predicted time, cheapest first."""
+    """Every enabled (algorithm, protocol) pair with NCCL's predicted time, cheapest first.
+
+    ncclTopoTuneModel (tuning.cc:243-617) and ncclTopoGetAlgoTime (tuning.cc:630-655)."""
     out = []
     n, nn, ppn, arch = info.nranks, info.nnodes, info.ppn, info.arch
     nch = info.channels
     idx = 0 if nn == 1 else 1 if nn == 2 else 2
+    ll_max = _ll_max_bw(info, idx)
     bw_node = info.bw_intra if nn == 1 else min(info.bw_intra, info.bw_inter * ppn)
     nsteps = _nsteps(op, n)
     for algo in NCCL_ALGOS:
@@ -147,26 +257,26 @@ def candidates(op: str, nbytes: float, info: CommInfo) -> list[Choice]:
             if algo in ("nvls", "nvls_tree") and proto != "Simple":
                 continue
             bus = bw_node
-            if algo in ("nvls", "nvls_tree"):
-                intra = info.bw_intra * NVLS_EFFICIENCY.get(arch, .85) * (nch - 1) / nch
+            if algo in ("nvls", "nvls_tree"):  # tuning.cc:307-322
+                nvls_graph = min(32, ppn)  # NVLS graph: one channel per GPU head (search.cc:1127, device.h:213)
+                intra = info.bw_intra * NVLS_EFFICIENCY[arch] * (nvls_graph - 1) / nvls_graph
                 intra *= 2.0 if op == "all_reduce" else (ppn - 1) / ppn
                 inter = info.bw_inter * ppn * (2 if nn <= 2 and algo == "nvls_tree" else 1) if nn > 1 else math.inf
-                cap = _PER_CH_NVLS_TREE.get(arch, (57.7, 45.5))[0 if nn <= 2 else 1] * nch \
-                    if algo == "nvls_tree" else math.inf
+                cap = _PER_CH_NVLS_TREE[arch][idx] * nch if algo == "nvls_tree" else math.inf
                 bus = min(intra, inter, cap)
-            if algo == "ring" and proto == "LL":
-                bus = min(_LL_MAX_BW[arch][idx], bus * .5)
-            if algo == "ring" and proto == "LL128":
-                bus = min(bus * .92, nch * _PER_CH_RING_LL128[arch])
-            if algo == "tree" and op == "all_reduce":
+            if algo == "ring" and proto == "LL":  # tuning.cc:327
+                bus = min(ll_max, bus * .5)
+            if algo == "ring" and proto == "LL128":  # tuning.cc:328-329
+                bus = min(bus * .92, nch * _PER_CH_RING_LL128[arch][idx])
+            if algo == "tree" and op == "all_reduce":  # tuning.cc:330-331
                 bus = min(bus * .92, nch * _PER_CH_TREE[arch][idx])
-            if algo == "tree" and proto == "LL":
-                bus = min(bus / 3.8, _LL_MAX_BW[arch][idx])
-            if algo == "tree" and proto == "LL128":
-                bus = min(bus * (7 / 9 if nn == 1 else 120 / 128), nch * _PER_CH_TREE[arch][idx])
+            if algo == "tree" and proto == "LL":  # tuning.cc:332
+                bus = min(bus / 3.8, ll_max)
+            if algo == "tree" and proto == "LL128":  # tuning.cc:333-335
+                bus = min(bus * (7 / 9 if nn == 1 else 120 / 128), nch * _PER_CH_TREE_LL128[arch][idx])
             if algo == "tree":
-                bus *= .85  # NCCL's plain TREE pattern factor
-            alg_bw = bus * (n / nsteps if algo != "tree" else .5)
+                bus *= .85  # tuning.cc:336: NCCL's plain TREE pattern factor
+            alg_bw = bus * (n / nsteps if algo != "tree" else .5)  # tuning.cc:376-382
             base = BASE_LATENCY_US[algo][p]
             intra_lat = HW_LATENCY_US["nvlink"][algo][p]
             inter_lat = HW_LATENCY_US["net"]["tree" if ppn == 1 else algo][p]
@@ -174,29 +284,38 @@ def candidates(op: str, nbytes: float, info: CommInfo) -> list[Choice]:
             if algo == "ring":
                 if op in ("broadcast", "reduce"):
                     lat += nsteps * (HW_LATENCY_US["nvlink"]["tree"][p] if proto == "Simple" else intra_lat)
-                else:
-                    overhead = _NET_OVERHEAD_US * (3 if proto == "Simple" else 1) if nn > 1 else 0.0
+                else:  # tuning.cc:403-412
+                    overhead = _NET_OVERHEAD_US.get(info.cpu, 1.0) * (3 if proto == "Simple" else 1) if nn > 1 else 0.0
                     ilat = max(intra_lat, overhead)
                     n_inter = 0 if nn == 1 else (2 * (nn - 1) if op == "all_reduce" else nn - 1)
                     lat += (nsteps - n_inter) * ilat + n_inter * inter_lat
-                    if op == "all_reduce" and nn > 1 and proto == "Simple":  # NCCL's plateau factor
-                        lat *= 1.4 if nbytes / (nch * n) >= 64 else 1.9
             elif algo == "tree":
                 lat += 2 * ((ppn - 1) * intra_lat + math.log2(nn) * inter_lat) if nn > 1 else 2 * (ppn - 1) * intra_lat
             elif algo == "nvls":
                 lat += intra_lat + (inter_lat if nn > 1 else 0)
             else:
                 lat += intra_lat + 2 * math.log2(nn) * inter_lat
-            time = lat + nbytes / (1000 * alg_bw) if alg_bw > 0 else math.inf
-            nc = _channels(nbytes, algo, proto, n, nch)
-            out.append(Choice(algo, proto, time, lat, base, bus, nc, _channel_cap(algo, proto, arch, idx, nch)))
+            # ncclTopoGetAlgoTime: plateau effect of ring (tuning.cc:647-650), only when
+            # nBytes / (nChannels * nRanks) >= 64, x1.9 before SM80 and x1.4 from SM80 on
+            if algo == "ring" and proto == "Simple" and nn > 1 and op == "all_reduce" and nbytes / (nch * n) >= 64:
+                lat *= 1.9 if arch == "volta" else 1.4
+            model_bw = alg_bw  # tree correction: selection model only (tuning.cc:640-646)
+            if algo == "tree" and op == "all_reduce":
+                model_bw *= _tree_correction(nbytes, p)
+            if algo == "nvls_tree" and op == "all_reduce" and arch == "blackwell" and info.cpu in ("intel", "amd"):
+                model_bw *= _tree_correction(nbytes, p, limit=24)
+            time = lat + nbytes / (1000 * model_bw) if model_bw > 0 else math.inf
+            nc = _channels(nbytes, algo, proto, n, nch, info.nvls_channels, nn)
+            out.append(Choice(algo, proto, time, lat, base, bus, nc, _channel_cap(algo, proto, arch, idx, nch, ll_max)))
     return sorted(out, key=lambda c: c.time_us)
 
 
-def _channels(nbytes: float, algo: str, proto: str, n: int, nch: int) -> int:
-    """enqueue.cc: drop channels while nBytes < nc * nThreads * threadThreshold."""
+def _channels(nbytes: float, algo: str, proto: str, n: int, nch: int, nvls_channels: int = 16,
+              nnodes: int = 1) -> int:
+    """enqueue.cc:2070-2096: NVLS runs nvlsChannels (min with nChannels for multi-node NVLS);
+    ring and tree drop channels while nBytes < nc * nThreads * threadThreshold."""
     if algo in ("nvls", "nvls_tree"):
-        return nch
+        return min(nvls_channels, nch) if algo == "nvls" and nnodes > 1 else nvls_channels
     thr = _THREAD_THRESHOLD[proto] * (n if algo == "ring" and proto == "LL" else 1)
     nc = nch
     while nc >= 2 and nbytes < nc * _MAX_THREADS[proto] * thr:
@@ -204,15 +323,23 @@ def _channels(nbytes: float, algo: str, proto: str, n: int, nch: int) -> int:
     return nc
 
 
-def _channel_cap(algo: str, proto: str, arch: str, idx: int, nch: int) -> float:
-    """GB/s one channel (one thread block) can move."""
+def _channel_cap(algo: str, proto: str, arch: str, idx: int, nch: int, ll_max: float | None = None) -> float:
+    """GB/s one channel (one thread block) can move: NCCL's per-channel limits, where it has one.
+
+    LL: ``llMaxBw`` shared by the channels (tuning.cc:327, 332); ring LL128
+    ``perChMaxRingLL128Bw`` (:329); tree all-reduce ``perChMaxTreeBw`` for every protocol (:331)
+    and, for LL128, also ``perChMaxTreeLL128Bw`` (:335).  Ring/Simple and NVLS have none: the
+    links bound them."""
+    ll = _LL_MAX_BW[arch][idx] if ll_max is None else ll_max
     if proto == "LL":
-        return _LL_MAX_BW[arch][idx] / nch
-    if proto == "LL128":
-        return _PER_CH_RING_LL128[arch]
-    if algo in ("nvls", "nvls_tree"):
-        return math.inf
-    return _PER_CH_TREE[arch][idx]
+        cap = ll / nch
+        return min(cap, _PER_CH_TREE[arch][idx]) if algo == "tree" else cap
+    if algo == "tree":
+        cap = _PER_CH_TREE[arch][idx]
+        return min(cap, _PER_CH_TREE_LL128[arch][idx]) if proto == "LL128" else cap
+    if proto == "LL128" and algo not in ("nvls", "nvls_tree"):
+        return _PER_CH_RING_LL128[arch][idx]
+    return math.inf
 
 
 def choose(op: str, nbytes: float, info: CommInfo, algorithms=None) -> Choice:

@@ -222,10 +222,14 @@ def shape(sched: Schedule, topo: Topology, ranks: np.ndarray, choice: nccl.Choic
           nc: int, sched_channels: int, label: str) -> Schedule:
     """Apply a protocol: launch delay, wire framing, channel caps, per-hop latency."""
     wire = nccl.WIRE[choice.protocol]
-    if choice.algorithm in ("nvls", "nvls_tree"):  # multimem load-reduce/store efficiency (NCCL nvlsEfficiency)
-        wire /= nccl.NVLS_EFFICIENCY.get(nccl.CommInfo.from_topology(topo, ranks).arch, 0.85)
     per_step = max(0.0, (choice.latency_us - choice.base_us) * 1e-6 / max(depth, 1))
     cap = choice.channel_cap_GBps * 1e9 * wire * nc / max(sched_channels, 1)
+    if choice.algorithm in ("nvls", "nvls_tree"):
+        # multimem load-reduce/store move nvlsEfficiency of a GPU's NVLink rate (tuning.cc:139-144,
+        # 312): a rate cap on each transfer, so the links carry (and the links table counts) the
+        # real bytes; it binds NVLink transfers only (NIC transfers are slower anyway).
+        info = nccl.CommInfo.from_topology(topo, ranks)
+        cap = min(cap, nccl.NVLS_EFFICIENCY[info.arch] * info.bw_intra * 1e9 * wire)
     phases = [Phase(Step.delay(choice.base_us * 1e-6))] if choice.base_us > 0 else []
     for ph in sched.phases:
         st = ph.step

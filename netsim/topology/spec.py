@@ -76,6 +76,13 @@ def _str(v, src, f):
     return v
 
 
+def _cpu(v, src, f):
+    from netsim.collectives.nccl import CPU_VENDORS
+    if v not in CPU_VENDORS:
+        raise InputError(f"expected one of {', '.join(CPU_VENDORS)}, got {v!r}", source=src, field=f)
+    return v
+
+
 def _routing(v, src, f):
     from netsim.topology.policy import check_routing
     return check_routing(v, source=src, field=f)
@@ -129,6 +136,10 @@ class NodeSpec:
     nvls: whether the switch can reduce in-network (NVLink SHARP).
     pairs: ``[a, b, links]`` NVLink wiring (nvlink_mesh).
     gpu: GPU model for compute presets (V100, A100, H100, B200, GB200).
+    cpu: host CPU vendor, ``intel``, ``amd``, ``arm`` or ``mixed``: NCCL's multi-node LL
+        bandwidth row and ring network overhead depend on it (tuning.cc:228-233, 268-271).
+        Default: the GPU's usual server (:data:`netsim.collectives.nccl.DEFAULT_CPU`: DGX A100
+        AMD, GB200 Arm, others Intel).
     """
 
     preset: str | None = _opt(_str)
@@ -140,6 +151,7 @@ class NodeSpec:
     nvls: bool | None = _opt(_bool)
     pairs: tuple | None = _opt(_pairs)
     gpu: str | None = _opt(_str)
+    cpu: str | None = _opt(_cpu)
 
 
 @dataclass(frozen=True)
@@ -217,7 +229,8 @@ def _scale_out(v, src, f):
 
 #: Achievable data rate / line rate per link kind (``efficiency:`` in a topology file).
 #: NVLink: NCCL's effective per-link bandwidth over the per-link line rate (NCCL
-#: ``src/graph/topo.h`` SM70/SM80 20.0, SM90 20.6, SM100 40.1 GB/s per 25/25/50 GB/s link):
+#: ``src/graph/topo.h`` v2.30.7-1 lines 20-24: SM70/SM80 20.0, SM90 20.6, SM100 40.1 GB/s per 25/25/50
+#: GB/s link):
 #: packet headers, flow control and the GPU's copy engines.  InfiniBand: ~48 GB/s per NDR
 #: 400G NIC (nccl-tests#290, #267: 46-49 GB/s; IB headers alone cost 0.6 % at 4 KiB MTU, the
 #: rest is RDMA/PCIe DMA overhead).  RoCE: ib_write_bw 380-385 Gb/s on 400G.  PCIe: 63 GB/s
@@ -367,9 +380,13 @@ def _tier(t: TierSpec, down_bw: float, source: str, where: str) -> Tier:
 def build_topology(spec: TopologySpec, source: str = "<topology>") -> Topology:
     """Build the :class:`Topology` a validated spec describes (link_bw = achievable data rate)."""
     topo = _build(spec, source)
+    if spec.node is not None and spec.node.cpu is not None:
+        from dataclasses import replace
+        topo = replace(topo, meta={**topo.meta, "cpu_vendor": spec.node.cpu})
     if spec.dims is not None and not spec.efficiency:
         return topo
-    eff = {**DEFAULT_EFFICIENCY, "nvlink": NVLINK_EFFICIENCY.get(topo.meta.get("gpu_model"), 0.8),
+    # an unknown GPU gets NCCL's own fallback, the SM80 rate (topo.h:274-281): 20.0 of 25 GB/s
+    eff = {**DEFAULT_EFFICIENCY, "nvlink": NVLINK_EFFICIENCY.get(topo.meta.get("gpu_model"), 20.0 / 25),
            **(spec.efficiency or {})}
     return apply_efficiency(topo, eff)
 
