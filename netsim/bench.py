@@ -176,12 +176,13 @@ def run_one(topo: Topology, cfg: BenchConfig, nbytes: int, keep: list | None = N
 def bench(topology: str | Topology, op: str, sizes: list[int], **kwargs) -> list[nt.BenchRow]:
     """Python API: one :class:`~netsim.results.nccl_table.BenchRow` per size."""
     topo = load_topology(topology) if not isinstance(topology, Topology) else topology
-    cfg = _validated(BenchConfig(op=nt.canonical_op(op), **kwargs), topo)
+    cfg = validated(BenchConfig(op=nt.canonical_op(op), **kwargs), topo)
     topo = with_routing(topo, cfg.routing) if cfg.routing is not None else topo
     return [run_one(topo, cfg, s)[0] for s in sizes]
 
 
-def _validated(cfg: BenchConfig, topo: Topology) -> BenchConfig:
+def validated(cfg: BenchConfig, topo: Topology) -> BenchConfig:
+    """``cfg`` checked against ``topo`` (model, GPU count, placement, algorithm); raises InputError."""
     if cfg.model not in MODELS:
         raise InputError(f"expected one of {', '.join(MODELS)}, got {cfg.model!r}", source="--model")
     n = cfg.gpus if cfg.gpus is not None else topo.n_gpus
@@ -301,7 +302,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 
     sets = parse_sets(args.sets)
     topo = load_topology_set(args.topology, args.sets)
-    cfg = _validated(BenchConfig(nt.canonical_op(args.op), args.algo, args.gpus, args.model,
+    cfg = validated(BenchConfig(nt.canonical_op(args.op), args.algo, args.gpus, args.model,
                                  args.datatype, args.channels, args.proto, args.skew, args.skew_matrix,
                                  args.seed, args.placement, args.engine, args.routing), topo)
     topo = with_routing(topo, cfg.routing) if cfg.routing is not None else topo

@@ -26,7 +26,7 @@ import simpy
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from netsim.bench import BenchConfig, _validated, build_plan, placed_ranks
+from netsim.bench import BenchConfig, validated, build_plan, placed_ranks
 from netsim.collectives.executor import run_collective
 from netsim.network.analytical import AnalyticalNetwork
 from netsim.network.flow import FlowNetwork
@@ -37,7 +37,7 @@ RTOL = 1e-9
 
 
 def _run(model, topo, cfg: BenchConfig, size: int, engine: str = "auto"):
-    cfg = _validated(cfg, topo)
+    cfg = validated(cfg, topo)
     plan = build_plan(topo, cfg, float(size))
     net = model(simpy.Environment(), topo)
     res = run_collective(net, plan.schedule, placed_ranks(topo, cfg), engine=engine)

@@ -17,7 +17,7 @@ import simpy
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from netsim.bench import BenchConfig, _validated, build_plan, placed_ranks
+from netsim.bench import BenchConfig, validated, build_plan, placed_ranks
 from netsim.cli import main
 from netsim.collectives.executor import run_collective
 from netsim.collectives.lockstep import components, contended_links
@@ -41,7 +41,7 @@ def tree(over: float, rail: bool, nodes: int = 8, gpn: int = 4, routing: str = "
 
 
 def run(topo, cfg: BenchConfig, size: int, engine: str):
-    cfg = _validated(cfg, topo)
+    cfg = validated(cfg, topo)
     p = build_plan(topo, cfg, float(size))
     net = FlowNetwork(simpy.Environment(), topo)
     res = run_collective(net, p.schedule, placed_ranks(topo, cfg), engine=engine)

@@ -148,7 +148,8 @@ def schema(table: str):
     return pa.schema([("run_id", types[_DICT])] + [(c, types[t]) for c, t in cols.items()])
 
 
-def _as_arrow(chunk):
+def as_arrow(chunk):
+    """A pyarrow Table from a Table, a RecordBatch or a pandas DataFrame (index dropped)."""
     import pyarrow as pa
 
     if isinstance(chunk, pa.Table):
@@ -158,7 +159,7 @@ def _as_arrow(chunk):
     return pa.Table.from_pandas(chunk, preserve_index=False)
 
 
-def _conform(tbl, table: str, run_id: str):
+def conform_table(tbl, table: str, run_id: str):
     """Add ``run_id``, dictionary-encode strings, cast known columns to the table's schema."""
     import numpy as np
     import pyarrow as pa
@@ -225,7 +226,7 @@ class PartWriter:
         """Append a DataFrame, Arrow table or record batch (cast to the first chunk's schema)."""
         import pyarrow.parquet as pq
 
-        tbl = _conform(_as_arrow(chunk), self.table, self.run_id)
+        tbl = conform_table(as_arrow(chunk), self.table, self.run_id)
         if self._writer is None:
             self._schema = tbl.schema.with_metadata(self._meta)
             self._writer = pq.ParquetWriter(self.tmp, self._schema, compression="zstd")

@@ -106,14 +106,14 @@ def topology_for(cfg: dict, paths: dict):
 def _run_bench(cfg: dict, paths: dict):
     import pandas as pd
 
-    from netsim.bench import BenchConfig, _validated, run_one
+    from netsim.bench import BenchConfig, validated, run_one
     from netsim.results import nccl_table as nt
     from netsim.sweep.spec import bench_keys
 
     topo = topology_for(cfg, paths)
     fields = bench_keys()
     kwargs = {fields[k]: paths.get(k, v) for k, v in cfg.items() if k in fields and k != "op"}
-    bc = _validated(BenchConfig(op=nt.canonical_op(cfg["op"]), **kwargs), topo)
+    bc = validated(BenchConfig(op=nt.canonical_op(cfg["op"]), **kwargs), topo)
     nbytes = int(cfg["size"])
     row, stats = run_one(topo, bc, nbytes)
     size = nt.size_and_count(bc.op, nbytes, bc.gpus, bc.dtype)[0]
