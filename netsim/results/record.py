@@ -165,7 +165,7 @@ class RunRecorder:
         import pandas as pd
 
         rows = []
-        for (_comm, seq), inst in self.run._colls.items():
+        for (_comm, seq), inst in self.run.colls.items.items():
             run, n = inst["run"], len(inst["members"])
             sched = run.sched
             op = OP_NAMES.get(inst["type"], sched.op)

@@ -44,9 +44,9 @@ class Unmatched:
         self.by_rank = {st.rank: st for st in run.ranks}
         self.stuck = [st for st in run.ranks if st.done < len(st.table)]
         self.stuck_ids = {st.rank for st in self.stuck}
-        self.open = [(key, inst) for key, inst in run._colls.items()
+        self.open = [(key, inst) for key, inst in run.colls.items.items()
                      if len(inst["arrived"]) < len(inst["members"])]
-        self.unreceived = [(key, sender) for key, queue in run._mail.items() for sender in queue]
+        self.unreceived = [(key, sender) for key, queue in run.mail.items() for sender in queue]
 
     def found(self) -> bool:
         """Whether the run is deadlocked."""
@@ -144,7 +144,7 @@ class Unmatched:
         for row, (kind, key) in list(st.waiting.items())[:4]:
             label = self._node(st.rank, row=row)
             if kind == "collective":
-                inst = self.run._colls[key]
+                inst = self.run.colls.items[key]
                 missing = sorted(set(inst["members"]) - inst["arrived"])
                 what.append(f"{label} {CommType(inst['type']).name} #{key[1]} on "
                             f"{_comm(key[0], inst['members'])} waits for ranks {_ranks(missing)}")

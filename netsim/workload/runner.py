@@ -213,7 +213,8 @@ class WorkloadRun:
                                self.fast, self.gpus)
         self._colls = self.colls.items
         self.p2p = self.colls.mirrored or self.net
-        self._mail: dict[tuple, deque] = defaultdict(deque)
+        #: Messages that landed before their receive was posted: message key -> senders, in order.
+        self.mail: dict[tuple, deque] = defaultdict(deque)
         self._recv_wait: dict[tuple, deque] = defaultdict(deque)
         self.ops: list[tuple] = []
 
@@ -432,14 +433,14 @@ class WorkloadRun:
         if self._recv_wait[key]:
             self._recv_wait[key].popleft()()
         else:
-            self._mail[key].append(sender)
+            self.mail[key].append(sender)
 
     def _recv(self, st: _Rank, i: int, done) -> None:
         t = st.table
         src, tag = int(t.comm_src[i]), int(t.comm_tag[i])
         key = (src, st.rank, 0 if tag == MISSING else tag)
-        if self._mail[key]:
-            self._mail[key].popleft()
+        if self.mail[key]:
+            self.mail[key].popleft()
             done()
         else:
             st.waiting[i] = ("recv", key)
