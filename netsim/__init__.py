@@ -8,7 +8,7 @@ Public API (more arrives as modules land)::
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
+from netsim.version import __version__  # noqa: E402,F401
 
 from netsim.errors import InputError, NetsimError  # noqa: F401
 from netsim.topology import Topology, load_topology, summarize  # noqa: F401

@@ -313,7 +313,7 @@ def runs_row(config: dict, **extra):
     """The one-row ``runs`` table: flattened config, netsim version, schema version, ``extra``."""
     import pandas as pd
 
-    from netsim import __version__
+    from netsim.version import __version__
 
     row = {"netsim_version": __version__, "schema_version": SCHEMA_VERSION, "wall_time_s": float("nan"),
            **{k: v for k, v in extra.items()}}

@@ -22,6 +22,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from netsim.errors import InputError
+from netsim.version import __version__
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -292,8 +293,6 @@ def device_line(rank: int, *, host: str = "netsim", device: int | None = None,
 
 def _preamble(op: str, min_bytes: int, max_bytes: int, step: str,
               iters: int, warmup_iters: int, title: str | None) -> list[str]:
-    from netsim import __version__
-
     banner = title or f"netsim {__version__} simulated benchmark (nccl-tests {NCCL_TESTS_VERSION} table format)"
     return [f"# {banner}", f"# Collective test starting: {op}_perf",
             f"# nThread 1 nGpus 1 minBytes {min_bytes} maxBytes {max_bytes} step: {step} "
@@ -375,8 +374,6 @@ def to_nccl_json(op: str, rows: Sequence[BenchRow], *, config: Mapping[str, Any]
     >>> doc["results"][0]["root"], doc["average_bus_bandwidth"]["bandwidth"]
     ('    -1', 1.024)
     """
-    from netsim import __version__
-
     op = canonical_op(op)
     stamp = timestamp or time.strftime("%Y-%m-%d %H:%M:%S")
     cfg: dict[str, Any] = {

@@ -30,9 +30,7 @@ def workloads_dir() -> Path:
     the checkout's ``workloads/`` (editable install or source tree).
 
     Raises FileNotFoundError when neither exists (a broken install)."""
-    import netsim
-
-    pkg = Path(netsim.__file__).resolve().parent
+    pkg = Path(__file__).resolve().parents[2]  # the netsim package folder (no import of the package API)
     for candidate in (pkg / PACKAGE_DIR, pkg.parent / "workloads"):
         if (candidate / "models").is_dir():
             return candidate
