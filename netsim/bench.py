@@ -23,13 +23,13 @@ from netsim.errors import InputError
 from netsim.network.analytical import AnalyticalNetwork
 from netsim.network.flow import FlowNetwork
 from netsim.results import nccl_table as nt
-from netsim.results.io import check_output_dir, check_output_file, write_parquet_atomic
+from netsim.results.io import check_output_dir, check_output_file
 from netsim.topology.model import Topology
 from netsim.topology.placement import place
 from netsim.topology.policy import with_routing
 from netsim.topology.spec import load_topology
 
-MODELS = {"flow": FlowNetwork, "analytical": AnalyticalNetwork}
+from netsim.network_models import MODELS  # noqa: E402 (re-exported: bench.MODELS)
 
 #: ``--algo`` names per op (``auto``, the default, chooses like NCCL).
 ALGORITHMS = plan_mod.ALGORITHMS
@@ -347,5 +347,6 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         record.write_bench_run(args.out, run_config, cfg.op, rows, cfg.gpus, time.perf_counter() - t0,
                                overwrite=args.overwrite, extra=extra)
     elif args.out:
-        write_parquet_atomic(args.out, nt.rows_to_frame(cfg.op, rows, cfg.gpus))
+        from netsim.results.bench_tables import write_bench_file  # the dataset's column names, ns
+        write_bench_file(args.out, nt.rows_to_frame(cfg.op, rows, cfg.gpus), config)
     return 0

@@ -350,13 +350,15 @@ def test_write_json_failure_leaves_no_temp(tmp_path):
 def test_rows_to_frame(tmp_path):
     rows = _small_rows()
     df = rows_to_frame("all_reduce", rows, 4)
-    assert list(df.columns) == ["size_bytes", "count", "dtype", "redop", "root", "time_us", "algbw_GBps",
-                                "busbw_GBps", "placement", "op", "nranks", "algorithm"]
+    assert list(df.columns) == ["seq", "op", "algorithm", "group", "group_size", "bytes", "count", "dtype", "redop",
+                                "root", "placement", "start_ns", "last_start_ns", "end_ns", "algbw_GBps",
+                                "busbw_GBps"]
     assert len(df) == 6
     assert list(df["placement"][:2]) == ["out_of_place", "in_place"]
     assert df["busbw_GBps"].mean() == pytest.approx(average_busbw(rows))
-    assert df.loc[3, "time_us"] == pytest.approx(98.0) and df.loc[3, "algorithm"] == "ring"
-    assert set(df["op"]) == {"all_reduce"} and set(df["nranks"]) == {4}
+    assert df.loc[3, "end_ns"] == pytest.approx(98.0e3) and df.loc[3, "algorithm"] == "ring"
+    assert set(df["op"]) == {"all_reduce"} and set(df["group_size"]) == {4} and df["seq"].tolist() == [0, 0, 1, 1, 2, 2]
+    assert df["bytes"].dtype == "int64"
     df.to_parquet(tmp_path / "t.parquet")
 
 

@@ -51,7 +51,7 @@ COLUMNS: dict[str, dict[str, str]] = {
     "ops": {"rank": "int32", "node_id": "int64", "name": _DICT, "kind": _DICT, "comm_type": _DICT,
             "group": _DICT, "bytes": "int64", "start_ns": "float64", "end_ns": "float64"},
     "collectives": {"seq": "int64", "op": _DICT, "algorithm": _DICT, "group": _DICT, "group_size": "int32",
-                    "bytes": "float64", "start_ns": "float64", "last_start_ns": "float64",
+                    "bytes": "int64", "start_ns": "float64", "last_start_ns": "float64",
                     "end_ns": "float64", "algbw_GBps": "float64", "busbw_GBps": "float64"},
     "links": {"link_id": "int64", "kind": _DICT, "src": _DICT, "dst": _DICT, "src_kind": _DICT,
               "dst_kind": _DICT, "status": _DICT, "capacity_GBps": "float64", "bytes": "float64",
@@ -176,6 +176,10 @@ def conform_table(tbl, table: str, run_id: str):
             arr = tbl.column(f.name)
             if pa.types.is_dictionary(f.type) and not pa.types.is_dictionary(arr.type):
                 arr = arr.cast(pa.string()).dictionary_encode()
+            if pa.types.is_integer(f.type) and pa.types.is_floating(arr.type):  # e.g. bytes as a mean
+                import pyarrow.compute as pc
+
+                arr = pc.round(arr)
             arr = arr.cast(f.type)
         else:
             arr = pa.nulls(tbl.num_rows, f.type)
@@ -309,14 +313,28 @@ def flatten_config(cfg: dict, prefix: str = "") -> dict:
     return out
 
 
+def _ns_names(extra: dict):
+    """Datasets hold ns: an ``extra`` metric ``<name>_us`` (a summary printed in µs) becomes ``<name>_ns``.
+
+    >>> dict(_ns_names({"time_us": 1.5, "bound": "nic"}))
+    {'time_ns': 1500.0, 'bound': 'nic'}
+    """
+    for k, v in extra.items():
+        if k.endswith("_us") and isinstance(v, (int, float)) and not isinstance(v, bool):
+            yield k[:-3] + "_ns", float(v) * 1e3
+        else:
+            yield k, v
+
+
 def runs_row(config: dict, **extra):
-    """The one-row ``runs`` table: flattened config, netsim version, schema version, ``extra``."""
+    """The one-row ``runs`` table: flattened config, netsim version, schema version, ``extra``
+    (metrics named ``*_us`` are stored as ``*_ns``: every table of a dataset is in ns)."""
     import pandas as pd
 
     from netsim.version import __version__
 
     row = {"netsim_version": __version__, "schema_version": SCHEMA_VERSION, "wall_time_s": float("nan"),
-           **{k: v for k, v in extra.items()}}
+           **dict(_ns_names(extra))}
     for k, v in flatten_config(config).items():
         row.setdefault(k, v)
     return pd.DataFrame([row])
@@ -324,17 +342,27 @@ def runs_row(config: dict, **extra):
 
 # ------------------------------------------------------------------ reading
 class Results:
-    """A results directory: tables as pandas DataFrames (complete runs only) or Arrow datasets."""
+    """A results directory (or a ``bench --out x.parquet`` file): tables as pandas DataFrames
+    (complete runs only) or Arrow datasets."""
 
     def __init__(self, path: str | os.PathLike):
         self.path = Path(path)
-        if not self.path.is_dir():
-            raise InputError("no such results directory", source=str(self.path))
         self._frames: dict = {}
+        self._file = None  # (run_id, config) of a single-file bench output
+        if self.path.is_file():
+            from netsim.results.bench_tables import read_bench_file
+
+            rid, cfg, coll = read_bench_file(self.path)
+            self._file = (rid, cfg)
+            self._frames["collectives"] = coll
+        elif not self.path.is_dir():
+            raise InputError("no such results directory", source=str(self.path))
 
     @property
     def run_ids(self) -> list[str]:
         """Ids of the complete runs, sorted."""
+        if self._file is not None:
+            return [self._file[0]]
         runs = self.path / "runs"
         if not runs.is_dir():
             return []
@@ -342,6 +370,8 @@ class Results:
 
     def files(self, name: str) -> list[Path]:
         """Partition files of table ``name`` for the complete runs."""
+        if self._file is not None:
+            return [self.path] if name == "collectives" else []
         return [p for p in (part_path(self.path, name, r) for r in self.run_ids) if p.is_file()]
 
     def dataset(self, name: str):
@@ -353,6 +383,8 @@ class Results:
         files = self.files(name)
         if not files:
             return ds.dataset(schema(name).empty_table())
+        if self._file is not None:
+            return ds.dataset(pa.Table.from_pandas(self.table(name), preserve_index=False))
         unified = pa.unify_schemas([pq.read_schema(f).remove_metadata() for f in files],
                                    promote_options="permissive")
         part = ds.partitioning(pa.schema([("run_id", pa.string())]), flavor="hive")
@@ -375,6 +407,8 @@ class Results:
         """The canonical config a run was written with."""
         import pyarrow.parquet as pq
 
+        if self._file is not None and run_id == self._file[0]:
+            return self._file[1]
         path = part_path(self.path, "runs", run_id)
         if not path.is_file():
             raise InputError(f"no complete run {run_id!r} (runs: {', '.join(self.run_ids) or 'none'})",
@@ -386,7 +420,9 @@ class Results:
 
 
 def open_results(path: str | os.PathLike) -> Results:
-    """Open a results directory written by ``--out`` (or a sweep); see :class:`Results`."""
+    """Open a results directory written by ``--out`` (or a sweep), or the single Parquet file of
+    ``netsim bench --out x.parquet`` (its rows are the ``collectives`` table, one per size and
+    placement; the other tables are empty); see :class:`Results`."""
     return Results(path)
 
 

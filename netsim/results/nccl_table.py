@@ -419,24 +419,34 @@ def write_nccl_json(path: str | os.PathLike[str], op: str, rows: Sequence[BenchR
     return target
 
 
-FRAME_COLUMNS = ("size_bytes", "count", "dtype", "redop", "root", "time_us", "algbw_GBps",
-                 "busbw_GBps", "placement", "op", "nranks", "algorithm")
+#: Columns of ``netsim bench --out x.parquet``: the dataset's ``collectives`` vocabulary (``bytes`` =
+#: nccl-tests size, ``group_size`` = ranks, times in ns from the size's start) plus nccl-tests' count,
+#: type, redop, root and the placement.  These were once ``size_bytes``, ``nranks`` and
+#: ``time_us``; :func:`netsim.results.bench_tables.read_bench_file` still reads
+#: such files.
+FRAME_COLUMNS = ("seq", "op", "algorithm", "group", "group_size", "bytes", "count", "dtype", "redop", "root",
+                 "placement", "start_ns", "last_start_ns", "end_ns", "algbw_GBps", "busbw_GBps")
 
 
 def rows_to_frame(op: str, rows: Sequence[BenchRow], nranks: int) -> pd.DataFrame:
-    """Long table for Parquet: one record per row and placement (out-of-place first).
+    """Long table for Parquet: one record per size and placement (out-of-place first), ns.
+
+    ``seq`` is the size's index (as in the dataset's ``collectives``); ``end_ns`` the
+    size's time (``start_ns`` 0), from the same µs the printed table shows.
 
     Examples
     --------
     >>> df = rows_to_frame("all_to_all", [make_row("alltoall", 4096, 4, 1e-6)], 4)
-    >>> list(df["placement"]), df["op"].iloc[0]
-    (['out_of_place', 'in_place'], 'alltoall')
+    >>> list(df["placement"]), df["op"].iloc[0], df["end_ns"].tolist()
+    (['out_of_place', 'in_place'], 'alltoall', [1000.0, 1000.0])
     """
     import pandas
 
     op, n = canonical_op(op), _check_nranks(nranks)
-    records = [(r.size_bytes, r.count, r.dtype, r.redop, r.root, t_us, alg, bus, place, op, n, r.algorithm)
-               for r in rows for place, t_us, alg, bus in r.placements()]
+    records = [(i, op, r.algorithm, "world", n, r.size_bytes, r.count, r.dtype, r.redop, r.root, place, 0.0,
+                0.0, t_us * 1e3, alg, bus)
+               for i, r in enumerate(rows) for place, t_us, alg, bus in r.placements()]
     frame = pandas.DataFrame.from_records(records, columns=list(FRAME_COLUMNS))
-    return frame.astype({"size_bytes": "int64", "count": "int64", "root": "int64", "nranks": "int64",
-                         "time_us": "float64", "algbw_GBps": "float64", "busbw_GBps": "float64"})
+    return frame.astype({"seq": "int64", "group_size": "int32", "bytes": "int64", "count": "int64",
+                         "root": "int64", "start_ns": "float64", "last_start_ns": "float64", "end_ns": "float64", "algbw_GBps": "float64",
+                         "busbw_GBps": "float64"})

@@ -173,7 +173,7 @@ class RunRecorder:
             algbw = sched.nbytes / 1e9 / (t1 - t0) if t1 > t0 and op != "barrier" else float("nan")
             busbw = algbw * nccl_table.bus_factor(op, n) if op in nccl_table.OPS else float("nan")
             label = "world" if n == self.n else _group_label(self.run, inst.get("group"))
-            rows.append((seq, op, sched.algorithm, label, n, float(sched.nbytes), t0 * 1e9,
+            rows.append((seq, op, sched.algorithm, label, n, int(round(sched.nbytes)), t0 * 1e9,
                          float(run.start.max()) * 1e9, t1 * 1e9, algbw, busbw))
         rows.sort(key=lambda r: (r[6], r[3], r[0]))
         return pd.DataFrame.from_records(rows, columns=list(dataset.COLUMNS["collectives"]))
@@ -278,7 +278,7 @@ def write_bench_run(out_dir, config: dict, op: str, rows, nranks: int, wall_time
     import pandas as pd
 
     run_id = dataset.run_id_for(config)
-    records = [(i, op, r.algorithm, "world", nranks, float(r.size_bytes), 0.0, 0.0, r.time_us * 1e3,
+    records = [(i, op, r.algorithm, "world", nranks, int(r.size_bytes), 0.0, 0.0, r.time_us * 1e3,
                 r.algbw_GBps, r.busbw_GBps) for i, r in enumerate(rows)]
     frame = pd.DataFrame.from_records(records, columns=list(dataset.COLUMNS["collectives"]))
     runs = dataset.runs_row(config, wall_time_s=wall_time_s, n_ranks=nranks)

@@ -119,13 +119,12 @@ def _run_bench(cfg: dict, paths: dict):
     size = nt.size_and_count(bc.op, nbytes, bc.gpus, bc.dtype)[0]
     end_ns = row.time_us * 1e3
     coll = pd.DataFrame([{"seq": 0, "op": bc.op, "algorithm": row.algorithm, "group": "world",
-                          "group_size": bc.gpus, "bytes": float(size), "start_ns": 0.0, "last_start_ns": 0.0,
-                          "end_ns": end_ns, "algbw_GBps": row.algbw_GBps, "busbw_GBps": row.busbw_GBps,
-                          "time_us": row.time_us}])
-    metrics = {"n_gpus": bc.gpus, "algorithm": row.algorithm, "time_us": row.time_us,
+                          "group_size": bc.gpus, "bytes": int(size), "start_ns": 0.0, "last_start_ns": 0.0,
+                          "end_ns": end_ns, "algbw_GBps": row.algbw_GBps, "busbw_GBps": row.busbw_GBps}])
+    metrics = {"n_gpus": bc.gpus, "algorithm": row.algorithm, "time_ns": end_ns,
                "algbw_GBps": row.algbw_GBps, "busbw_GBps": row.busbw_GBps}
     if stats.get("nccl_predicted_us") is not None:
-        metrics["nccl_predicted_us"] = float(stats["nccl_predicted_us"])
+        metrics["nccl_predicted_ns"] = float(stats["nccl_predicted_us"]) * 1e3
     return {"collectives": coll}, metrics
 
 
