@@ -20,8 +20,7 @@ from netsim import inputs, units
 from netsim.collectives import plan as plan_mod
 from netsim.collectives.executor import ENGINES, run_collective
 from netsim.errors import InputError
-from netsim.network.analytical import AnalyticalNetwork
-from netsim.network.flow import FlowNetwork
+from netsim.network_models import MODELS  # noqa: F401 (re-exported: bench.MODELS)
 from netsim.results import nccl_table as nt
 from netsim.results.io import check_output_dir, check_output_file
 from netsim.topology.model import Topology
@@ -29,7 +28,6 @@ from netsim.topology.placement import place
 from netsim.topology.policy import with_routing
 from netsim.topology.spec import load_topology
 
-from netsim.network_models import MODELS  # noqa: E402 (re-exported: bench.MODELS)
 
 #: ``--algo`` names per op (``auto``, the default, chooses like NCCL).
 ALGORITHMS = plan_mod.ALGORITHMS

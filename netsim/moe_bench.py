@@ -34,7 +34,7 @@ import simpy
 from netsim.collectives import moe
 from netsim.collectives.executor import ENGINES, run_collective
 from netsim.errors import InputError
-from netsim.topology.model import LINK_KINDS, NODE_KINDS, Topology
+from netsim.topology.model import Topology, link_tier  # noqa: F401 (link_tier re-exported)
 
 OPS = ("moe_dispatch", "moe_combine")
 ALGOS = ("auto", "direct", "hierarchical", "node_limited")
@@ -100,7 +100,7 @@ def _int_flag(v, flag: str, lo: int) -> int:
 
 def validated(cfg: MoEConfig, topo: Topology) -> MoEConfig:
     """``cfg`` checked against ``topo`` (one-line :class:`InputError` naming the flag)."""
-    from netsim.bench import MODELS
+    from netsim.network_models import MODELS
     from netsim.topology.placement import place
 
     if cfg.op not in OPS:
@@ -226,26 +226,11 @@ def token_size(cfg: MoEConfig) -> float:
     return moe.token_bytes(cfg.hidden, dt, low_latency=cfg.mode == "low_latency")
 
 
-def link_tier(topo: Topology) -> np.ndarray:
-    """Every link's class as a bound is named: nvlink, pcie, nic (a NIC's fabric port) or the
-    switch tiers it joins (``leaf-spine``)."""
-    kind = np.array(LINK_KINDS, dtype=object)[topo.link_kind.astype(np.int64)]
-    nk = np.array(NODE_KINDS, dtype=object)[topo.node_kind.astype(np.int64)]
-    s, d = nk[topo.link_src], nk[topo.link_dst]
-    out = kind.copy()
-    fabric = (kind != "nvlink") & (kind != "pcie")
-    nic = fabric & ((s == "nic") | (d == "nic") | (s == "gpu") | (d == "gpu"))
-    out[nic] = "nic"
-    sw = fabric & ~nic
-    out[sw] = np.array([f"{a}-{b}" for a, b in zip(s[sw], d[sw])], dtype=object)
-    return out
-
-
 def run_moe(topo: Topology, cfg: MoEConfig, lay: moe.MoELayout | None = None) -> MoEResult:
     """Simulate one dispatch or combine; ``lay`` reuses a routed batch (its token size is reset)."""
     import pandas as pd
 
-    from netsim.bench import MODELS
+    from netsim.network_models import MODELS
     from netsim.results.record import link_frame
     from netsim.topology.placement import place
     from netsim.topology.policy import with_routing

@@ -44,6 +44,7 @@ import netsim
 from netsim.analysis import (compute_heatmap, detection_scores, late_start_stragglers, launch_skew,
                              slow_hosts, slow_ranks, temporal_breakdown)
 from netsim.analysis.plots import plot_heatmap, plot_launch_skew, plot_timeline
+from netsim.analysis.stragglers import late_start_caveat
 from netsim.results.dataset import run_id_for
 from netsim.workload.generate import llm
 
@@ -118,8 +119,10 @@ show(plot_heatmap(heat, title="compute time per rank and microbatch (stragglers 
 #
 # Every compute op is compared with the median duration of the same-named op on all ranks, giving
 # each rank's "% over median". A rank is flagged when its robust z-score
-# 0.6745·(x − median)/MAD reaches 3.5 **and** it is at least 5 % slower. Hosts inherit the slowest
-# of their GPUs.
+# 0.6745·(x − median)/MAD reaches 3.5 **and** it is at least 5 % slower. The MAD is floored at
+# 0.5 percentage points (`netsim.analysis.stragglers.PCT_MAD_FLOOR`): simulated peers can be
+# identical to the last bit, and a near-zero MAD would turn any straggler into a z of millions.
+# Hosts inherit the slowest of their GPUs.
 
 # %%
 ranks = slow_ranks(slow_ops, z_threshold=3.5, pct_threshold=5.0, hosts=GPUS_PER_HOST)
@@ -143,6 +146,7 @@ worst = skew.sort_values("skew_ns", ascending=False).head(1)
 print(worst[["comm_type", "group", "ranks", "skew_ns", "last_rank"]].to_string(index=False))
 late = late_start_stragglers(slow_ops, n_stragglers=2)
 print(f"HTA: kernel {late.kernel}, suspects {late.stragglers}")
+print("caveat:", late_start_caveat(late, ranks) or "none (the suspects are the compute-slow ranks)")
 show(plot_timeline(slow_ops, ranks=[*range(0, 8), *range(40, 48)], title="timeline of hosts 0 and 5"),
      "timeline")
 show(plot_launch_skew(skew), "skew")

@@ -3,7 +3,7 @@
 Each size of a sweep is one simulation; its rows carry ``seq`` (the size's index, as in the
 ``collectives`` table) and ``size_bytes``.  ``links``: the links that carried traffic, with
 the columns of :func:`netsim.results.record.link_frame` plus ``tier`` (nvlink, pcie, nic or
-the switch tiers, :func:`netsim.moe_bench.link_tier`) and ``alone_ns`` (bytes / capacity: how
+the switch tiers, :func:`netsim.topology.model.link_tier`) and ``alone_ns`` (bytes / capacity: how
 long the link needs for its bytes alone; the largest is the run's bound).  ``ranks``: per rank,
 ``finish_ns`` and the bytes the schedule has it send and receive (relays included).
 """
@@ -42,9 +42,7 @@ def links_frame(topo, runs: list[SizeRun]):
     """Links with traffic, one block per size (see the module docstring)."""
     import pandas as pd
 
-    from netsim.moe_bench import link_tier
-    from netsim.topology.model import LINK_KINDS, NODE_KINDS
-    from netsim.topology.model import node_names
+    from netsim.topology.model import LINK_KINDS, NODE_KINDS, link_tier, node_names
 
     names = np.array(node_names(topo), dtype=object)
     kinds = np.array(NODE_KINDS, dtype=object)[topo.node_kind.astype(np.int64)]

@@ -355,3 +355,18 @@ def node_names(topo: Topology) -> list[str]:
         idx = np.flatnonzero(kinds == k)
         ordinal[idx] = np.arange(idx.size)
     return [f"{NODE_KINDS[k]}{o}" for k, o in zip(kinds.tolist(), ordinal.tolist())]
+
+
+def link_tier(topo: Topology) -> np.ndarray:
+    """Every link's class as a bound is named: nvlink, pcie, nic (a NIC's fabric port) or the
+    switch tiers it joins (``leaf-spine``)."""
+    kind = np.array(LINK_KINDS, dtype=object)[topo.link_kind.astype(np.int64)]
+    nk = np.array(NODE_KINDS, dtype=object)[topo.node_kind.astype(np.int64)]
+    s, d = nk[topo.link_src], nk[topo.link_dst]
+    out = kind.copy()
+    fabric = (kind != "nvlink") & (kind != "pcie")
+    nic = fabric & ((s == "nic") | (d == "nic") | (s == "gpu") | (d == "gpu"))
+    out[nic] = "nic"
+    sw = fabric & ~nic
+    out[sw] = np.array([f"{a}-{b}" for a, b in zip(s[sw], d[sw])], dtype=object)
+    return out

@@ -42,8 +42,7 @@ import numpy as np
 import simpy
 
 from netsim.errors import InputError
-from netsim.network.analytical import AnalyticalNetwork
-from netsim.network.flow import FlowNetwork
+from netsim.network_models import MODELS
 from netsim.topology.model import Topology
 from netsim.workload.chakra_schema import CommType, NodeType
 from netsim.workload.chakra_types import MISSING, NodeTable
@@ -52,7 +51,6 @@ from netsim.workload.deadlock import Unmatched
 from netsim.workload.groups import CommGroups
 from netsim.workload.replicas import Replicas
 
-MODELS = {"flow": FlowNetwork, "analytical": AnalyticalNetwork}
 CPU, GPU, COMM = 0, 1, 2
 
 
