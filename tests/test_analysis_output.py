@@ -115,3 +115,16 @@ def test_faults_doc_finds_stragglers_by_compute_not_finish():
                           "finish_ns": ops.groupby("rank")["end_ns"].max().to_numpy()})
     assert ranks.sort_values("finish_ns").tail(1)["rank"].item() in (0, 1)  # finish order: the pipeline
     assert slow_ranks(ops, hosts=ranks).sort_values("pct_over_median").tail(1)["rank"].item() == 3
+
+
+def test_utilization_by_tier_reports_active_links_apart():
+    from netsim.analysis.links import utilization_by_tier
+
+    n = 8
+    links = pd.DataFrame({"link_id": range(n), "kind": "ib", "src_kind": "leaf", "dst_kind": "spine",
+                          "src": [f"leaf{i}" for i in range(n)], "dst": [f"spine{i}" for i in range(n)],
+                          "capacity_GBps": 50.0, "bytes": [1e6, 1e6] + [0.0] * 6, "busy_ns": 0.0,
+                          "utilization": [0.8, 0.6] + [0.0] * 6, "peak_flows": 1})
+    row = utilization_by_tier(links).iloc[0]
+    assert row["active_links"] == 2 and row["p50_utilization"] == 0.0
+    assert row["active_mean_utilization"] == pytest.approx(0.7) and row["active_p50_utilization"] == pytest.approx(0.7)

@@ -197,8 +197,10 @@ def format_report(run_id: str, r: dict) -> str:
             lines.append(f"  worst       {w['comm_type']} #{w['seq']} on group {w['group']}: {_us(w['skew_ns'])},"
                          f" last rank {w['last_rank']}")
     for row in r.get("tiers", []):
-        lines.append(f"tier {row['tier']:<8} {row.get('kind', ''):<8} {row['links']:>6} links, mean util "
-                     f"{row['mean_utilization']:.3f}, "
+        act = row.get("active_mean_utilization")
+        lines.append(f"tier {row['tier']:<8} {row.get('kind', ''):<8} {row['links']:>6} links "
+                     f"({row['active_links']} active), mean util {row['mean_utilization']:.3f} "
+                     f"(active {'n/a' if act is None else format(act, '.3f')}), "
                      f"p95 {row['p95_utilization']:.3f}, max {row['max_utilization']:.3f}")
     for row in r.get("hottest_links", [])[:3]:
         lines.append(f"  hot link    {row.get('src')} -> {row.get('dst')} ({row['tier']}): util "

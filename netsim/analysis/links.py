@@ -90,8 +90,11 @@ def utilization_by_tier(links: pd.DataFrame, by: tuple[str, ...] | str = ("tier"
     -------
     DataFrame
         ``<by>, links, active_links, capacity_GBps, bytes, mean_utilization,
-        p50_utilization, p95_utilization, max_utilization, max_peak_flows``,
-        tiers ordered from the GPU outwards.
+        p50_utilization, p95_utilization, max_utilization, max_peak_flows,
+        active_mean_utilization, active_p50_utilization``, tiers ordered from the GPU
+        outwards.  The ``mean``/``p50``/``p95`` statistics are over every link of the group;
+        ``active_*`` only over links that carried bytes (idle links, often most of a fabric
+        in a small job, pull the plain statistics towards 0).
     """
     by = [by] if isinstance(by, str) else list(by)
     t = link_tiers(links)
@@ -102,6 +105,9 @@ def utilization_by_tier(links: pd.DataFrame, by: tuple[str, ...] | str = ("tier"
                 p95_utilization=("utilization", lambda u: float(np.quantile(u, 0.95)) if len(u) else np.nan),
                 max_utilization=("utilization", "max"), max_peak_flows=("peak_flows", "max"))
     out.insert(1, "active_links", g["bytes"].apply(lambda b: int((b > 0).sum())))
+    act = t[t["bytes"] > 0].groupby(by, sort=False)["utilization"]
+    out["active_mean_utilization"] = act.mean().reindex(out.index)
+    out["active_p50_utilization"] = act.median().reindex(out.index)
     out = out.reset_index()
     return _tier_sort(out) if "tier" in by else out
 

@@ -318,13 +318,16 @@ def late_start_caveat(late: LateStart, slow: pd.DataFrame, hosts: pd.DataFrame |
     suspects = list(late.stragglers)
     if not suspects or set(suspects) <= set(flagged):
         return None
-    what = f"slow rank(s) {', '.join(map(str, flagged))}" if flagged else "no compute-slow rank"
+    what = f"slow rank(s) {', '.join(map(str, flagged))}" if flagged else "no rank flagged"
     if hosts is not None and "flagged" in hosts.columns and hosts["flagged"].any():
         what += f" on host(s) {', '.join(str(int(h)) for h in hosts.loc[hosts['flagged'], 'host'])}"
+    if not flagged and "pct_over_median" in slow.columns and len(slow):
+        top = slow.loc[slow["pct_over_median"].idxmax()]
+        what += f"; slowest rank {int(top['rank'])} at {float(top['pct_over_median']):+.1f}%"
     note = (f"late-start suspects {', '.join(map(str, suspects))} are not the compute-slow ranks ({what}): "
             "HTA's method names the ranks that *start* the last long collective last across all ranks, "
             "which with pipeline stages or a slow peer upstream are often ranks that waited, not slow ones; "
-            "trust the slow-rank/host verdict (each op against same-named peers) for where compute is slow")
+            "where compute is slow is what the slow-rank/host verdict measures (each op against same-named peers)")
     late.notes.append(note)
     return note
 
