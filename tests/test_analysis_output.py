@@ -47,7 +47,7 @@ def test_launch_skew_plot_labels_the_outlier():
                          "first_issue_ns": [0.0, 5e3, 9e3], "skew_ns": [100.0, 7e4, 200.0], "last_rank": [1, 42, 3]})
     ax = P.plot_launch_skew(skew).axes[0]
     texts = [t.get_text() for t in ax.texts]
-    assert texts == ["ALL_REDUCE #1 on 1: 70.0 µs, last rank 42"]
+    assert texts == ["ALL_REDUCE #1 on group 1: 70.0 µs, last rank 42"]
 
 
 def test_link_boxplot_excludes_idle_links():

@@ -200,7 +200,7 @@ def plot_launch_skew(skew: pd.DataFrame, path: str | os.PathLike | None = None, 
         w = skew.loc[skew["skew_ns"].idxmax()]
         x, y = float(w["first_issue_ns"]) / 1e3, float(w["skew_ns"]) / 1e3
         ax.plot([x], [y], "o", ms=8, mfc="none", mec="#C44E52")
-        ax.annotate(f"{w['comm_type']} #{w['seq']} on {w['group']}: {y:,.1f} µs, last rank {w['last_rank']}",
+        ax.annotate(f"{w['comm_type']} #{w['seq']} on group {w['group']}: {y:,.1f} µs, last rank {w['last_rank']}",
                     (x, y), xytext=(6, -4), textcoords="offset points", fontsize="small", va="top",
                     ha="right" if x > 0.6 * float(skew["first_issue_ns"].max()) / 1e3 else "left")
     if len(skew):
