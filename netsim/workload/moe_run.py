@@ -213,7 +213,7 @@ def default_schedules(topo, model: str):
 
 def schedules_factory(spec, cfg: MoERunConfig, dtype_bytes: int):
     """``factory(topology, model) -> MoESchedules`` for :func:`netsim.workload.cli.simulate`."""
-    from netsim.workload.generate.model import load_model_spec
+    from netsim.workload.generate.presets import load_model_spec
 
     spec = load_model_spec(spec)
     if not spec.is_moe:

@@ -67,7 +67,9 @@ from netsim.errors import InputError
 from netsim.results.io import atomic_file
 from netsim.workload.chakra import write_workload
 from netsim.workload.chakra_types import EtNode
-from netsim.workload.generate.model import MODEL_PRESETS, ModelSpec, load_model_spec
+from netsim.workload.generate.model import ModelSpec
+from netsim.workload.generate.presets import PRESETS as MODEL_PRESETS
+from netsim.workload.generate.presets import load_model_spec
 from netsim.workload.generate.ranks import Costs, Layout, layout_groups, rank_nodes
 from netsim.workload.generate.schedules import interleaved_order, one_f_one_b, stage_layers
 

@@ -1,12 +1,14 @@
-"""Transformer shapes for the LLM workload generator: :class:`ModelSpec` and the presets.
+"""Transformer shapes for the LLM workload generator: :class:`ModelSpec` and its YAML reader.
 
 The presets are the model YAMLs of the repository's ``workloads/models/`` folder (shipped in
-the wheel as ``netsim/_workloads/models``; :mod:`netsim.workload.generate.presets`), each with
-its published shapes and citation: one source of truth, no copy of the numbers in Python.
+the wheel as ``netsim/_workloads/models``), each with its published shapes and citation: one
+source of truth, no copy of the numbers in Python.  :mod:`netsim.workload.generate.presets`
+lists them (``PRESETS``) and loads one by name (``load_model_spec``); it builds on this module.
 
 Examples
 --------
->>> spec = load_model_spec("llama3-70b")
+>>> spec = ModelSpec("llama3-70b", layers=80, hidden=8192, ffn=28672, heads=64, vocab=128256, kv_heads=8,
+...                  gated_mlp=True)
 >>> spec.kv_heads, spec.kv_hidden
 (8, 1024)
 >>> spec.attn_params == 2 * 8192 * 8192 + 2 * 8192 * 1024  # Q, O full; K, V kv_hidden wide
@@ -23,7 +25,7 @@ from pathlib import Path
 
 from netsim.errors import InputError
 
-__all__ = ["MODEL_PRESETS", "ModelSpec", "load_model_spec", "read_model_yaml"]
+__all__ = ["ModelSpec", "read_model_yaml"]
 
 #: ModelSpec fields a YAML model file may leave out.
 _OPTIONAL = ("experts", "top_k", "expert_ffn", "kv_heads", "gated_mlp", "shared_experts", "dense_layers", "source")
@@ -151,44 +153,6 @@ class ModelSpec:
     def is_moe(self) -> bool:
         """Whether the MLP blocks are mixtures of experts."""
         return self.experts > 0
-
-
-def __getattr__(name: str):
-    """``MODEL_PRESETS``: the shipped model YAMLs, read on first use
-    (:data:`netsim.workload.generate.presets.PRESETS`)."""
-    if name == "MODEL_PRESETS":
-        from netsim.workload.generate.presets import PRESETS
-        return PRESETS
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def load_model_spec(model: str | os.PathLike | ModelSpec) -> ModelSpec:
-    """A preset by name, or a model read from a YAML file with the keys of :class:`ModelSpec`.
-
-    Parameters
-    ----------
-    model
-        A :class:`ModelSpec`, a key of :data:`MODEL_PRESETS` or a path to a YAML file.
-
-    Returns
-    -------
-    ModelSpec
-
-    Examples
-    --------
-    >>> load_model_spec("llama3-70b").layers
-    80
-    """
-    if isinstance(model, ModelSpec):
-        return model
-    from netsim.workload.generate.presets import PRESETS
-
-    if isinstance(model, str) and model in PRESETS:
-        return PRESETS[model]
-    path = Path(model)
-    if not path.is_file():
-        raise InputError(f"not a preset ({', '.join(PRESETS)}) nor a YAML file", source=str(model))
-    return read_model_yaml(path)
 
 
 def read_model_yaml(path: str | os.PathLike) -> ModelSpec:

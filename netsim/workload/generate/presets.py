@@ -16,8 +16,12 @@ True
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from pathlib import Path
+
+from netsim.errors import InputError
+from netsim.workload.generate.model import ModelSpec, read_model_yaml
 
 __all__ = ["PRESETS", "Presets", "workloads_dir"]
 
@@ -52,8 +56,6 @@ class Presets(Mapping):
 
     def _load(self) -> dict:
         if self._specs is None:
-            from netsim.workload.generate.model import read_model_yaml
-
             specs = {}
             for path in sorted(self.folder.glob("*.yaml")):
                 spec = read_model_yaml(path)
@@ -79,3 +81,30 @@ class Presets(Mapping):
 
 #: The built-in models, by name (the shipped ``workloads/models/*.yaml``).
 PRESETS = Presets()
+
+
+def load_model_spec(model: str | os.PathLike | ModelSpec) -> ModelSpec:
+    """A preset by name, or a model read from a YAML file with the keys of :class:`ModelSpec`.
+
+    Parameters
+    ----------
+    model
+        A :class:`ModelSpec`, a key of :data:`PRESETS` or a path to a YAML file.
+
+    Returns
+    -------
+    ModelSpec
+
+    Examples
+    --------
+    >>> load_model_spec("llama3-70b").layers
+    80
+    """
+    if isinstance(model, ModelSpec):
+        return model
+    if isinstance(model, str) and model in PRESETS:
+        return PRESETS[model]
+    path = Path(model)
+    if not path.is_file():
+        raise InputError(f"not a preset ({', '.join(PRESETS)}) nor a YAML file", source=str(model))
+    return read_model_yaml(path)
