@@ -350,7 +350,7 @@ class Results:
         self._frames: dict = {}
         self._file = None  # (run_id, config) of a single-file bench output
         if self.path.is_file():
-            from netsim.results.bench_tables import read_bench_file
+            from netsim.results.bench_file import read_bench_file
 
             rid, cfg, coll = read_bench_file(self.path)
             self._file = (rid, cfg)

@@ -422,7 +422,7 @@ def write_nccl_json(path: str | os.PathLike[str], op: str, rows: Sequence[BenchR
 #: Columns of ``netsim bench --out x.parquet``: the dataset's ``collectives`` vocabulary (``bytes`` =
 #: nccl-tests size, ``group_size`` = ranks, times in ns from the size's start) plus nccl-tests' count,
 #: type, redop, root and the placement.  These were once ``size_bytes``, ``nranks`` and
-#: ``time_us``; :func:`netsim.results.bench_tables.read_bench_file` still reads
+#: ``time_us``; :func:`netsim.results.bench_file.read_bench_file` still reads
 #: such files.
 FRAME_COLUMNS = ("seq", "op", "algorithm", "group", "group_size", "bytes", "count", "dtype", "redop", "root",
                  "placement", "start_ns", "last_start_ns", "end_ns", "algbw_GBps", "busbw_GBps")
