@@ -43,10 +43,10 @@ def _tree(over: float, routing: str = "ecmp"):
 
 def _collective(topo, op, algo, gpus, placement, size, engine, incremental=True):
     import simpy
-    from netsim.bench import BenchConfig, _validated, build_plan, placed_ranks
+    from netsim.bench import BenchConfig, validated, build_plan, placed_ranks
     from netsim.collectives.executor import run_collective
     from netsim.network.flow import FlowNetwork
-    cfg = _validated(BenchConfig(op, algo=algo, gpus=gpus, placement=placement), topo)
+    cfg = validated(BenchConfig(op, algo=algo, gpus=gpus, placement=placement), topo)
     plan = build_plan(topo, cfg, float(size))
     net = FlowNetwork(simpy.Environment(), topo, incremental=incremental)
     res = run_collective(net, plan.schedule, placed_ranks(topo, cfg), engine=engine)
@@ -110,7 +110,7 @@ def e4_case(op, algo, size, placement, where="tree4", gpus=64):
 def _e4(op, algo, size, placement, where, gpus):
     import numpy as np
     import simpy
-    from netsim.bench import BenchConfig, _validated, build_plan, placed_ranks
+    from netsim.bench import BenchConfig, validated, build_plan, placed_ranks
     from netsim.collectives.executor import run_collective
     from netsim.network.analytical import AnalyticalNetwork
 
@@ -128,7 +128,7 @@ def _e4(op, algo, size, placement, where, gpus):
     else:
         from netsim.topology.spec import load_topology
         topo = load_topology(ROOT / "topologies" / f"{where}.yaml")
-    cfg = _validated(BenchConfig(op, algo=algo, gpus=gpus, placement=placement), topo)
+    cfg = validated(BenchConfig(op, algo=algo, gpus=gpus, placement=placement), topo)
     plan = build_plan(topo, cfg, float(size))
     ranks = placed_ranks(topo, cfg)
     out = {"case": f"E4 {op} {size >> 20} MiB {plan.label} {where} {gpus} {placement}"}

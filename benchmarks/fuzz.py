@@ -159,7 +159,7 @@ def bench_case(rng: random.Random):
 
         args = build_parser().parse_args(argv)
         topo = bench.load_topology(args.topology)
-        bench._validated(bench.BenchConfig("all_reduce", gpus=args.gpus), topo)
+        bench.validated(bench.BenchConfig("all_reduce", gpus=args.gpus), topo)
         maxb = args.maxbytes if args.maxbytes is not None else args.minbytes
         return bench.sweep_sizes(args.minbytes, maxb, args.stepfactor, args.stepbytes) and units
     # Valid only when every flag is in range (-b <= -e, a step that advances, 2 <= GPUs <= 8).

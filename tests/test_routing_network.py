@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import simpy
 
-from netsim.bench import BenchConfig, _validated, build_plan, placed_ranks
+from netsim.bench import BenchConfig, validated, build_plan, placed_ranks
 from netsim.collectives.executor import run_collective
 from netsim.network.flow import FlowNetwork
 from test_engine_exact import tree
@@ -17,7 +17,7 @@ from test_engine_exact import tree
 
 def run(routing, op, size, seed, nodes=16, gpn=8, gpus=64):
     topo = tree(4, False, nodes=nodes, gpn=gpn, routing=routing)
-    cfg = _validated(BenchConfig(op, gpus=gpus, placement=f"random:{seed}"), topo)
+    cfg = validated(BenchConfig(op, gpus=gpus, placement=f"random:{seed}"), topo)
     p = build_plan(topo, cfg, float(size))
     net = FlowNetwork(simpy.Environment(), topo)
     return run_collective(net, p.schedule, placed_ranks(topo, cfg)), net, topo
