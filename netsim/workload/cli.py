@@ -50,6 +50,9 @@ def register_cli(sub) -> None:
     run.add_argument("--faults", default=None, metavar="FILE.yaml",
                      help="stragglers, launch jitter, degraded/failed links and switches (docs/faults.md)")
     run.add_argument("--seed", type=int, default=None, help="seed of the fault draws (default: the file's, or 0)")
+    run.add_argument("--compute-efficiency", type=float, default=1.0, metavar="F",
+                     help="achieved fraction of the GPU's peak FLOP/s for roofline-timed compute (MFU-style, "
+                     "0 < F <= 1; default 1: the peak); the HBM roof is unchanged")
     add_set_argument(run)
     add_quiet_argument(run)
     gen = run.add_argument_group("generator (with --llm)")
@@ -96,8 +99,15 @@ def simulate(topology, workload, comm_groups=None, model: str = "flow", ctrl_dep
              streams: int = 1, *, stragglers=(), faults=None, seed: int | None = None,
              routing: str | None = None, placement: str = "packed",
              engine: str = "auto", out=None, overwrite: bool = False, replicas=None, label: dict | None = None,
-             notes=(), overrides: dict | None = None, progress: bool = False, schedules=None):
+             notes=(), overrides: dict | None = None, progress: bool = False, schedules=None,
+             compute_efficiency: float = 1.0):
     """Python API of ``netsim run``: returns a :class:`~netsim.workload.runner.WorkloadResult`.
+
+    ``compute_efficiency`` F (0 < F <= 1, ``--compute-efficiency``): roofline-timed compute
+    (nodes with ``num_ops`` and no ``duration_micros``) runs at F x the GPU preset's peak FLOP/s
+    instead of the peak, i.e. at an achieved model-FLOPs utilisation of F where a kernel is
+    compute-bound (the HBM roof is unchanged).  Default 1.0: the peak, as before.  Recorded in
+    the run's config (and so the ``runs`` table) when not 1.
 
     ``schedules``: ``factory(topology, model) -> schedule function`` for the collectives (default:
     NCCL's plans; :func:`netsim.workload.moe_run.schedules_factory` plans MoE all-to-alls).
@@ -143,6 +153,9 @@ def simulate(topology, workload, comm_groups=None, model: str = "flow", ctrl_dep
                   "comm_groups": None if comm_groups is None or isinstance(comm_groups, dict) else str(comm_groups)}),
               "model": model, "ctrl_deps": bool(ctrl_deps), "streams": int(streams), **spec.config(),
               "placement": placement, "engine": engine}
+    efficiency = check_compute_efficiency(compute_efficiency)
+    if efficiency != 1.0:
+        config["compute_efficiency"] = efficiency
     if routing is not None or (isinstance(topology, Topology) and topology.routing != "ecmp"):
         config["routing"] = check_routing(routing) if routing is not None else topology.routing
     if overrides:
@@ -169,7 +182,8 @@ def simulate(topology, workload, comm_groups=None, model: str = "flow", ctrl_dep
     gpus = place(placement, world, topo.n_gpus)
     plan = plan_faults(spec, topo, world, model, gpus=gpus)
     sfn = None if schedules is None else schedules(plan.topology, model)
-    wr = WorkloadRun(plan.topology, tables, groups, model, ctrl_deps=ctrl_deps, streams=streams,
+    run_topo, eff_note = _with_compute_efficiency(plan.topology, efficiency)
+    wr = WorkloadRun(run_topo, tables, groups, model, ctrl_deps=ctrl_deps, streams=streams,
                      compute_scale=plan.compute_scale, launch_delay=plan.launch_delay, replicas=replicas,
                      placement=gpus, fast=engine == "auto", schedule_fn=sfn)
     from netsim.progress import Poller
@@ -177,13 +191,38 @@ def simulate(topology, workload, comm_groups=None, model: str = "flow", ctrl_dep
     with Poller(total, lambda: len(wr.ops), "run", "op", progress,
                 postfix=lambda: f"{wr.env.now * 1e6:,.1f} us simulated"):
         res = wr.run()
-    res.notes[:0] = list(notes)
+    res.notes[:0] = list(notes) + ([eff_note] if eff_note else [])
     if getattr(sfn, "note", None) is not None and sfn.note() is not None:
         res.notes.append(sfn.note())
     res.config, res.link_status, res.wall_time_s = config, plan.link_status, time.perf_counter() - t0
     if out is not None:
         res.write(out, overwrite=overwrite)
     return res
+
+
+def check_compute_efficiency(value) -> float:
+    """``--compute-efficiency``: a fraction in (0, 1] (InputError otherwise)."""
+    try:
+        f = float(value)
+    except (TypeError, ValueError):
+        raise InputError(f"expected a fraction in (0, 1], got {value!r}", source="--compute-efficiency") from None
+    if not 0.0 < f <= 1.0:
+        raise InputError(f"expected a fraction in (0, 1] (achieved / peak FLOP/s), got {value!r}",
+                         source="--compute-efficiency")
+    return f
+
+
+def _with_compute_efficiency(topo, efficiency: float):
+    """(topology whose compute roof is ``efficiency`` x its peak FLOP/s, note or None)."""
+    if efficiency == 1.0:
+        return topo, None
+    from dataclasses import replace
+    peak = topo.meta.get("peak_flops")
+    if not peak:
+        return topo, (f"compute efficiency {efficiency:g} has no effect: the topology names no GPU compute "
+                      "preset (node.gpu), so compute takes the traces' durations")
+    return replace(topo, meta={**topo.meta, "peak_flops": float(peak) * efficiency}), \
+        f"compute at {efficiency:g} x peak ({float(peak) * efficiency / 1e12:,.0f} of {float(peak) / 1e12:,.0f} TFLOP/s)"
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -199,7 +238,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
     common = dict(stragglers=args.straggler, faults=args.faults, seed=args.seed, placement=args.placement,
                   engine=args.engine, out=args.out, overwrite=args.overwrite, overrides=parse_sets(args.sets),
-                  progress=wanted(args.quiet))
+                  progress=wanted(args.quiet), compute_efficiency=args.compute_efficiency)
     common["routing"] = args.routing
     from netsim.workload.moe_run import config_from_args
     moe = config_from_args(args)

@@ -55,10 +55,12 @@ def generate_tables(spec, *, symmetry: str = "auto", **gen):
 def simulate_llm(topology, spec, *, model: str = "flow", symmetry: str = "auto", ctrl_deps: bool = True,
                  streams: int = 1, stragglers=(), faults=None, seed: int | None = None, placement: str = "packed",
                  engine: str = "auto", routing: str | None = None, out=None, overwrite: bool = False,
-                 overrides: dict | None = None, progress: bool = False, moe=None, **gen):
+                 overrides: dict | None = None, progress: bool = False, moe=None, compute_efficiency: float = 1.0,
+                 **gen):
     """Generate ``spec`` (a preset name, YAML path or ModelSpec) with the generator's keyword
     arguments ``gen`` and run it on ``topology``; see the module docstring.  ``placement``,
-    ``engine``, ``routing``, ``overrides`` and ``progress`` are :func:`~netsim.workload.cli.simulate`'s.  Returns the
+    ``engine``, ``routing``, ``overrides``, ``progress`` and ``compute_efficiency`` (achieved / peak
+    FLOP/s) are :func:`~netsim.workload.cli.simulate`'s.  Returns the
     :class:`~netsim.workload.runner.WorkloadResult` (its config names the generator call).
     ``moe`` (:class:`~netsim.workload.moe_run.MoERunConfig`): MoE all-to-alls run as the bench's
     dispatch and combine (skew, expert placement, algorithm); None: uniform all-to-alls."""
@@ -82,7 +84,7 @@ def simulate_llm(topology, spec, *, model: str = "flow", symmetry: str = "auto",
     return simulate(topology, tables, groups, model, ctrl_deps, streams, stragglers=stragglers, faults=faults,
                     seed=seed, placement=placement, engine=engine, routing=routing, out=out, overwrite=overwrite,
                     replicas=replicas, label=label, notes=notes, overrides=overrides, progress=progress,
-                    schedules=schedules)
+                    schedules=schedules, compute_efficiency=compute_efficiency)
 
 
 def _packed(placement, gen: dict) -> bool:
