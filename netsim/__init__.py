@@ -21,9 +21,9 @@ from netsim.bench import bench  # noqa: E402,F401
 from netsim.results.dataset import open_results  # noqa: E402,F401  (pyarrow loads on first use)
 
 
-# The real function (its signature and docstring show in help()); netsim.workload.cli imports nothing
-# heavy at module level (2 ms).
-from netsim.workload.cli import simulate  # noqa: E402,F401
+# The real function (its signature and docstring show in help()); netsim.workload.simulation imports
+# nothing heavy at module level.
+from netsim.workload.simulation import simulate  # noqa: E402,F401
 
 
 __all__ = ["InputError", "NetsimError", "Topology", "__version__", "bench", "find_shipped", "load_topology", "open_results",

@@ -22,13 +22,7 @@ ROOT = Path(__file__).resolve().parents[1] / "netsim"
 
 #: Cycles known and not yet broken.  Each entry must stay exactly a cycle of the graph: when
 #: one is broken, delete it here (the test says so), and no new cycle may appear.
-ALLOWED: list[frozenset[str]] = [
-    # ``netsim run --llm``: workload.cli.simulate calls llmrun.simulate_llm, which calls back
-    # into workload.cli.simulate.  Both files were being reworked in the same session (the run
-    # --llm path: node tables handed straight to the runner); the fix is to move ``simulate``
-    # (the API function) into its own module below both, workload.cli re-exporting it.
-    frozenset({"netsim.workload.cli", "netsim.workload.llmrun"}),
-]
+ALLOWED: list[frozenset[str]] = []
 
 
 def modules(root: Path = ROOT) -> dict[str, Path]:

@@ -89,8 +89,8 @@ def bench_defaults() -> dict[str, Any]:
 
 
 def simulate_extras() -> list[str]:
-    """Parameters of :func:`netsim.workload.cli.simulate` beyond the ``netsim run`` flags (e.g. faults)."""
-    from netsim.workload.cli import simulate
+    """Parameters of :func:`netsim.workload.simulation.simulate` beyond the ``netsim run`` flags (e.g. faults)."""
+    from netsim.workload.simulation import simulate
 
     return [p for p in inspect.signature(simulate).parameters if p not in RUN_KEYS.values() and p not in _NOT_KEYS]
 

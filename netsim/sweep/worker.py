@@ -132,7 +132,7 @@ def _run_bench(cfg: dict, paths: dict):
 def _run_workload(cfg: dict, paths: dict):
     import inspect
 
-    from netsim.workload.cli import simulate
+    from netsim.workload.simulation import simulate
 
     topo = topology_for(cfg, paths)
     params = inspect.signature(simulate).parameters

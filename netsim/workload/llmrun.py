@@ -60,11 +60,11 @@ def simulate_llm(topology, spec, *, model: str = "flow", symmetry: str = "auto",
     """Generate ``spec`` (a preset name, YAML path or ModelSpec) with the generator's keyword
     arguments ``gen`` and run it on ``topology``; see the module docstring.  ``placement``,
     ``engine``, ``routing``, ``overrides``, ``progress`` and ``compute_efficiency`` (achieved / peak
-    FLOP/s) are :func:`~netsim.workload.cli.simulate`'s.  Returns the
+    FLOP/s) are :func:`~netsim.workload.simulation.simulate`'s.  Returns the
     :class:`~netsim.workload.runner.WorkloadResult` (its config names the generator call).
     ``moe`` (:class:`~netsim.workload.moe_run.MoERunConfig`): MoE all-to-alls run as the bench's
     dispatch and combine (skew, expert placement, algorithm); None: uniform all-to-alls."""
-    from netsim.workload.cli import simulate
+    from netsim.workload.simulation import simulate
 
     notes = []
     if stragglers or faults is not None:

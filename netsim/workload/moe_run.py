@@ -212,7 +212,7 @@ def default_schedules(topo, model: str):
 
 
 def schedules_factory(spec, cfg: MoERunConfig, dtype_bytes: int):
-    """``factory(topology, model) -> MoESchedules`` for :func:`netsim.workload.cli.simulate`."""
+    """``factory(topology, model) -> MoESchedules`` for :func:`netsim.workload.simulation.simulate`."""
     from netsim.workload.generate.presets import load_model_spec
 
     spec = load_model_spec(spec)

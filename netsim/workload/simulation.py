@@ -1,0 +1,140 @@
+"""``netsim.simulate`` (the Python API of ``netsim run``): a Chakra workload on a topology.
+
+Below :mod:`netsim.workload.cli` (the command line) and :mod:`netsim.workload.llmrun`
+(``run --llm``), which both call it; it imports nothing heavy at module level.
+"""
+
+from __future__ import annotations
+
+from netsim.collectives.executor import ENGINES
+from netsim.errors import InputError
+
+
+def simulate(topology, workload, comm_groups=None, model: str = "flow", ctrl_deps: bool = True,
+             streams: int = 1, *, stragglers=(), faults=None, seed: int | None = None,
+             routing: str | None = None, placement: str = "packed",
+             engine: str = "auto", out=None, overwrite: bool = False, replicas=None, label: dict | None = None,
+             notes=(), overrides: dict | None = None, progress: bool = False, schedules=None,
+             compute_efficiency: float = 1.0):
+    """Python API of ``netsim run``: returns a :class:`~netsim.workload.runner.WorkloadResult`.
+
+    ``compute_efficiency`` F (0 < F <= 1, ``--compute-efficiency``): roofline-timed compute
+    (nodes with ``num_ops`` and no ``duration_micros``) runs at F x the GPU preset's peak FLOP/s
+    instead of the peak, i.e. at an achieved model-FLOPs utilisation of F where a kernel is
+    compute-bound (the HBM roof is unchanged).  Default 1.0: the peak, as before.  Recorded in
+    the run's config (and so the ``runs`` table) when not 1.
+
+    ``schedules``: ``factory(topology, model) -> schedule function`` for the collectives (default:
+    NCCL's plans; :func:`netsim.workload.moe_run.schedules_factory` plans MoE all-to-alls).
+
+    ``stragglers``: ``"RANK:FACTOR"`` strings or ``(rank, factor)`` pairs; ``faults``: a faults
+    YAML path or dict (``docs/faults.md``); ``seed`` overrides its seed.  ``placement``: which
+    topology GPU each job rank runs on (``packed``, ``random[:SEED]``, ``strided:K`` or a file
+    of GPU ids; :func:`netsim.topology.placement.place`); a non-packed placement switches
+    replica symmetry off (every rank must then be in ``workload``).  ``engine``: ``auto``
+    evaluates collectives off the event queue where exact, ``event`` simulates every one
+    event-driven (the reference).  ``notes`` are prepended to the run's notes.  ``workload`` may also
+    be a dict rank -> NodeTable and ``comm_groups`` a dict name -> ranks (in memory; ``label``
+    then names the workload in the run's config), ``routing`` (``ecmp``, ``adaptive``, ``spray``)
+    overrides the topology's scale-out routing (:func:`netsim.topology.policy.with_routing`), ``replicas`` a
+    :class:`~netsim.workload.replicas.Replicas` (``workload`` needs only the representatives).  ``result.tables()``
+    gives the results tables as DataFrames; ``out`` also writes them as a dataset
+    (``netsim.results.dataset.run_id_for(result.config)`` names the run).  ``overrides``: dotted
+    topology keys -> values applied to the topology file (``--set``; part of the config).
+    ``progress``: a bar of executed ops on stderr (:mod:`netsim.progress`).
+    """
+    import time
+
+    from netsim.results.dataset import check_writable, run_id_for
+    from netsim.topology.model import Topology
+    from netsim.topology.placement import place
+    from netsim.topology.policy import check_routing, with_routing
+    from netsim.topology.spec import load_topology
+    from netsim.workload.faults import fault_spec, plan_faults
+    from netsim.workload.groups import CommGroups, load_groups
+    from netsim.workload.chakra_check import check_runnable
+    from netsim.workload.inspect import read_workload
+    from netsim.workload.runner import WorkloadRun
+
+    t0 = time.perf_counter()
+    if engine not in ENGINES:
+        raise InputError(f"expected one of {', '.join(ENGINES)}, got {engine!r}", source="--engine")
+    placement = "packed" if placement is None else str(placement).strip()
+    spec = fault_spec(faults, stragglers, seed)
+    in_memory = isinstance(workload, dict)
+    config = {"command": "run", "topology": topology.name if isinstance(topology, Topology) else str(topology),
+              **(label if label is not None else
+                 {"workload": "in memory" if in_memory else str(workload),
+                  "comm_groups": None if comm_groups is None or isinstance(comm_groups, dict) else str(comm_groups)}),
+              "model": model, "ctrl_deps": bool(ctrl_deps), "streams": int(streams), **spec.config(),
+              "placement": placement, "engine": engine}
+    efficiency = check_compute_efficiency(compute_efficiency)
+    if efficiency != 1.0:
+        config["compute_efficiency"] = efficiency
+    if routing is not None or (isinstance(topology, Topology) and topology.routing != "ecmp"):
+        config["routing"] = check_routing(routing) if routing is not None else topology.routing
+    if overrides:
+        if isinstance(topology, Topology):
+            raise InputError("topology overrides apply to a topology file, not a built Topology", source="--set")
+        config["set"] = dict(overrides)
+    run_id = run_id_for(config)
+    if out is not None:
+        check_writable(out, run_id, overwrite)
+    if overrides and not isinstance(topology, Topology):
+        from netsim.sweep.topo import load_with_overrides
+        topo = load_with_overrides(str(topology), dict(overrides))
+    else:
+        topo = topology if isinstance(topology, Topology) else load_topology(topology)
+    topo = with_routing(topo, routing) if routing is not None else topo
+    tables = workload if in_memory else read_workload(workload)
+    for table in {id(t): t for t in tables.values()}.values():  # shared tables checked once
+        check_runnable(table)
+    world = replicas.world if replicas is not None else len(tables)
+    if isinstance(comm_groups, dict):
+        groups = CommGroups(comm_groups, world)
+    else:
+        groups = load_groups(comm_groups, tables, world)
+    gpus = place(placement, world, topo.n_gpus)
+    plan = plan_faults(spec, topo, world, model, gpus=gpus)
+    sfn = None if schedules is None else schedules(plan.topology, model)
+    run_topo, eff_note = _with_compute_efficiency(plan.topology, efficiency)
+    wr = WorkloadRun(run_topo, tables, groups, model, ctrl_deps=ctrl_deps, streams=streams,
+                     compute_scale=plan.compute_scale, launch_delay=plan.launch_delay, replicas=replicas,
+                     placement=gpus, fast=engine == "auto", schedule_fn=sfn)
+    from netsim.progress import Poller
+    total = sum(len(st.table) for st in wr.ranks)  # executed ops (a repeated run starts over)
+    with Poller(total, lambda: len(wr.ops), "run", "op", progress,
+                postfix=lambda: f"{wr.env.now * 1e6:,.1f} us simulated"):
+        res = wr.run()
+    res.notes[:0] = list(notes) + ([eff_note] if eff_note else [])
+    if getattr(sfn, "note", None) is not None and sfn.note() is not None:
+        res.notes.append(sfn.note())
+    res.config, res.link_status, res.wall_time_s = config, plan.link_status, time.perf_counter() - t0
+    if out is not None:
+        res.write(out, overwrite=overwrite)
+    return res
+
+
+def check_compute_efficiency(value) -> float:
+    """``--compute-efficiency``: a fraction in (0, 1] (InputError otherwise)."""
+    try:
+        f = float(value)
+    except (TypeError, ValueError):
+        raise InputError(f"expected a fraction in (0, 1], got {value!r}", source="--compute-efficiency") from None
+    if not 0.0 < f <= 1.0:
+        raise InputError(f"expected a fraction in (0, 1] (achieved / peak FLOP/s), got {value!r}",
+                         source="--compute-efficiency")
+    return f
+
+
+def _with_compute_efficiency(topo, efficiency: float):
+    """(topology whose compute roof is ``efficiency`` x its peak FLOP/s, note or None)."""
+    if efficiency == 1.0:
+        return topo, None
+    from dataclasses import replace
+    peak = topo.meta.get("peak_flops")
+    if not peak:
+        return topo, (f"compute efficiency {efficiency:g} has no effect: the topology names no GPU compute "
+                      "preset (node.gpu), so compute takes the traces' durations")
+    return replace(topo, meta={**topo.meta, "peak_flops": float(peak) * efficiency}), \
+        f"compute at {efficiency:g} x peak ({float(peak) * efficiency / 1e12:,.0f} of {float(peak) / 1e12:,.0f} TFLOP/s)"
