@@ -35,6 +35,13 @@ holds ``tokens = micro_batch * seq / cp`` tokens of each microbatch:
   In the backward pass the same two all-to-alls run in the same order: the first carries the
   output gradients to the experts (the dispatch's pattern), the second brings the input
   gradients back (the combine's).
+* activation recomputation (``recompute``, Megatron-LM's ``--recompute-granularity``; Korthikanti
+  et al., arXiv:2205.05198 §4): ``"none"`` (default) keeps every activation; ``"selective"``
+  re-runs the core attention (QKᵀ, softmax, ·V: the 4·tokens·seq·hidden / tp score operations)
+  inside each layer's backward attention node; ``"full"`` checkpoints every layer's input
+  (``--recompute-method uniform --recompute-num-layers 1``) and re-runs the layer's whole forward
+  (attention and MLP nodes named ``mb<m>.bwd.L<l>.recompute.*``, with their TP all-reduces, CP
+  all-gather and MoE all-to-alls) right before the layer's backward.
 
 The backward pass mirrors the forward pass with twice the operations.  Gradients are
 all-reduced over the DP×CP group (Megatron reduces over ``dp * cp`` ranks), one bucket
@@ -78,6 +85,8 @@ __all__ = ["MODEL_PRESETS", "ModelSpec", "SCHEDULES", "generate_llm", "interleav
 
 #: Pipeline schedules of :func:`generate_llm`.
 SCHEDULES = ("1f1b", "interleaved")
+#: Activation recomputation of :func:`generate_llm` (Megatron-LM's ``--recompute-granularity``).
+RECOMPUTE = ("none", "selective", "full")
 
 
 def _check_positive(**kw: int) -> None:
@@ -156,7 +165,7 @@ def _selected_ranks(ranks: Iterable[int] | None, world: int) -> list[int] | None
 def generate_llm(spec: ModelSpec | str, *, tp: int, pp: int, dp: int, ep: int = 1, cp: int = 1,
                  microbatches: int | None = None, global_batch: int | None = None, seq: int, micro_batch: int = 1,
                  dtype_bytes: int = 2, schedule: str = "1f1b", vpp: int | None = None,
-                 ranks: Iterable[int] | None = None,
+                 ranks: Iterable[int] | None = None, recompute: str = "none",
                  ) -> tuple[list[list[EtNode]] | dict[int, list[EtNode]], dict[str, list[int]]]:
     """Build one training iteration for every rank (or for ``ranks``).
 
@@ -182,6 +191,9 @@ def generate_llm(spec: ModelSpec | str, *, tp: int, pp: int, dp: int, ep: int = 
         divisible by ``pp``).
     ranks
         Build only these ranks (for jobs where only some ranks are simulated).
+    recompute
+        Activation recomputation: ``"none"`` (default), ``"selective"`` or ``"full"``
+        (Megatron-LM's granularities; see the module docstring).
 
     Returns
     -------
@@ -202,6 +214,9 @@ def generate_llm(spec: ModelSpec | str, *, tp: int, pp: int, dp: int, ep: int = 
         outside the job.
     """
     spec = load_model_spec(spec)
+    if recompute not in RECOMPUTE:
+        raise InputError(f"expected one of {', '.join(RECOMPUTE)}, got {recompute!r}", source="argument",
+                         field="recompute")
     _check_positive(tp=tp, pp=pp, dp=dp, ep=ep, cp=cp, seq=seq, micro_batch=micro_batch, dtype_bytes=dtype_bytes)
     microbatches = _microbatches(microbatches, global_batch, dp, micro_batch, pp)
     vpp = _virtual_stages(schedule, vpp, pp, microbatches)
@@ -224,7 +239,8 @@ def generate_llm(spec: ModelSpec | str, *, tp: int, pp: int, dp: int, ep: int = 
     lay = Layout(tp, cp, dp, pp)
     selected = _selected_ranks(ranks, lay.world)
     groups, member = layout_groups(lay, ep)
-    cost = Costs(spec, tp, cp, micro_batch * seq // cp, seq, dtype_bytes, spec.experts // ep if spec.is_moe else 0)
+    cost = Costs(spec, tp, cp, micro_batch * seq // cp, seq, dtype_bytes, spec.experts // ep if spec.is_moe else 0,
+                 recompute)
     chunks = stage_layers(spec.layers, pp * vpp)
     build = range(lay.world) if selected is None else selected
     nodes = {r: rank_nodes(r, lay, member[r], cost, chunks, vpp, microbatches) for r in build}

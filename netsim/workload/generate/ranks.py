@@ -124,6 +124,7 @@ class Costs:
     seq: int
     dtype_bytes: int
     local_experts: int
+    recompute: str = "none"  # activation recomputation: none, selective or full (generate_llm)
 
     def ops(self, params: int) -> int:  # forward operations of a block with ``params`` weights, split over TP
         return 2 * self.tokens * params // self.tp
@@ -140,8 +141,12 @@ class Costs:
         return self.tokens * 2 * self.spec.kv_hidden * self.dtype_bytes // self.tp
 
     @property
+    def score_ops(self) -> int:  # "core attention": QK^T and the weighted sum of V (4·b·s²·h / tp)
+        return 4 * self.tokens * self.seq * self.spec.hidden // self.tp
+
+    @property
     def attn_ops(self) -> int:
-        return self.ops(self.spec.attn_params) + 4 * self.tokens * self.seq * self.spec.hidden // self.tp
+        return self.ops(self.spec.attn_params) + self.score_ops
 
     @property
     def a2a(self) -> int:
@@ -193,7 +198,9 @@ def rank_nodes(r: int, lay: Layout, g: dict[str, str], cost: Costs, chunks: list
     def attention(name: str, forward: bool) -> None:
         if forward and "cp" in g:
             b.coll(f"{name}.cp_allgather_kv", CommType.ALL_GATHER, cost.kv, g["cp"])
-        b.comp(f"{name}.attn", (1 if forward else 2) * cost.attn_ops, cost.weights(spec.attn_params))
+        # selective recomputation re-runs the core attention before its backward (Korthikanti et al.)
+        redo = cost.score_ops if not forward and cost.recompute == "selective" else 0
+        b.comp(f"{name}.attn", (1 if forward else 2) * cost.attn_ops + redo, cost.weights(spec.attn_params))
         if not forward and "cp" in g:
             b.coll(f"{name}.cp_reducescatter_kv", CommType.REDUCE_SCATTER, cost.kv * lay.cp, g["cp"])
         tp_ar(f"{name}.attn_allreduce")
@@ -221,6 +228,9 @@ def rank_nodes(r: int, lay: Layout, g: dict[str, str], cost: Costs, chunks: list
             else:
                 b.recv(f"{mb}.recv_grad", peer(ch + 1), tag(m, ch, 1), act, r)
             for layer in reversed(chunks[ch]):
+                if cost.recompute == "full":  # re-run the layer's forward (and its TP/CP/EP comms) first
+                    attention(f"mb{m}.bwd.L{layer}.recompute", True)
+                    mlp(f"mb{m}.bwd.L{layer}.recompute", 1, layer)
                 mlp(f"mb{m}.bwd.L{layer}", 2, layer)
                 attention(f"mb{m}.bwd.L{layer}", False)
                 if m == last_mb and "dp" in g:  # gradient bucket ready: reduce it during backward
