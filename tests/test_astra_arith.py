@@ -91,3 +91,46 @@ def test_reference_values():
     assert (arith.reduction_ns(32768, 50), arith.reduction_ns(32768, 1600)) == (1965, 60)
     with pytest.raises(ValueError):
         arith.reduction_ns(1, 0)
+
+
+# ------------------------------------------------- the other copies, until they call arith
+def _yaml_network(tmp_path, kind: str, npus: int, bw, lat) -> str:
+    p = tmp_path / "net.yml"
+    p.write_text(f"topology: [ {kind} ]\nnpus_count: [ {npus} ]\nbandwidth: [ {bw!r} ]\nlatency: [ {lat!r} ]\n")
+    return str(p)
+
+
+@settings(max_examples=300, deadline=None)
+@given(sizes, st.integers(1, 64), lat, gib)
+def test_network_analytical_astra_message_ns_agrees(size, hops, latency, bw):
+    from netsim.network.analytical import astra_message_ns
+
+    assert astra_message_ns(size, hops, latency, bw) == arith.message_ns(size, hops, latency, bw)
+
+
+@pytest.mark.parametrize("latency", [60, 61, 500, 3999.9999999999995])
+@pytest.mark.parametrize("size", [0, 32768])
+def test_astra_engine_from_topology_keeps_yaml_values(tmp_path, latency, size):
+    """A network YAML loaded as a netsim Topology gives ASTRA-sim's delays back exactly:
+    the dims keep the YAML's GiB/s and ns (60 ns through seconds is 59.99999999999999 ns)."""
+    from netsim.astra.engine import load_network
+    from netsim.topology.spec import load_topology
+
+    path = _yaml_network(tmp_path, "Ring", 8, 50, latency)
+    want = arith.message_ns(size, 1, latency, 50)
+    assert load_network(path).delay_ns(0, 1, size) == want
+    assert load_network(load_topology(path)).delay_ns(0, 1, size) == want
+
+
+@pytest.mark.xfail(strict=True, reason="netsim/network/analytical.py computes ASTRA-sim delays from the "
+                   "topology's seconds (latency_s * 1e9), not from the YAML's ns; fix: use the dims' "
+                   "astra_latency_ns/astra_bw with netsim.astra.arith.message_ns_array, then drop this mark")
+def test_analytical_network_astra_delay_uses_yaml_ns(tmp_path):
+    import simpy
+
+    from netsim.network.analytical import AnalyticalNetwork
+    from netsim.topology.spec import load_topology
+
+    net = AnalyticalNetwork(simpy.Environment(), load_topology(_yaml_network(tmp_path, "Ring", 8, 50, 60)))
+    d = net.durations(np.array([0]), np.array([1]), np.array([0.0]))[0]
+    assert round(d * 1e9) == arith.message_ns(0, 1, 60, 50) == 60

@@ -164,7 +164,8 @@ class AstraNetwork:
         if self.topo is None:
             from netsim.topology.multidim import Dim, multi_dim
 
-            topo = multi_dim([Dim(d.kind, d.npus, units.astra_bw_to_Bps(d.bw), units.ns_to_s(d.latency)) for d in self.dims],
+            topo = multi_dim([Dim(d.kind, d.npus, units.astra_bw_to_Bps(d.bw), units.ns_to_s(d.latency),
+                                   astra_bw=d.bw, astra_latency_ns=d.latency) for d in self.dims],
                              name=Path(self.source).stem)
             topo.meta["astra_network"] = True
             object.__setattr__(self, "topo", topo)
@@ -179,7 +180,7 @@ def load_network(path) -> AstraNetwork:
     if isinstance(path, AstraNetwork):
         return path
     if isinstance(path, Topology):
-        dims = tuple(NetDim(d["kind"], d["npus"], units.Bps_to_astra_bw(d["bw_Bps"]), units.s_to_ns(d["latency_s"]))
+        dims = tuple(NetDim(d["kind"], d["npus"], d["astra_bw"], d["astra_latency_ns"])
                      for d in path.meta.get("dims", ())) if path.meta.get("astra_network") else ()
         return AstraNetwork(path.name, dims, path)
     src = str(path)

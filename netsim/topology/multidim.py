@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from netsim import units
 from netsim.topology.model import Topology, csr_from_columns, link_kind_id, node_kind_id
 
 DIM_KINDS = ("Ring", "FullyConnected", "Switch")
@@ -28,12 +29,20 @@ DIM_KINDS = ("Ring", "FullyConnected", "Switch")
 
 @dataclass(frozen=True)
 class Dim:
-    """One dimension: ``kind`` in :data:`DIM_KINDS`, ``npus`` > 1, ``bw`` B/s per link, ``latency`` s per hop."""
+    """One dimension: ``kind`` in :data:`DIM_KINDS`, ``npus`` > 1, ``bw`` B/s per link, ``latency`` s per hop.
+
+    ``astra_bw`` (GiB/s) and ``astra_latency_ns``: the values as an ASTRA-sim network YAML wrote
+    them, when the dimension came from one; ASTRA-sim's integer-ns arithmetic
+    (:mod:`netsim.astra.arith`) needs them exactly, and ``latency`` in seconds does not give the
+    ns back bit for bit (60 ns -> 6e-08 s -> 59.99999999999999 ns).
+    """
 
     kind: str
     npus: int
     bw: float
     latency: float
+    astra_bw: float | None = None
+    astra_latency_ns: float | None = None
 
 
 def _lines(N: int, stride: int, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -154,7 +163,10 @@ def _meta(dims: list[Dim], N: int) -> dict:
         diameter += {"Ring": k // 2, "FullyConnected": 1, "Switch": 2}[d.kind]
     return {
         "gpus_per_node": dims[0].npus, "nodes": N // dims[0].npus, "scaleup": "astra_multidim", "nvls": False,
-        "dims": [{"kind": d.kind, "npus": d.npus, "bw_Bps": d.bw, "latency_s": d.latency} for d in dims],
+        "dims": [{"kind": d.kind, "npus": d.npus, "bw_Bps": d.bw, "latency_s": d.latency,
+                  "astra_bw": d.astra_bw if d.astra_bw is not None else units.Bps_to_astra_bw(d.bw),
+                  "astra_latency_ns": d.astra_latency_ns if d.astra_latency_ns is not None else units.s_to_ns(d.latency)}
+                 for d in dims],
         "scaleup_Bps_per_gpu": float(inject[0]), "scaleout_Bps_per_gpu": float(sum(inject[1:])),
         "bisection_Bps": float(min(cross)), "diameter_hops": int(diameter),
     }

@@ -515,7 +515,8 @@ def parse_astra_network(data: dict, source: str) -> list[Dim]:
         if isinstance(lat, bool) or not isinstance(lat, (int, float)) or not 0 <= lat <= 1e15:
             raise InputError(f"expected a number of ns in 0..1e15, got {lat!r}", source=source,
                              field=f"latency[{i}]")
-        dims.append(Dim(kind, npus, units.astra_bw_to_Bps(bw), units.ns_to_s(lat)))
+        dims.append(Dim(kind, npus, units.astra_bw_to_Bps(bw), units.ns_to_s(lat), astra_bw=float(bw),
+                        astra_latency_ns=float(lat)))
     _check_dims_size(dims, source)
     return dims
 
