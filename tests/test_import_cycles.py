@@ -146,6 +146,20 @@ def test_no_new_import_cycles():
     assert not gone, f"no longer a cycle, remove from ALLOWED in {Path(__file__).name}: {gone}"
 
 
+#: What ``netsim.results`` may import: the results layer records what the simulation produced
+#: through shared vocabulary (:mod:`netsim.vocab`), the topology and plain helpers, never the
+#: simulation internals (workload, collectives, network, astra, bench).
+RESULTS_MAY_IMPORT = ("netsim.results", "netsim.errors", "netsim.version", "netsim.vocab", "netsim.units",
+                      "netsim.inputs", "netsim.topology")
+
+
+def test_results_depend_only_on_vocabulary_and_topology():
+    graph = import_graph()
+    bad = sorted((m, t) for m, targets in graph.items() if m.startswith("netsim.results")
+                 for t in targets if not t.startswith(RESULTS_MAY_IMPORT))
+    assert not bad, f"netsim.results imports simulation internals: {bad}"
+
+
 if __name__ == "__main__":
     g = import_graph()
     for comp in cycles(g):
