@@ -151,15 +151,19 @@ def placed_ranks(topo: Topology, cfg: BenchConfig) -> np.ndarray:
     return place(cfg.placement, cfg.gpus or topo.n_gpus, topo.n_gpus)
 
 
-def run_one(topo: Topology, cfg: BenchConfig, nbytes: int, keep: list | None = None) -> tuple[nt.BenchRow, dict]:
+def run_one(topo: Topology, cfg: BenchConfig, nbytes: int, keep: list | None = None,
+            watch=None) -> tuple[nt.BenchRow, dict]:
     """Simulate one size; returns the table row and the executor/network counters (``keep``: a list
-    that gets the size's link and rank counters, :func:`netsim.results.bench_tables.capture`)."""
+    that gets the size's link and rank counters, :func:`netsim.results.bench_tables.capture`;
+    ``watch``: called with the network before it runs, for a progress bar)."""
     n = cfg.gpus or topo.n_gpus
     size, _count, _per_rank = nt.size_and_count(cfg.op, nbytes, n, cfg.dtype)
     if cfg.routing is not None:
         topo = with_routing(topo, cfg.routing)
     p = build_plan(topo, cfg, float(size))
     net = MODELS[cfg.model](simpy.Environment(), topo)
+    if watch is not None:
+        watch(net)
     result = run_collective(net, p.schedule, placed_ranks(topo, cfg), engine=cfg.engine)
     time_s = result.time
     if time_s <= 0:  # zero bytes: nccl-tests still reports a launch; keep a tiny positive time
@@ -296,7 +300,7 @@ def _check_outputs(args: argparse.Namespace) -> bool:
 def _cmd_bench(args: argparse.Namespace) -> int:
     to_dataset = _check_outputs(args)
     from netsim.cli_options import load_topology_set, parse_sets
-    from netsim.progress import bar, wanted
+    from netsim.progress import Poller, wanted
 
     sets = parse_sets(args.sets)
     topo = load_topology_set(args.topology, args.sets)
@@ -319,12 +323,15 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         dataset.check_writable(args.out, dataset.run_id_for(run_config), args.overwrite)
         t0 = time.perf_counter()
     kept: list | None = [] if to_dataset else None  # per-size links and ranks for --out DIR
-    rows = []
-    with bar(len(sizes), "bench", "size", wanted(args.quiet)) as progress:  # per size, after 2 s, on a TTY
-        for s in sizes:
-            progress.set_postfix_str(f"size {units.format_size(s)}", refresh=False)
-            rows.append(run_one(topo, cfg, s, kept)[0])
-            progress.update(1)
+    rows, now = [], {}  # now: the size being simulated and its network (read by the progress thread)
+
+    def status() -> str:
+        net = now.get("net")
+        return f"size {now.get('size', '')}" + (f", {net.env.now * 1e6:,.1f} us simulated" if net else "")
+    with Poller(len(sizes), lambda: len(rows), "bench", "size", wanted(args.quiet), postfix=status):
+        for s in sizes:  # per size and, within a long size, its simulated time (after 2 s, on a TTY)
+            now.update(size=units.format_size(s), net=None)
+            rows.append(run_one(topo, cfg, s, kept, watch=lambda net: now.update(net=net))[0])
     algos = sorted({r.algorithm for r in rows})
     routing = topo.routing
     title = (f"netsim bench: {topo.name}, {cfg.gpus} GPUs, model {cfg.model}, "

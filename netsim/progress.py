@@ -87,5 +87,7 @@ class Poller:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
+            if exc[0] is None:
+                self.poll()  # the final count (drawn only if the bar is showing)
         if self._bar is not None:
             self._bar.close()

@@ -103,10 +103,11 @@ def test_run_progress_bar_polls_ops(monkeypatch, capsys):
 
 def test_bench_progress_bar(monkeypatch, capsys):
     monkeypatch.setattr(progress, "DELAY_S", 0.0)
+    monkeypatch.setattr(progress, "INTERVAL_S", 0.001)
     monkeypatch.setattr(progress, "wanted", lambda quiet=False, stream=None: not quiet)
-    assert main(["bench", "--topology", SU, "--op", "all_reduce", "-b", "1M", "-e", "4M", "--gpus", "16"]) == 0
+    assert main(["bench", "--topology", SU, "--op", "all_reduce", "-b", "1M", "-e", "64M", "--gpus", "16"]) == 0
     err = capsys.readouterr().err
-    assert "bench:" in err and "size" in err
+    assert "bench:" in err and "/7 " in err and "size 64MiB" in err and "us simulated" in err
     assert main(["bench", "--topology", SU, "--op", "all_reduce", "-b", "1M", "--gpus", "16", "-q"]) == 0
     assert capsys.readouterr().err == ""
 
