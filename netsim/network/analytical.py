@@ -36,6 +36,7 @@ from __future__ import annotations
 import numpy as np
 
 from netsim import units
+from netsim.astra import arith
 from netsim.network.base import DoneCallback, Network
 from netsim.network.maxmin import drain_alone
 
@@ -56,8 +57,9 @@ class AnalyticalNetwork(Network):
             self._k = np.array([d["npus"] for d in dims], dtype=np.int64)
             self._stride = np.concatenate(([1], np.cumprod(self._k)[:-1]))
             self._kind = [d["kind"] for d in dims]
-            self._lat_ns = np.array([d["latency_s"] * 1e9 for d in dims])
-            self._bw_Bpns = np.array([d["bw_Bps"] / 1e9 for d in dims])
+            # the YAML's own ns and GiB/s (seconds round-trip 60 ns to 59.999...; ASTRA-sim charges 60)
+            self._lat_ns = [float(d.get("astra_latency_ns", d["latency_s"] * 1e9)) for d in dims]
+            self._bw_gib = [float(d.get("astra_bw", units.Bps_to_astra_bw(d["bw_Bps"]))) for d in dims]
 
     def step_rates(self, routes, nbytes: np.ndarray, cap=None, parts: int = 1) -> np.ndarray | None:
         """See :meth:`Network.step_rates`: :func:`step_alone_rates` on the topology's capacities
@@ -98,7 +100,7 @@ class AnalyticalNetwork(Network):
                 hops = np.minimum(diff, self._k[d] - diff)
             else:
                 hops = np.full(src.size, 1 if kind == "FullyConnected" else 2)
-            delay = np.trunc(hops * self._lat_ns[d] + nbytes / self._bw_Bpns[d])
+            delay = arith.message_ns_array(nbytes, hops, self._lat_ns[d], self._bw_gib[d])
             out[here] = delay[here]
             pending &= ~here
         return out
@@ -158,12 +160,3 @@ def step_alone_rates(indptr: np.ndarray, links: np.ndarray, nbytes: np.ndarray, 
         links, capacity = links + block * capacity.size, np.tile(capacity, parts)
     drain = drain_alone(indptr, links, nbytes, capacity, cap, STEP_SOLVES)[0]
     return np.where(drain > 0, nbytes / np.where(drain > 0, drain, 1.0), np.inf)
-
-
-def astra_message_ns(bytes_: float, hops: int, latency_ns: float, bw_gib: float) -> int:
-    """ASTRA-sim congestion-unaware delay of one message, in integer ns (for tests and docs).
-
-    >>> astra_message_ns(32768, 1, 500, 50)
-    1110
-    """
-    return int(hops * latency_ns + bytes_ / units.astra_bw_to_bytes_per_ns(bw_gib))
