@@ -123,6 +123,9 @@ def test_nvls_channels_and_enable():
     assert gb.nvls_channels == 24  # NVLS_NCHANNELS_SM100_NVL on one NVLink domain (nvls.cc:157, 211)
     a100 = build_topology(parse_spec({"node": {"preset": "hgx-a100", "nvls": True}}))
     assert not nccl.CommInfo.from_topology(a100, np.arange(8)).nvls  # NVLS needs SM90 (search.cc:1124)
+    h100 = load_topology(H100)
+    assert nccl.CommInfo.from_topology(h100, np.arange(2)).nvls  # any 2+ GPUs (nvls.cc:262), not only > 4
+    assert nccl.choose("all_reduce", 1 << 30, nccl.CommInfo.from_topology(h100, np.arange(4))).algorithm == "nvls"
 
 
 def test_nvls_efficiency_is_a_rate_cap_not_extra_bytes():
@@ -131,3 +134,12 @@ def test_nvls_efficiency_is_a_rate_cap_not_extra_bytes():
     steps = [ph.step for ph in p.schedule.phases if ph.step.n_transfers]
     assert all(st.wire == 1.0 for st in steps)  # the links carry (and count) the real bytes
     assert all(st.rate_cap == pytest.approx(.85 * 18 * 20.6e9) for st in steps)
+
+
+def test_auto_never_picks_nvls_tree_for_ranks_that_are_not_whole_nodes():
+    su = load_topology(SU)
+    ranks = np.array([g * 8 + k for g in range(8) for k in (0, 1)])  # 2 GPUs on each of 8 nodes
+    info = nccl.CommInfo.from_topology(su, ranks)
+    assert info.nvls and nccl.choose("all_reduce", 1 << 30, info).algorithm == "nvls_tree"  # NCCL's pick
+    p = plan(su, ranks, "all_reduce", 1 << 30)  # but the schedule needs whole nodes: the next best runs
+    assert p.algorithm in ("ring", "tree")

@@ -108,6 +108,8 @@ MAXCHANNELS = 64  # device.h:91
 #: Pipeline chunk per channel (NCCL step size: 4 MiB Simple / 8 steps; LL 512 KiB / 8; LL128 4.69 MiB / 8;
 #: init.cc:810-813, device.h:26).
 CHUNK_BYTES = {"LL": 64 << 10, "LL128": 600 << 10, "Simple": 512 << 10}
+#: Wire bytes per payload byte: an LL line is 4 B data + 4 B flag, twice (device.h:75-86); an LL128
+#: line is 128 B with one 8 B flag element (device.h:109-112).
 WIRE = {"LL": 2.0, "LL128": 128 / 120, "Simple": 1.0}
 
 
@@ -141,8 +143,9 @@ class CommInfo:
         nic = nic_line * eff.get("ib", 1.0)
         model = str(topo.meta.get("gpu_model"))
         arch = _ARCH.get(model, "hopper")
-        # NVLS needs an NVSwitch that reduces and SM90+ (search.cc:1124); it gains nothing at <= 4 GPUs
-        nvls = bool(topo.meta.get("nvls")) and ppn > 4 and NVLS_EFFICIENCY[arch] > 0
+        # NVLS needs an NVSwitch that reduces, SM90+ (search.cc:1124) and 2+ GPUs (nvls.cc:262; the NVLS
+        # graph needs 2 channels, tuning.cc:309); the cost model decides where it pays
+        nvls = bool(topo.meta.get("nvls")) and ppn >= 2 and NVLS_EFFICIENCY[arch] > 0
         if channels is None:
             channels = ring_channels(arch, int(nodes.size), ppn, bw_intra, nic_line)
         cpu = str(topo.meta.get("cpu_vendor") or DEFAULT_CPU.get(model, "intel"))

@@ -34,7 +34,9 @@ ALGORITHMS: dict[str, tuple[str, ...]] = {
     "reduce": ("ring",),
     "sendrecv": ("p2p",),
 }
-#: p2p (all-to-all, send/recv) protocol: NCCL uses LL up to NCCL_P2P_LL_THRESHOLD, else Simple.
+#: p2p (all-to-all, send/recv) protocol: NCCL uses LL up to NCCL_P2P_LL_THRESHOLD, else Simple
+#: (NCCL 2.30.7 enqueue.cc:859, default 16384; enqueue.cc:932 compares a peer's bytes with
+#: nChannels x the threshold, where the p2p channel count per peer is not modelled here: 1 channel).
 P2P_LL_THRESHOLD = 16 << 10
 
 
@@ -82,8 +84,8 @@ def plan(topo: Topology, ranks, op: str, nbytes: float, algo: str = "auto", *,
     g = info.local_size if node_aligned(ranks, info.local_size) else None
     if op in ("alltoall", "sendrecv"):
         return _p2p_plan(topo, ranks, op, nbytes, algo, info, g, matrix, protocol, shaped)
-    if algo == "auto":
-        choice = nccl.choose(op, nbytes, info)
+    if algo == "auto":  # nvls_tree's schedule needs whole, aligned nodes: otherwise NCCL's next best
+        choice = nccl.choose(op, nbytes, info, algorithms=None if g is not None else ("tree", "ring", "nvls"))
     else:
         choice = nccl.protocol_for(algo, op, nbytes, info)
     if protocol is not None:
