@@ -85,8 +85,9 @@ def fixed_durations(net: Network, step: Step, ranks: np.ndarray, repeat: int = 0
     without simulating.
 
     ``repeat``: the step's traffic ``repeat`` times is owed to the link counters (the
-    event-driven path counts every submit): appended to ``counts`` as ``(routes, bytes,
-    busy, transfers)`` when given, else counted now.  ``routes``: the step's CSR paths
+    event-driven path counts every submit): appended to ``counts`` (a list, or a
+    :class:`~netsim.network.base.Tally`) as ``(routes, bytes, busy, transfers)`` when given,
+    else counted now.  ``routes``: the step's CSR paths
     (:func:`step_routes`), when the caller has them.  ``drains``: the seconds each transfer
     occupies its links (from its start until drained) are appended.  ``parts``: the step
     stacks that many copies of one collective (replicas; see :meth:`Network.step_rates`)."""
@@ -198,12 +199,13 @@ class _Pattern:
 class Prepared:
     """What :func:`run_fixed` precomputes for one schedule on fixed ranks (reusable).
 
-    patterns: ``(_Pattern, repeat)`` per phase; counts: link-counter items (see
-    :func:`fixed_durations`); lockstep: the durations hold only if the run stays in
-    lockstep (see the module docstring), checked while it runs."""
+    patterns: ``(_Pattern, repeat)`` per phase; counts: the link counters of one run
+    (:meth:`Tally.summary <netsim.network.base.Tally.summary>`, whose first entry is the links
+    it uses); lockstep: the durations hold only if the run stays in lockstep (see the module
+    docstring), checked while it runs."""
 
     patterns: list
-    counts: list
+    counts: tuple
     lockstep: bool = False
 
 
@@ -216,7 +218,7 @@ def fixed_patterns(net: Network, schedule: Schedule, ranks: np.ndarray, parts: i
               for ph in schedule.phases]
     mask = contended_links(net.topo.n_links, schedule.nranks, [r for r in routed if r[1] is not None]) \
         if flow else None
-    patterns, counts = [], []
+    patterns, counts = [], net.tally()
     for ph, (step, routes) in zip(schedule.phases, routed):
         drains: list = []
         dur = fixed_durations(net, step, ranks, ph.repeat, counts, routes, drains, parts) if step.n_transfers \
@@ -225,7 +227,7 @@ def fixed_patterns(net: Network, schedule: Schedule, ranks: np.ndarray, parts: i
             return None
         drain = drains[0] if drains else None
         patterns.append((_Pattern(step, schedule.nranks, dur, routes, mask, drain), ph.repeat))
-    return Prepared(patterns, counts, mask is not None)
+    return Prepared(patterns, counts.summary(), mask is not None)
 
 
 def run_fixed(net: Network, schedule: Schedule, ranks: np.ndarray, start: np.ndarray,
@@ -265,7 +267,7 @@ def run_fixed(net: Network, schedule: Schedule, ranks: np.ndarray, start: np.nda
                 skipped += m
                 hist.clear()
     if count:
-        net.count_alone(prepared.counts)
+        net.add_tally(prepared.counts)
     exact = check is None or check.ok
     return {"finish": x, "steps_simulated": simulated, "steps_skipped": skipped, "exact": exact,
             "lockstep": prepared.lockstep}

@@ -69,6 +69,31 @@ class TransferRecord:
     path: tuple[int, ...]
 
 
+class Tally:
+    """Link counters of batches evaluated by :meth:`Network.alone`, summed per link as they come
+    (``append((routes, bytes, busy, transfers))``, by the network's own rules), so that a
+    collective run many times is counted by :meth:`Network.add_tally` with a few array
+    operations, and no batch's routes are kept."""
+
+    def __init__(self, net: "Network"):
+        n = net.topo.n_links
+        self._net = net
+        self._into = (np.zeros(n), np.zeros(n), np.zeros(n, dtype=np.int32))
+        self.transfers = 0
+
+    def append(self, item: tuple) -> None:
+        routes, nbytes, busy, transfers = item
+        self.transfers += transfers
+        if routes is not None:
+            self._net._count(routes, nbytes, busy, self._into)
+
+    def summary(self) -> tuple:
+        """``(links, bytes, busy_s, peak_flows, transfers)`` over the links used."""
+        nbytes, busy, peak = self._into
+        used = np.flatnonzero((nbytes > 0) | (busy > 0) | (peak > 0))
+        return used, nbytes[used], busy[used], peak[used], self.transfers
+
+
 class Network:
     """Base class: routing, delivery scheduling and counters shared by both models."""
 
@@ -182,22 +207,12 @@ class Network:
             if routes is not None:
                 self._count(routes, nbytes, busy)
 
-    def tally(self, counts: list) -> tuple:
-        """``counts`` (as for :meth:`count_alone`) summed per link once, so that a collective run many
-        times is counted by :meth:`add_tally` with a few array operations:
-        ``(links, bytes, busy_s, peak_flows, transfers)``."""
-        n = self.topo.n_links
-        into = (np.zeros(n), np.zeros(n), np.zeros(n, dtype=np.int32))
-        transfers = 0
-        for routes, nbytes, busy, count in counts:
-            transfers += count
-            if routes is not None:
-                self._count(routes, nbytes, busy, into)
-        used = np.flatnonzero((into[0] > 0) | (into[1] > 0) | (into[2] > 0))
-        return used, into[0][used], into[1][used], into[2][used], transfers
+    def tally(self) -> "Tally":
+        """An empty :class:`Tally` of this network's counting rules."""
+        return Tally(self)
 
     def add_tally(self, t: tuple) -> None:
-        """Count one run of a collective summarized by :meth:`tally`."""
+        """Count one run of a collective summarized by :meth:`Tally.summary`."""
         used, nbytes, busy, peak, transfers = t
         self.stats["transfers"] += transfers
         self.link_bytes[used] += nbytes

@@ -30,7 +30,6 @@ arrive with their representatives.
 
 from __future__ import annotations
 
-from dataclasses import replace
 
 import numpy as np
 
@@ -260,10 +259,7 @@ class Instances:
         prepared = fixed_patterns(self.net, full, rankmap, parts=k)
         if prepared is None:
             return None
-        links = [item[0][1] for item in prepared.counts if item[0] is not None]
-        links = np.unique(np.concatenate(links)) if links else np.zeros(0, np.int64)
-        summed = self.net.tally(prepared.counts)
-        return rankmap, (full, replace(prepared, counts=[]), summed), links
+        return rankmap, (full, prepared, prepared.counts), prepared.counts[0]
 
     def _done(self, inst: dict, local: np.ndarray, t: float) -> None:
         """Members finished at ``t``: a representative is done when its whole orbit is."""
