@@ -22,11 +22,11 @@ with ``hops`` = ring distance (Ring), 1 (FullyConnected) or 2 (Switch), and
 
 so results agree with ASTRA-sim to the nanosecond.
 
-Link counters (no contention, so they describe offered load): ``link_bytes``
+Link counters (steps do not see one another, so they describe offered load): ``link_bytes``
 as in :class:`~netsim.network.base.Network`; ``link_busy_s`` = the sum of the
-serialization times (duration minus path latency; the whole ASTRA-sim delay on
-ASTRA topologies) of the transfers crossing the link, which may exceed the
-elapsed time when transfers overlap (reports cap it at the makespan);
+serialization times (duration minus path latency, i.e. the drain time within the step; the
+whole ASTRA-sim delay on ASTRA topologies) of the transfers crossing the link, which may
+exceed the elapsed time when transfers overlap (reports cap it at the makespan);
 ``link_peak_flows`` = the most transfers submitted together (one batch, one
 instant) that cross the link, a lower bound on true concurrency.
 """
@@ -45,7 +45,7 @@ STEP_SOLVES = 8
 
 
 class AnalyticalNetwork(Network):
-    """Alpha-beta per transfer; see the module docstring."""
+    """Each collective step timed alone (links shared within it); see the module docstring."""
 
     model = "analytical"
 

@@ -11,9 +11,15 @@ ways in:
   events, not one per rank.
 
 Implementations: :class:`~netsim.network.analytical.AnalyticalNetwork`
-(alpha-beta, no contention; ASTRA-sim congestion-unaware semantics on ASTRA
-topologies) and :class:`~netsim.network.flow.FlowNetwork` (max-min fair
-sharing of every link).
+(each collective step timed as if it ran alone, its transfers sharing their links; ASTRA-sim
+congestion-unaware semantics on ASTRA topologies) and
+:class:`~netsim.network.flow.FlowNetwork` (max-min fair sharing of every link, event by event).
+
+The contract the collectives rely on, beside :meth:`Network.submit`:
+:meth:`Network.alone` (a batch that starts together and runs alone, timed without events, or
+``None``), :meth:`Network.step_rates` (the rate bound a model puts on one step's transfers),
+:attr:`Network.live_sharing`, and the counting hooks :meth:`Network.count_alone`,
+:meth:`Network.tally` / :meth:`Network.add_tally`.
 
 Per-link counters (arrays over link ids, see :meth:`Network.link_stats`):
 ``link_bytes`` (wire bytes of every submitted transfer, added along its route),
