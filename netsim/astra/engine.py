@@ -175,7 +175,8 @@ class AstraNetwork:
 def load_network(path) -> AstraNetwork:
     """An ASTRA-sim network YAML (validated key by key) or a netsim topology YAML."""
     from netsim.topology.model import Topology
-    from netsim.topology.spec import is_astra_network, load_topology, parse_astra_network
+    from netsim.topology.astra_yaml import is_astra_network, parse_astra_network
+    from netsim.topology.spec import load_topology
 
     if isinstance(path, AstraNetwork):
         return path

@@ -74,8 +74,9 @@ def read_yaml(path: str) -> Any:
 
 def build_from_mapping(data: dict, source: str) -> Topology:
     """Build a topology from a parsed netsim or ASTRA-sim network YAML mapping."""
+    from netsim.topology.astra_yaml import is_astra_network, parse_astra_network
     from netsim.topology.multidim import multi_dim
-    from netsim.topology.spec import build_topology, is_astra_network, parse_astra_network, parse_spec
+    from netsim.topology.spec import build_topology, parse_spec
 
     if is_astra_network(data):
         topo = multi_dim(parse_astra_network(data, source), name=Path(source).stem)

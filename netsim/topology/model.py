@@ -27,6 +27,11 @@ from typing import Any, Mapping, Protocol
 
 import numpy as np
 
+#: GPUs in one topology: twice the largest shipped example (65,536 GPUs, fat-tree-64k.yaml).
+MAX_GPUS = 131_072
+#: Links in one topology (about 40 bytes each; fat-tree-64k.yaml has 655,360).
+MAX_LINKS = 16_000_000
+
 NODE_KINDS: tuple[str, ...] = ("gpu", "nvswitch", "nic", "leaf", "spine", "core", "switch")
 LINK_KINDS: tuple[str, ...] = ("nvlink", "pcie", "ib", "ethernet", "link")
 #: Scale-out routing policies (:mod:`netsim.topology.policy`); the first is the default.

@@ -17,12 +17,14 @@ network, not here.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from netsim import units
-from netsim.topology.model import Topology, csr_from_columns, link_kind_id, node_kind_id
+from netsim.errors import InputError
+from netsim.topology.model import MAX_GPUS, MAX_LINKS, Topology, csr_from_columns, link_kind_id, node_kind_id
 
 DIM_KINDS = ("Ring", "FullyConnected", "Switch")
 
@@ -170,3 +172,15 @@ def _meta(dims: list[Dim], N: int) -> dict:
         "scaleup_Bps_per_gpu": float(inject[0]), "scaleout_Bps_per_gpu": float(sum(inject[1:])),
         "bisection_Bps": float(min(cross)), "diameter_hops": int(diameter),
     }
+
+
+def check_dims_size(dims: list[Dim], source: str) -> None:
+    """Refuse a multi-dimensional network beyond :data:`MAX_GPUS` NPUs or :data:`MAX_LINKS` links."""
+    npus = math.prod(d.npus for d in dims)
+    if npus > MAX_GPUS:
+        raise InputError(f"{' x '.join(str(d.npus) for d in dims)} = {npus:,} NPUs; netsim handles at most "
+                         f"{MAX_GPUS:,}", source=source, field="dims")
+    links = sum(npus * (d.npus - 1 if d.kind == "FullyConnected" else 2) for d in dims)
+    if links > MAX_LINKS:
+        raise InputError(f"this network would have {links:,} links; netsim handles at most {MAX_LINKS:,}",
+                         source=source, field="dims")

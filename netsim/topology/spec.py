@@ -16,7 +16,6 @@ integer, got -4``.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable
@@ -24,10 +23,11 @@ from typing import Any, Callable
 import numpy as np
 from netsim import inputs, units
 from netsim.errors import InputError
+from netsim.topology.astra_yaml import is_astra_network, parse_astra_network
 from netsim.topology.builders import NVLINK_HOP_LATENCY_S, GPU_PRESETS, SCALEUP_PRESETS, nvlink_mesh, nvswitch_domain
 from netsim.topology.fattree import Tier, fat_tree
-from netsim.topology.model import LINK_KINDS, Topology
-from netsim.topology.multidim import DIM_KINDS, Dim, multi_dim
+from netsim.topology.model import LINK_KINDS, MAX_GPUS, MAX_LINKS, Topology  # noqa: F401 (limits re-exported)
+from netsim.topology.multidim import DIM_KINDS, Dim, check_dims_size, multi_dim
 
 
 # ----------------------------------------------------------- field parsers
@@ -47,10 +47,6 @@ MAX_NODE_GPUS = 576
 MAX_LINKS_PER_GPU = 1024
 #: Ports per switch (down, up, radix): the largest shipping switch ASICs have 512 ports.
 MAX_PORTS = 4096
-#: GPUs in one topology: twice the largest shipped example (65,536 GPUs, fat-tree-64k.yaml).
-MAX_GPUS = 131_072
-#: Links in one topology (about 40 bytes each; fat-tree-64k.yaml has 655,360).
-MAX_LINKS = 16_000_000
 
 
 def _int_in(lo: int, hi: int, note: str):
@@ -405,7 +401,7 @@ def _build(spec: TopologySpec, source: str) -> Topology:
     if spec.dims is not None:
         dims = [Dim(d.kind, d.npus, d.bw, d.latency) for d in spec.dims]
         _check_dims(dims, source, "dims")
-        _check_dims_size(dims, source)
+        check_dims_size(dims, source)
         return multi_dim(dims, name=spec.name)
     node = build_node(spec.node, source)
     if spec.scale_out is None:
@@ -450,18 +446,6 @@ def _check_fat_tree_size(node: Topology, n_nodes: int, tiers: list[Tier], rail: 
                          "(fewer ports per switch or fewer parallel links)", source=source, field="scale_out.tiers")
 
 
-def _check_dims_size(dims: list[Dim], source: str) -> None:
-    """Refuse a multi-dimensional network beyond :data:`MAX_GPUS` NPUs or :data:`MAX_LINKS` links."""
-    npus = math.prod(d.npus for d in dims)
-    if npus > MAX_GPUS:
-        raise InputError(f"{' x '.join(str(d.npus) for d in dims)} = {npus:,} NPUs; netsim handles at most "
-                         f"{MAX_GPUS:,}", source=source, field="dims")
-    links = sum(npus * (d.npus - 1 if d.kind == "FullyConnected" else 2) for d in dims)
-    if links > MAX_LINKS:
-        raise InputError(f"this network would have {links:,} links; netsim handles at most {MAX_LINKS:,}",
-                         source=source, field="dims")
-
-
 def _renamed(t: Topology, name: str) -> Topology:
     from dataclasses import replace
     return replace(t, name=name)
@@ -474,51 +458,6 @@ def _check_dims(dims: list[Dim], source: str, path: str) -> None:
                              source=source, field=f"{path}[{i}].kind")
         if d.npus < 2:
             raise InputError(f"expected at least 2 NPUs, got {d.npus}", source=source, field=f"{path}[{i}].npus")
-
-
-# ----------------------------------------------------------- ASTRA-sim YAML
-ASTRA_KEYS = ("topology", "npus_count", "bandwidth", "latency")
-
-
-def is_astra_network(data: Any) -> bool:
-    """True when a parsed YAML mapping looks like an ASTRA-sim network config."""
-    return isinstance(data, dict) and "topology" in data and "npus_count" in data
-
-
-def parse_astra_network(data: dict, source: str) -> list[Dim]:
-    """ASTRA-sim network YAML -> dimensions (bandwidth GiB/s per link, latency ns per hop)."""
-    lists = {}
-    for key in ASTRA_KEYS:
-        value = data.get(key)
-        if not isinstance(value, list) or not value:
-            raise InputError("expected a non-empty list (one entry per dimension)", source=source, field=key)
-        lists[key] = value
-    n = len(lists["topology"])
-    for key in ASTRA_KEYS[1:]:
-        if len(lists[key]) != n:
-            raise InputError(f"expected {n} entries (one per dimension, like 'topology'), got "
-                             f"{len(lists[key])}", source=source, field=key)
-    dims = []
-    for i in range(n):
-        kind, npus = lists["topology"][i], lists["npus_count"][i]
-        bw, lat = lists["bandwidth"][i], lists["latency"][i]
-        if kind not in DIM_KINDS:
-            raise InputError(f"expected one of {', '.join(DIM_KINDS)}, got {kind!r}", source=source,
-                             field=f"topology[{i}]")
-        if isinstance(npus, bool) or not isinstance(npus, int) or not 2 <= npus <= MAX_GPUS:
-            raise InputError(f"expected an integer in 2..{MAX_GPUS}, got {npus!r}", source=source,
-                             field=f"npus_count[{i}]")
-        if isinstance(bw, bool) or not isinstance(bw, (int, float)) or not 1e-9 <= bw <= 1e6:  # 1e-9 GiB/s ~ 1 B/s
-            raise InputError(f"expected a positive number up to 1e6 (GB/s, read as GiB/s like ASTRA-sim), "
-                             f"got {bw!r}",
-                             source=source, field=f"bandwidth[{i}]")
-        if isinstance(lat, bool) or not isinstance(lat, (int, float)) or not 0 <= lat <= 1e15:
-            raise InputError(f"expected a number of ns in 0..1e15, got {lat!r}", source=source,
-                             field=f"latency[{i}]")
-        dims.append(Dim(kind, npus, units.astra_bw_to_Bps(bw), units.ns_to_s(lat), astra_bw=float(bw),
-                        astra_latency_ns=float(lat)))
-    _check_dims_size(dims, source)
-    return dims
 
 
 def load_topology(path: str | Path) -> Topology:

@@ -1,0 +1,132 @@
+"""Routing around failed links and switches (``--faults``: see :mod:`netsim.workload.faults`).
+
+:class:`FaultRouter` keeps the topology's routes except for pairs that cross a failed link.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from netsim.errors import InputError
+from netsim.topology.model import Topology, csr_gather, mix_hash
+
+
+class FaultRouter:
+    """The topology's routes, except that pairs crossing a failed link are re-routed.
+
+    First the base router's other ECMP choices (the flow key re-hashed, up to ``tries``
+    times), which keeps its routing discipline (up/down, PXN); then a shortest path over
+    the surviving links (breadth-first; may forward through GPUs, as on an NVLink mesh).
+    Deterministic.  Construction checks that the job's ranks (on GPUs ``gpus``, default the
+    first ``n_ranks``) still reach each other.
+    """
+
+    def __init__(self, topo: Topology, failed: np.ndarray, n_ranks: int, tries: int = 16,
+                 gpus: np.ndarray | None = None):
+        self.base, self.failed, self.gpus, self.tries = topo.router, failed, topo.gpus, tries
+        self._job = np.arange(n_ranks, dtype=np.int64) if gpus is None else np.asarray(gpus, dtype=np.int64)
+        self.link_src, self.link_dst = topo.link_src.astype(np.int64), topo.link_dst.astype(np.int64)
+        alive = np.flatnonzero(~failed)
+        self._out = _adjacency(self.link_src[alive], alive, topo.n_nodes)
+        self._in = _adjacency(self.link_dst[alive], alive, topo.n_nodes)
+        self._dist: dict[tuple[int, bool], np.ndarray] = {}
+        self._check(n_ranks)
+
+    def routes(self, src: np.ndarray, dst: np.ndarray, key: np.ndarray | None = None):
+        """See :meth:`netsim.topology.model.Router.routes`."""
+        ip, lk = self.base.routes(src, dst, key)
+        rows = np.flatnonzero(_crosses(ip, lk, self.failed))
+        if not rows.size:
+            return ip, lk
+        k0 = np.zeros(src.size, dtype=np.int64) if key is None else np.asarray(key, dtype=np.int64)
+        pieces = []
+        for t in range(1, self.tries + 1):
+            salt = (mix_hash(k0[rows], np.int64(t), np.int64(0xFA17)) >> np.uint64(2)).astype(np.int64)
+            ip2, lk2 = self.base.routes(src[rows], dst[rows], salt)
+            ok = ~_crosses(ip2, lk2, self.failed)
+            if ok.any():
+                pieces.append((rows[ok], *csr_gather(ip2, lk2, np.flatnonzero(ok))))
+            rows = rows[~ok]
+            if not rows.size:
+                break
+        if rows.size:
+            pieces.append((rows, *self._shortest(src[rows], dst[rows], k0[rows])))
+        return _replace_rows(ip, lk, pieces)
+
+    def _bfs(self, node: int, forward: bool = True) -> np.ndarray:
+        """Hops from ``node`` to every node (to it when not ``forward``) over surviving links; -1 if none."""
+        dist = self._dist.get((node, forward))
+        if dist is None:
+            (ptr, links), ends = (self._out, self.link_dst) if forward else (self._in, self.link_src)
+            dist = np.full(ptr.size - 1, -1, dtype=np.int64)
+            dist[node], frontier, level = 0, np.array([node]), 0
+            while frontier.size:
+                nxt = ends[csr_gather(ptr, links, frontier)[1]]
+                frontier, level = np.unique(nxt[dist[nxt] < 0]), level + 1
+                dist[frontier] = level
+            if len(self._dist) >= 64:
+                self._dist.pop(next(iter(self._dist)))
+            self._dist[(node, forward)] = dist
+        return dist
+
+    def _shortest(self, src, dst, key):
+        paths, lost, (ptr, links) = [], [], self._in
+        for s, d, k in zip(src.tolist(), dst.tolist(), key.tolist()):
+            a, v, path = int(self.gpus[s]), int(self.gpus[d]), []
+            dist = self._bfs(a)
+            if dist[v] < 0:
+                lost.append(f"{s}->{d}")
+            while dist[v] > 0:  # walk back along a hashed choice of shortest-path predecessors
+                inl = links[ptr[v]:ptr[v + 1]]
+                preds = inl[dist[self.link_src[inl]] == dist[v] - 1]
+                pick = int(preds[int(mix_hash(np.int64(s), np.int64(d), np.int64(k), np.int64(len(path)))
+                                     % np.uint64(preds.size))])
+                path.append(pick)
+                v = int(self.link_src[pick])
+            paths.append(path[::-1])
+        if lost:
+            raise InputError(f"failed links/switches leave no path for rank pairs {', '.join(lost[:8])}"
+                             f"{' ...' if len(lost) > 8 else ''}", source="--faults")
+        lengths = np.array([len(p) for p in paths], dtype=np.int64)
+        return np.concatenate(([0], np.cumsum(lengths))), np.array([x for p in paths for x in p], dtype=np.int64)
+
+    def _check(self, n_ranks: int) -> None:
+        g = self.gpus[self._job[:n_ranks]].astype(np.int64)
+        if g.size < 2:
+            return
+        out = np.flatnonzero(self._bfs(int(g[0]), True)[g] < 0)
+        back = np.flatnonzero(self._bfs(int(g[0]), False)[g] < 0)
+        if out.size or back.size:
+            pairs = [f"0->{r}" for r in out[:6].tolist()] + [f"{r}->0" for r in back[:6].tolist()]
+            cut = np.union1d(out, back)
+            raise InputError(f"failed links/switches leave rank pairs without any path: {', '.join(pairs)}"
+                             f"{' ...' if out.size + back.size > len(pairs) else ''} ({cut.size} of {g.size} ranks cannot reach "
+                             f"or be reached from rank 0, e.g. {cut[:8].tolist()})", source="--faults")
+
+
+def _adjacency(ends: np.ndarray, ids: np.ndarray, n_nodes: int) -> tuple[np.ndarray, np.ndarray]:
+    """CSR of link ids by node (``ends[i]`` is the node of link ``ids[i]``)."""
+    ptr = np.zeros(n_nodes + 1, dtype=np.int64)
+    np.cumsum(np.bincount(ends, minlength=n_nodes), out=ptr[1:])
+    return ptr, ids[np.argsort(ends, kind="stable")]
+
+
+def _crosses(indptr: np.ndarray, links: np.ndarray, failed: np.ndarray) -> np.ndarray:
+    """Per path: whether it uses a failed link."""
+    c = np.concatenate(([0], np.cumsum(failed[links], dtype=np.int64)))
+    return (c[indptr[1:]] - c[indptr[:-1]]) > 0
+
+
+def _replace_rows(ip: np.ndarray, lk: np.ndarray, pieces) -> tuple[np.ndarray, np.ndarray]:
+    """CSR ``(ip, lk)`` with the rows of each ``(rows, ip, lk)`` piece replaced."""
+    lengths, keep = np.diff(ip), np.ones(ip.size - 1, dtype=bool)
+    for rows, pip, _ in pieces:
+        lengths[rows], keep[rows] = np.diff(pip), False
+    indptr = np.zeros(ip.size, dtype=np.int64)
+    np.cumsum(lengths, out=indptr[1:])
+    out = np.empty(int(indptr[-1]), dtype=lk.dtype)
+    krows = np.flatnonzero(keep)
+    for rows, pip, plk in [(krows, *csr_gather(ip, lk, krows))] + list(pieces):
+        counts = np.diff(pip)
+        out[np.repeat(indptr[rows], counts) + np.arange(plk.size) - np.repeat(pip[:-1], counts)] = plk
+    return indptr, out
