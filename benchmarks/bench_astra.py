@@ -38,8 +38,8 @@ SYSTEM = {"scheduling-policy": "LIFO", "endpoint-delay": 10, "active-chunks-per-
 
 def make_inputs(root: Path, n: int) -> dict:
     """Write the workload, network and system files for ``n`` NPUs; return their paths."""
-    from netsim.workload.chakra import EtNode, write_workload
-    from netsim.workload.chakra_schema import NodeType
+    from netsim.chakra import EtNode, write_workload
+    from netsim.chakra.schema import NodeType
 
     d = root / f"n{n}"
     d.mkdir(parents=True, exist_ok=True)

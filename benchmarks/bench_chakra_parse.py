@@ -1,6 +1,6 @@
 """Benchmark the Chakra ET readers on a generated 1,000,000-node trace.
 
-Writes a realistic generated trace with :func:`netsim.workload.chakra.write_et`
+Writes a realistic generated trace with :func:`netsim.chakra.write_et`
 (COMP nodes with roofline attributes, COMM_COLL all-reduces/all-gathers on a
 few process groups, some pipeline SEND/RECV pairs; 3-5 attributes and 1-2
 data deps per node), then times each reader in a fresh child process so that
@@ -29,7 +29,7 @@ READERS = ("read_et_table", "iter_nodes", "read_et")
 
 def generate(n: int, seed: int = 0) -> Iterator:
     """Yield ``n`` nodes shaped like a generated training-step trace."""
-    from netsim.workload.chakra import EtNode, NodeType
+    from netsim.chakra import EtNode, NodeType
 
     rng = random.Random(seed)
     shapes = [(2 * 4096 * 4096 * 2048, 4096 * 4096 * 2), (2 * 4096 * 11008 * 2048, 4096 * 11008 * 2),
@@ -59,7 +59,7 @@ def generate(n: int, seed: int = 0) -> Iterator:
 
 def measure(reader: str, path: str) -> dict:
     """Run one reader (in this process) and return its timings."""
-    from netsim.workload import chakra
+    import netsim.chakra.files as chakra
 
     start = time.perf_counter()
     if reader == "read_et_table":
@@ -81,7 +81,7 @@ def main() -> None:
     if args.measure:
         print(json.dumps(measure(*args.measure)))
         return
-    from netsim.workload.chakra import write_et
+    from netsim.chakra import write_et
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "bench.0.et"

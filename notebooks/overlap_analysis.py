@@ -48,9 +48,9 @@ from netsim.analysis import (exposed_comm_by_collective, overlap_summary, tempor
 from netsim.analysis.overlap import change_phrase
 from netsim.analysis.plots import plot_breakdown, plot_link_utilization, plot_timeline
 from netsim.results.dataset import run_id_for
-from netsim.workload.chakra import write_workload
-from netsim.workload.chakra_schema import CommType, NodeType
-from netsim.workload.chakra_types import EtNode
+from netsim.chakra import write_workload
+from netsim.chakra.schema import CommType, NodeType
+from netsim.chakra.model import EtNode
 
 TOPOLOGY = netsim.find_shipped("topologies/h100-superpod-1su.yaml")  # run from the checkout
 WORK = Path(tempfile.mkdtemp(prefix="netsim-overlap-"))

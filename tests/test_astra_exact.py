@@ -77,8 +77,8 @@ def _cfg(traces, **patch):
 def test_ring_all_reduce_sizes_and_inflation(traces, tmp_path, splits, size_kind):
     """Size inflation: a chunk below the NPU count is raised to the NPU count.  A remainder
     (size % splits) still costs a whole extra chunk: ceil(size / chunk) chunks of ``chunk`` bytes."""
-    from netsim.workload.chakra import EtNode, write_workload
-    from netsim.workload.chakra_schema import NodeType
+    from netsim.chakra import EtNode, write_workload
+    from netsim.chakra.schema import NodeType
 
     size = (3 << 20) + 5 if size_kind == "big" else 100
     write_workload(tmp_path / "w", [[EtNode(r, "ar", int(NodeType.COMM_COLL_NODE), comm_type=0, comm_size=size,

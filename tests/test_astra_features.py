@@ -8,8 +8,8 @@ import pytest
 from netsim.astra import parse_memory, parse_system, run_astra
 from netsim.astra.congestion import StoreAndForwardNetwork
 from netsim.errors import DeadlockError, InputError
-from netsim.workload.chakra import EtNode, write_workload
-from netsim.workload.chakra_schema import CommType, NodeType
+from netsim.chakra import EtNode, write_workload
+from netsim.chakra.schema import CommType, NodeType
 
 ASTRA = "astra-sim__astra-sim"
 SHUO = "shuoshuc__astra-sim-artifacts/examples"

@@ -11,7 +11,7 @@ from netsim.cli import main
 from netsim.errors import InputError
 from netsim.inputs import load_json, load_yaml
 from netsim.units import parse_bandwidth, parse_size, parse_time
-from netsim.workload.chakra import EtNode, NodeType, write_et
+from netsim.chakra import EtNode, NodeType, write_et
 
 TOPO = "topologies/dgx-h100.yaml"
 SU = "topologies/h100-superpod-1su.yaml"
@@ -234,7 +234,7 @@ def test_sweep_scheduler_garbage(tmp_path, capsys):
 # ------------------------------------------------------------------ ASTRA-sim inputs
 def test_astra_system_and_groups(tmp_path):
     from netsim.astra.system import parse_system
-    from netsim.workload.groups import CommGroups
+    from netsim.chakra.groups import CommGroups
 
     with pytest.raises(InputError, match="preferred-dataset-splits"):
         parse_system({"preferred-dataset-splits": 1e308}, "s.json")

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from netsim.errors import InputError
-from netsim.workload.chakra import (
+from netsim.chakra import (
     EtNode,
     iter_nodes,
     iter_records,
@@ -21,7 +21,7 @@ from netsim.workload.chakra import (
     read_metadata,
     write_et,
 )
-from netsim.workload.chakra_schema import (
+from netsim.chakra.schema import (
     NORMALIZED_ATTRS,
     AttrTypeError,
     CommType,

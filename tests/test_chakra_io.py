@@ -11,9 +11,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import netsim.workload.chakra as chakra
+import netsim.chakra.files as chakra
 from netsim.errors import InputError
-from netsim.workload.chakra import (
+from netsim.chakra import (
     EtNode,
     iter_nodes,
     iter_records,
@@ -22,8 +22,8 @@ from netsim.workload.chakra import (
     write_et,
     write_workload,
 )
-from netsim.workload.chakra_schema import WRITE_MEMBERS, NodeType, chakra_classes, python_to_attr, write_attr
-from netsim.workload.inspect import discover_ranks, node_table, summarize_trace
+from netsim.chakra.schema import WRITE_MEMBERS, NodeType, chakra_classes, python_to_attr, write_attr
+from netsim.chakra.inspect import discover_ranks, node_table, summarize_trace
 
 C = chakra_classes()
 FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

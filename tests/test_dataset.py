@@ -17,9 +17,9 @@ from netsim.results.dataset import (SCHEMA_VERSION, TABLES, canonical_config, is
                                     part_path, run_id_for, write_run)
 from netsim.results.record import RunRecorder
 from netsim.topology.builders import nvswitch_domain
-from netsim.workload.chakra import write_workload
-from netsim.workload.chakra_schema import CommType, NodeType
-from netsim.workload.chakra_types import EtNode
+from netsim.chakra import write_workload
+from netsim.chakra.schema import CommType, NodeType
+from netsim.chakra.model import EtNode
 from netsim.workload.cli import simulate
 
 TOPO = nvswitch_domain(4, links_per_gpu=1, link_bw=1e9, latency=0.0)

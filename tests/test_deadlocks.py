@@ -9,9 +9,9 @@ import pytest
 from netsim.cli import main
 from netsim.errors import DeadlockError
 from netsim.topology.builders import nvswitch_domain
-from netsim.workload.chakra import write_workload
-from netsim.workload.chakra_schema import CommType, NodeType
-from netsim.workload.chakra_types import EtNode
+from netsim.chakra import write_workload
+from netsim.chakra.schema import CommType, NodeType
+from netsim.chakra.model import EtNode
 from netsim.workload.cli import simulate
 from netsim.workload.generate.llm import generate_llm
 from netsim.workload.generate.model import ModelSpec

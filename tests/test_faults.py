@@ -8,9 +8,9 @@ from netsim.errors import InputError
 from netsim.results.dataset import open_results
 from netsim.topology.builders import nvswitch_domain
 from netsim.topology.fattree import Tier, fat_tree
-from netsim.workload.chakra import write_workload
-from netsim.workload.chakra_schema import NodeType
-from netsim.workload.chakra_types import EtNode
+from netsim.chakra import write_workload
+from netsim.chakra.schema import NodeType
+from netsim.chakra.model import EtNode
 from netsim.workload.cli import simulate
 from netsim.workload.faults import fault_spec, parse_straggler, plan_faults
 

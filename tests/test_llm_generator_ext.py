@@ -13,7 +13,7 @@ import netsim.workload.generate.ranks as ranks_mod
 import netsim.workload.generate.schedules as sched_mod
 from netsim.cli import main
 from netsim.errors import InputError
-from netsim.workload.chakra_schema import CommType, NodeType
+from netsim.chakra.schema import CommType, NodeType
 from netsim.workload.cli import simulate
 from netsim.workload.generate.llm import (MODEL_PRESETS, ModelSpec, generate_llm, interleaved_order, llm_replicas,
                                           load_model_spec, write_llm_workload)

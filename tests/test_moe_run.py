@@ -11,7 +11,7 @@ from netsim.collectives import moe
 from netsim.collectives.alltoall import schedule_pair_bytes
 from netsim.topology.spec import load_topology
 from netsim.workload import moe_run
-from netsim.workload.chakra_schema import CommType
+from netsim.chakra.schema import CommType
 from netsim.workload.generate.model import ModelSpec
 from netsim.workload.llmrun import simulate_llm
 from netsim.workload.moe_run import MoERunConfig, MoESchedules, default_schedules

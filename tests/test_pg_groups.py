@@ -1,4 +1,4 @@
-"""Communicator groups from PyTorch ``## process_group:init ##`` metadata (netsim.workload.groups)."""
+"""Communicator groups from PyTorch ``## process_group:init ##`` metadata (netsim.chakra.groups)."""
 
 import gzip
 import hashlib
@@ -8,13 +8,13 @@ import pytest
 
 from conftest import TOPOLOGIES
 from netsim.errors import InputError
-from netsim.workload import chakra
-from netsim.workload.chakra import EtNode, read_et, read_et_table, write_et, write_workload
-from netsim.workload.chakra_schema import CommType, NodeType
+import netsim.chakra.files as chakra
+from netsim.chakra import EtNode, read_et, read_et_table, write_et, write_workload
+from netsim.chakra.schema import CommType, NodeType
 from netsim.workload.cli import format_summary, simulate
 from netsim.vocab import normalize_group_name as _norm
-from netsim.workload.groups import groups_from_traces, load_groups, process_groups
-from netsim.workload.inspect import read_workload, summarize_trace
+from netsim.chakra.groups import groups_from_traces, load_groups, process_groups
+from netsim.chakra.inspect import read_workload, summarize_trace
 
 PG_INIT = "## process_group:init ##"
 META, COLL = int(NodeType.METADATA_NODE), int(NodeType.COMM_COLL_NODE)

@@ -19,8 +19,8 @@ from netsim.topology.placement import place
 from netsim.topology.spec import load_topology
 from netsim.workload.faults import fault_spec, plan_faults
 from netsim.workload.generate.llm import ModelSpec, llm_replicas, write_llm_workload
-from netsim.workload.groups import CommGroups
-from netsim.workload.inspect import read_workload
+from netsim.chakra.groups import CommGroups
+from netsim.chakra.inspect import read_workload
 from netsim.workload.llmrun import simulate_llm
 from netsim.workload.runner import WorkloadRun
 

@@ -4,7 +4,7 @@ import pytest
 
 from netsim.cli import main
 from netsim.errors import InputError
-from netsim.workload.chakra_types import NodeType
+from netsim.chakra.model import NodeType
 from netsim.workload.generate.llm import generate_llm
 from netsim.workload.generate.model import ModelSpec
 from netsim.workload.llmrun import simulate_llm

@@ -8,11 +8,11 @@ import pytest
 from netsim.cli import main
 from netsim.errors import DeadlockError, InputError
 from netsim.topology.builders import nvswitch_domain
-from netsim.workload.chakra import write_workload
-from netsim.workload.chakra_schema import CommType, NodeType
-from netsim.workload.chakra_types import EtNode
+from netsim.chakra import write_workload
+from netsim.chakra.schema import CommType, NodeType
+from netsim.chakra.model import EtNode
 from netsim.workload.cli import simulate
-from netsim.workload.groups import CommGroups
+from netsim.chakra.groups import CommGroups
 
 TOPO = nvswitch_domain(4, links_per_gpu=1, link_bw=1e9, latency=0.0)  # 1 GB/s per GPU
 COMP, COLL, SEND, RECV = (int(NodeType.COMP_NODE), int(NodeType.COMM_COLL_NODE),

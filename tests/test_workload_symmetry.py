@@ -7,12 +7,12 @@ import pytest
 
 from netsim.errors import InputError
 from netsim.topology.spec import load_topology
-from netsim.workload.chakra import write_workload
-from netsim.workload.chakra_schema import CommType, NodeType
-from netsim.workload.chakra_types import EtNode
+from netsim.chakra import write_workload
+from netsim.chakra.schema import CommType, NodeType
+from netsim.chakra.model import EtNode
 from netsim.workload.generate.llm import ModelSpec, write_llm_workload
-from netsim.workload.groups import CommGroups
-from netsim.workload.inspect import read_workload
+from netsim.chakra.groups import CommGroups
+from netsim.chakra.inspect import read_workload
 from netsim.workload.replicas import LinkGuard, Mirrored, Replicas
 from netsim.workload.runner import WorkloadRun
 
@@ -173,7 +173,7 @@ def test_mirrored_waits_for_slowest_copy():
 def test_identical_rank_traces_share_one_file(tmp_path):
     import os
 
-    from netsim.workload.chakra import read_et_table
+    from netsim.chakra import read_et_table
 
     node = EtNode(1, "c", int(NodeType.COMP_NODE), duration_micros=3)
     paths = write_workload(tmp_path / "w", [[node]] * 3 + [[EtNode(1, "d", int(NodeType.COMP_NODE))]])

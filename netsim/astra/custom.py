@@ -18,8 +18,8 @@ import numpy as np
 from netsim.astra import arith
 from netsim.astra.algorithms import Algorithm
 from netsim.errors import InputError
-from netsim.workload.chakra_schema import NodeType
-from netsim.workload.chakra_types import MISSING
+from netsim.chakra.schema import NodeType
+from netsim.chakra.model import MISSING
 
 SEND, RECV, COMP = int(NodeType.COMM_SEND_NODE), int(NodeType.COMM_RECV_NODE), int(NodeType.COMP_NODE)
 #: ASTRA-sim keeps point-to-point tags below this offset (``tag % 500000000``).
@@ -28,7 +28,7 @@ NATIVE_TAGS = 500_000_000
 
 def load_custom_table(prefix: str, pos: int, key: str, source: str):
     """The ET of position ``pos`` (``<prefix>.<pos>.et``), with a clear error when missing."""
-    from netsim.workload.chakra import read_et_table
+    from netsim.chakra import read_et_table
 
     path = f"{prefix}.{pos}.et"
     if not Path(path).is_file():

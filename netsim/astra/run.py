@@ -37,7 +37,7 @@ from netsim.astra.workload import TYPES, Workload
 from netsim import inputs
 from netsim.errors import DeadlockError, InputError
 from netsim.vocab import normalize_group_name
-from netsim.workload.groups import CommGroups
+from netsim.chakra.groups import CommGroups
 
 MODELS = ("analytical", "congestion-aware", "flow")
 
@@ -222,7 +222,7 @@ class Context:
 
 
 def load_groups(path, npus: int) -> dict[str, Group]:
-    """ASTRA-sim comm-group JSON -> groups (validated by :class:`~netsim.workload.groups.CommGroups`)."""
+    """ASTRA-sim comm-group JSON -> groups (validated by :class:`~netsim.chakra.groups.CommGroups`)."""
     if path is None or "empty" in str(path):
         return {}
     src = str(path)
@@ -300,8 +300,8 @@ def run_astra(workload, system, network, memory=None, comm_groups=None, *, model
 
 def _check_inputs(table, source: str) -> str:
     """ASTRA-sim's local-memory tracker needs every node's ``inputs`` tensors (checked on rank 0)."""
-    from netsim.workload.chakra import iter_records
-    from netsim.workload.chakra_schema import chakra_classes
+    from netsim.chakra import iter_records
+    from netsim.chakra.schema import chakra_classes
 
     node_cls = chakra_classes().Node
     for k, rec in enumerate(iter_records(table.source)):

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from netsim.workload.chakra_schema import CommType, NodeType
+from netsim.chakra.schema import CommType, NodeType
 from netsim.vocab import normalize_group_name
 
 _OPS = {int(CommType.ALL_REDUCE): "all_reduce", int(CommType.ALL_GATHER): "all_gather",

@@ -3,7 +3,7 @@
 Generated workloads are often the same trace on every rank up to node ids (ASTRA-sim's
 microbenchmarks use id = rank).  Each file is decoded with protobuf and compared with the
 traces already read after clearing ids and dependencies; a match reuses that
-:class:`~netsim.workload.chakra_types.NodeTable` with the ids relabelled, so 4,096 ranks
+:class:`~netsim.chakra.model.NodeTable` with the ids relabelled, so 4,096 ranks
 cost one full parse plus 4,096 cheap protobuf decodes.
 """
 
@@ -40,7 +40,7 @@ def _records(data: bytes) -> list[bytes] | None:
 
 def _shape(data: bytes):
     """(key without ids/deps, ids, data deps, ctrl deps) of a small trace, or None."""
-    from netsim.workload.chakra_schema import chakra_classes
+    from netsim.chakra.schema import chakra_classes
 
     recs = _records(data) if len(data) <= SMALL else None
     if not recs:
@@ -74,7 +74,7 @@ def _relabel(table, ref_ids, ids, ref_deps: list[list[int]], deps: list[list[int
 
 def read_traces(prefix, npus: int, notes: list[str]) -> dict:
     """Rank -> NodeTable for ranks 0..npus-1 (ASTRA-sim's error when a file is missing)."""
-    from netsim.workload.chakra import read_et_table
+    from netsim.chakra import read_et_table
 
     out, seen = {}, {}
     for r in range(npus):

@@ -21,8 +21,8 @@ from netsim import units
 from netsim.astra import arith
 from netsim.astra.custom import NATIVE_TAGS, dag
 from netsim.errors import InputError
-from netsim.workload.chakra_schema import CommType, NodeType
-from netsim.workload.chakra_types import MISSING
+from netsim.chakra.schema import CommType, NodeType
+from netsim.chakra.model import MISSING
 
 U64 = 1 << 64
 _T = NodeType

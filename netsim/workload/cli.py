@@ -203,7 +203,7 @@ def _cmd_llm(args: argparse.Namespace) -> int:
 
 
 def _cmd_inspect(args: argparse.Namespace) -> int:
-    from netsim.workload.inspect import node_table, summarize_trace
+    from netsim.chakra.inspect import node_table, summarize_trace
 
     from netsim.results.io import check_output_file, write_parquet_atomic
 
@@ -222,7 +222,7 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
 
 
 def format_summary(s: dict) -> str:
-    """Readable lines for :func:`netsim.workload.inspect.summarize_trace`."""
+    """Readable lines for :func:`netsim.chakra.inspect.summarize_trace`."""
     ranks = s["ranks"]
     span = f"{ranks[0]}..{ranks[-1]}" if len(ranks) > 1 else str(ranks[0])
     lines = [f"trace         {s['source']}",

@@ -39,7 +39,7 @@ from netsim.collectives.executor import CollectiveRun
 from netsim.collectives.fastpath import fixed_patterns, run_fixed
 from netsim.errors import InputError
 from netsim.topology.model import Topology
-from netsim.workload.chakra_schema import CommType
+from netsim.chakra.schema import CommType
 from netsim.workload.replicas import GLOBAL, LOCAL, LinkGuard, Mirrored
 
 

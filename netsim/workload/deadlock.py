@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from netsim.errors import DeadlockError
-from netsim.workload.chakra_schema import CommType
+from netsim.chakra.schema import CommType
 
 #: Stuck ranks listed one per line in the report (the rest are counted).
 MAX_RANKS = 16

@@ -18,7 +18,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from netsim.workload.chakra import read_et_table, write_et
+from netsim.chakra import read_et_table, write_et
 
 #: Generator parameters that name the parallel layout (the rest are passed through).
 LAYOUT = ("tp", "pp", "dp", "ep", "cp")

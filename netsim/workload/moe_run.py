@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from netsim.errors import InputError
-from netsim.workload.chakra_schema import CommType
+from netsim.chakra.schema import CommType
 
 __all__ = ["MoERunConfig", "MoESchedules", "moe_kind"]
 

@@ -44,11 +44,11 @@ import simpy
 from netsim.errors import InputError
 from netsim.network_models import MODELS
 from netsim.topology.model import Topology
-from netsim.workload.chakra_schema import CommType, NodeType
-from netsim.workload.chakra_types import MISSING, NodeTable
+from netsim.chakra.schema import CommType, NodeType
+from netsim.chakra.model import MISSING, NodeTable
 from netsim.workload.collectives import SYMMETRIC, Instances, NcclSchedules, collective_schedule  # noqa: F401
 from netsim.workload.deadlock import Unmatched
-from netsim.workload.groups import CommGroups
+from netsim.chakra.groups import CommGroups
 from netsim.workload.replicas import Replicas
 
 CPU, GPU, COMM = 0, 1, 2

@@ -51,9 +51,9 @@ def simulate(topology, workload, comm_groups=None, model: str = "flow", ctrl_dep
     from netsim.topology.policy import check_routing, with_routing
     from netsim.topology.spec import load_topology
     from netsim.workload.faults import fault_spec, plan_faults
-    from netsim.workload.groups import CommGroups, load_groups
-    from netsim.workload.chakra_check import check_runnable
-    from netsim.workload.inspect import read_workload
+    from netsim.chakra.groups import CommGroups, load_groups
+    from netsim.chakra.check import check_runnable
+    from netsim.chakra.inspect import read_workload
     from netsim.workload.runner import WorkloadRun
 
     t0 = time.perf_counter()

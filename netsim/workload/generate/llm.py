@@ -72,8 +72,8 @@ import numpy as np
 
 from netsim.errors import InputError
 from netsim.results.io import atomic_file
-from netsim.workload.chakra import write_workload
-from netsim.workload.chakra_types import EtNode
+from netsim.chakra import write_workload
+from netsim.chakra.model import EtNode
 from netsim.workload.generate.model import ModelSpec
 from netsim.workload.generate.presets import PRESETS as MODEL_PRESETS
 from netsim.workload.generate.presets import load_model_spec

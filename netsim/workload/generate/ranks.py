@@ -16,8 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from netsim.workload.chakra_schema import CommType, NodeType
-from netsim.workload.chakra_types import EtNode
+from netsim.chakra.schema import CommType, NodeType
+from netsim.chakra.model import EtNode
 from netsim.workload.generate.model import ModelSpec
 from netsim.workload.generate.schedules import interleaved_order, one_f_one_b
 

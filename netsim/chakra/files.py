@@ -20,14 +20,14 @@ fields after the attributes, odd encodings) is re-parsed with the protobuf
 classes, so the result never depends on which path ran.
 
 Attribute normalisation (reference §3.4) lives in
-:func:`netsim.workload.chakra_schema.normalize_attr`; a per-attribute memo
+:func:`netsim.chakra.schema.normalize_attr`; a per-attribute memo
 keeps blocks that differ in one value (e.g. p2p tags) cheap too.
 
 Module layout: this module is the public API; the data classes live in
-:mod:`~netsim.workload.chakra_types`, framing and vectorised scanning in
-:mod:`~netsim.workload.chakra_scan`, the chunked decoder (attribute memo,
-protobuf fallback, table assembly) in :mod:`~netsim.workload.chakra_decode`
-and record encoding in :mod:`~netsim.workload.chakra_write`.  Everything
+:mod:`~netsim.chakra.model`, framing and vectorised scanning in
+:mod:`~netsim.chakra.scan`, the chunked decoder (attribute memo,
+protobuf fallback, table assembly) in :mod:`~netsim.chakra.decode`
+and record encoding in :mod:`~netsim.chakra.write`.  Everything
 they define is re-exported here.
 
 Examples
@@ -53,16 +53,16 @@ from typing import Any
 
 from netsim.errors import InputError
 from netsim.results.io import publish
-from netsim.workload.chakra_decode import (  # noqa: F401  (re-exported)
+from netsim.chakra.decode import (  # noqa: F401  (re-exported)
     ChunkReader,
     chunk_nodes,
     read_table,
 )
-from netsim.workload.chakra_scan import (  # noqa: F401  (re-exported)
+from netsim.chakra.scan import (  # noqa: F401  (re-exported)
     frame_records,
     load_bytes,
 )
-from netsim.workload.chakra_schema import (  # noqa: F401  (re-exported)
+from netsim.chakra.schema import (  # noqa: F401  (re-exported)
     NORMALIZED_ATTRS,
     WRITE_MEMBERS,
     AttrTypeError,
@@ -75,14 +75,14 @@ from netsim.workload.chakra_schema import (  # noqa: F401  (re-exported)
     python_to_attr,
     write_attr,
 )
-from netsim.workload.chakra_types import (  # noqa: F401  (re-exported)
+from netsim.chakra.model import (  # noqa: F401  (re-exported)
     MISSING,
     EtMetadata,
     EtNode,
     EtTrace,
     NodeTable,
 )
-from netsim.workload.chakra_write import (  # noqa: F401  (re-exported)
+from netsim.chakra.write import (  # noqa: F401  (re-exported)
     attr_record,
     encode_node,
     encode_varint,

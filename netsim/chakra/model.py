@@ -1,6 +1,6 @@
 """Data model of a decoded Chakra trace: :class:`EtNode`, :class:`EtMetadata`, :class:`EtTrace`, :class:`NodeTable`.
 
-Everything here is re-exported by :mod:`netsim.workload.chakra`; import it from there.
+Everything here is re-exported by :mod:`netsim.chakra`; import it from there.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ file, node and field:
 * a node whose data dependencies name itself.
 
 >>> import numpy as np
->>> from netsim.workload.chakra import EtNode, NodeType, read_et_table, write_et
+>>> from netsim.chakra import EtNode, NodeType, read_et_table, write_et
 >>> import os, tempfile
 >>> p = os.path.join(tempfile.mkdtemp(), "t.0.et")
 >>> write_et(p, [EtNode(0, "c", NodeType.COMM_COLL_NODE, comm_type=99, comm_size=8)])
@@ -26,8 +26,8 @@ from __future__ import annotations
 import numpy as np
 
 from netsim.errors import InputError
-from netsim.workload.chakra_schema import CommType, NodeType
-from netsim.workload.chakra_types import MISSING, NodeTable
+from netsim.chakra.schema import CommType, NodeType
+from netsim.chakra.model import MISSING, NodeTable
 
 _NODE_TYPES = np.array([int(t) for t in NodeType])
 _COMM_TYPES = np.array([int(t) for t in CommType])

@@ -43,8 +43,8 @@ import numpy as np
 from netsim import inputs
 from netsim.errors import InputError
 from netsim.vocab import normalize_group_name
-from netsim.workload.chakra_schema import NodeType
-from netsim.workload.chakra_types import NodeTable
+from netsim.chakra.schema import NodeType
+from netsim.chakra.model import NodeTable
 
 __all__ = ["CommGroups", "ProcessGroup", "groups_from_traces", "load_groups", "process_groups"]
 
@@ -242,7 +242,7 @@ def groups_from_traces(tables: Mapping[int, NodeTable], world: int | None = None
     Examples
     --------
     >>> import os, tempfile
-    >>> from netsim.workload.chakra import EtNode, NodeType, read_et_table, write_et
+    >>> from netsim.chakra import EtNode, NodeType, read_et_table, write_et
     >>> p = os.path.join(tempfile.mkdtemp(), "t.0.et")
     >>> pgs = '[{"pg_name": "0", "ranks": []}, {"pg_name": "5", "ranks": [2, 0]}]'
     >>> write_et(p, [EtNode(1, "## process_group:init ##", NodeType.METADATA_NODE, inputs=str([pgs]))])

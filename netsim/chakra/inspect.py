@@ -3,7 +3,7 @@
 Examples
 --------
 >>> import os, tempfile
->>> from netsim.workload.chakra import EtNode, NodeType, write_workload
+>>> from netsim.chakra import EtNode, NodeType, write_workload
 >>> prefix = os.path.join(tempfile.mkdtemp(), "wl")
 >>> _ = write_workload(prefix, [[EtNode(r, "ar", NodeType.COMM_COLL_NODE, comm_type=0, comm_size=64)]
 ...                             for r in range(2)])
@@ -24,8 +24,8 @@ import numpy as np
 import pandas as pd
 
 from netsim.errors import InputError
-from netsim.workload.chakra import MISSING, NodeTable, read_et_table
-from netsim.workload.chakra_schema import CommType, NodeType
+from netsim.chakra import MISSING, NodeTable, read_et_table
+from netsim.chakra.schema import CommType, NodeType
 
 __all__ = ["discover_ranks", "node_table", "summarize_trace"]
 
@@ -154,7 +154,7 @@ def summarize_trace(path_or_prefix: str | os.PathLike) -> dict[str, Any]:
     Examples
     --------
     >>> import os, tempfile
-    >>> from netsim.workload.chakra import EtNode, NodeType, write_et
+    >>> from netsim.chakra import EtNode, NodeType, write_et
     >>> p = os.path.join(tempfile.mkdtemp(), "t.0.et")
     >>> write_et(p, [EtNode(1, "a", NodeType.COMP_NODE), EtNode(2, "b", NodeType.COMP_NODE, data_deps=(1, 9))])
     >>> s = summarize_trace(p)
@@ -192,7 +192,7 @@ def summarize_trace(path_or_prefix: str | os.PathLike) -> dict[str, Any]:
 
 def _process_groups(tables: dict[int, NodeTable]) -> dict[str, Any]:
     """The ``process_groups`` entry of :func:`summarize_trace`."""
-    from netsim.workload.groups import process_groups
+    from netsim.chakra.groups import process_groups
 
     try:
         found = process_groups(tables)
@@ -240,7 +240,7 @@ def node_table(path_or_prefix: str | os.PathLike) -> pd.DataFrame:
     Examples
     --------
     >>> import os, tempfile
-    >>> from netsim.workload.chakra import EtNode, NodeType, write_et
+    >>> from netsim.chakra import EtNode, NodeType, write_et
     >>> p = os.path.join(tempfile.mkdtemp(), "t.2.et")
     >>> write_et(p, [EtNode(5, "c", NodeType.COMP_NODE, duration_micros=4, num_ops=10)])
     >>> df = node_table(p)

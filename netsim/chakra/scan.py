@@ -7,7 +7,7 @@
   :func:`unpack_varint_lists` decodes packed dependency lists, :func:`split_attrs` cuts
   an attribute block into its field-10 payloads.
 
-Nothing here builds Python objects per node; :mod:`netsim.workload.chakra_decode`
+Nothing here builds Python objects per node; :mod:`netsim.chakra.decode`
 turns the arrays into chunks.
 """
 

@@ -301,7 +301,7 @@ def python_to_attr(name: str, value: Any) -> Any:
 # Attribute normalisation (reference.md §3.4)
 # --------------------------------------------------------------------------
 
-#: Normalised attributes, in the order of :class:`netsim.workload.chakra.EtNode`'s fields.
+#: Normalised attributes, in the order of :class:`netsim.chakra.EtNode`'s fields.
 NORMALIZED_ATTRS: tuple[str, ...] = (
     "comm_type", "comm_size", "comm_src", "comm_dst", "comm_tag", "comm_priority",
     "pg_name", "is_cpu_op", "num_ops", "tensor_size", "involved_dim",

@@ -18,8 +18,8 @@ import numpy as np
 from google.protobuf.message import DecodeError
 
 from netsim.errors import InputError
-from netsim.workload.chakra_scan import frame_records, load_bytes, byte_ranges, scan_heads, split_attrs, unpack_varint_lists
-from netsim.workload.chakra_schema import (
+from netsim.chakra.scan import frame_records, load_bytes, byte_ranges, scan_heads, split_attrs, unpack_varint_lists
+from netsim.chakra.schema import (
     NORMALIZED_ATTRS,
     AttrTypeError,
     NodeType,
@@ -28,7 +28,7 @@ from netsim.workload.chakra_schema import (
     combine_attrs,
     normalize_attr,
 )
-from netsim.workload.chakra_types import INT_COLUMNS, MISSING, SEND_RECV_TYPES, EtMetadata, EtNode, NodeTable
+from netsim.chakra.model import INT_COLUMNS, MISSING, SEND_RECV_TYPES, EtMetadata, EtNode, NodeTable
 
 _INT64_MAX = 2**63 - 1
 _METADATA = int(NodeType.METADATA_NODE)
@@ -164,7 +164,7 @@ class ChunkReader:
     """One open trace: bytes, metadata and the chunked fast decoder.
 
     ``chunk_bytes`` is the approximate size of a decoded chunk and ``memo_cap``
-    the attribute-memo bound; :mod:`netsim.workload.chakra` passes its
+    the attribute-memo bound; :mod:`netsim.chakra` passes its
     ``_CHUNK_BYTES`` / ``_MEMO_CAP`` knobs.
     """
 

@@ -1,12 +1,12 @@
-"""Record encoding for :func:`netsim.workload.chakra.write_et` (byte-identical to protobuf's serialization)."""
+"""Record encoding for :func:`netsim.chakra.write_et` (byte-identical to protobuf's serialization)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-from netsim.workload.chakra_schema import WRITE_MEMBERS, chakra_classes, python_to_attr, write_attr
-from netsim.workload.chakra_types import EtNode
+from netsim.chakra.schema import WRITE_MEMBERS, chakra_classes, python_to_attr, write_attr
+from netsim.chakra.model import EtNode
 
 def encode_varint(n: int) -> bytes:
     """Base-128 varint of a non-negative int."""
