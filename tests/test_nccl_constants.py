@@ -143,3 +143,29 @@ def test_auto_never_picks_nvls_tree_for_ranks_that_are_not_whole_nodes():
     assert info.nvls and nccl.choose("all_reduce", 1 << 30, info).algorithm == "nvls_tree"  # NCCL's pick
     p = plan(su, ranks, "all_reduce", 1 << 30)  # but the schedule needs whole nodes: the next best runs
     assert p.algorithm in ("ring", "tree")
+
+
+@pytest.mark.parametrize("path,ll_max_bw", [("topologies/dgx-h100.yaml", 141.0), ("topologies/dgx-a100.yaml", 87.7)])
+@pytest.mark.parametrize("size", [8 << 10, 32 << 10, 128 << 10])
+def test_small_ll_ring_all_reduce_runs_in_nccls_own_model_time(path, ll_max_bw, size):
+    """NCCL's ring/LL time on one node, written out from tuning.cc (not from netsim's tables):
+    baseLat 6.6 + 2(n-1) x hwLat NVLink 0.6 us (tuning.cc:149-162, 403-412) + nBytes / (1000 x
+    algBw), algBw = llMaxBw x n / (2(n-1)) (tuning.cc:181 or 180, 327, 376-382).  enqueue.cc keeps
+    fewer channels at these sizes; the ones that run share llMaxBw, so the run takes that time."""
+    from netsim.bench import BenchConfig, run_one
+    n = 8
+    expected = 6.6 + 2 * (n - 1) * 0.6 + size / (1000 * ll_max_bw * n / (2 * (n - 1)))
+    topo = load_topology(path)
+    for model in ("flow", "analytical"):
+        row, stats = run_one(topo, BenchConfig("all_reduce", gpus=n, algo="ring", protocol="LL", model=model), size)
+        assert row.time_us == pytest.approx(expected, rel=1e-6)
+        assert stats["nccl_predicted_us"] == pytest.approx(expected, rel=1e-9)
+
+
+def test_ll_channels_share_ll_max_bw_whatever_runs():
+    assert nccl._channel_cap("ring", "LL", "hopper", 0, 1) == 141.0  # one channel: all of llMaxBw
+    assert nccl._channel_cap("ring", "LL", "hopper", 0, 4) == pytest.approx(141.0 / 4)
+    info = _info(nnodes=1, nranks=8)
+    c = [x for x in nccl.candidates("all_reduce", 32 << 10, info) if x.label == "ring/LL"][0]
+    assert c.channels == 1 and c.channel_cap_GBps == 141.0  # 32 KiB < 2 x 512 x 8 x 8: enqueue.cc keeps 1
+    assert nccl.channel_cap(c, info, 24) == pytest.approx(141.0 / 24)  # --channels 24: they share it

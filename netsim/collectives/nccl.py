@@ -309,7 +309,7 @@ def candidates(op: str, nbytes: float, info: CommInfo) -> list[Choice]:
                 model_bw *= _tree_correction(nbytes, p, limit=24)
             time = lat + nbytes / (1000 * model_bw) if model_bw > 0 else math.inf
             nc = _channels(nbytes, algo, proto, n, nch, info.nvls_channels, nn)
-            out.append(Choice(algo, proto, time, lat, base, bus, nc, _channel_cap(algo, proto, arch, idx, nch, ll_max)))
+            out.append(Choice(algo, proto, time, lat, base, bus, nc, _channel_cap(algo, proto, arch, idx, nc, ll_max)))
     return sorted(out, key=lambda c: c.time_us)
 
 
@@ -326,16 +326,19 @@ def _channels(nbytes: float, algo: str, proto: str, n: int, nch: int, nvls_chann
     return nc
 
 
-def _channel_cap(algo: str, proto: str, arch: str, idx: int, nch: int, ll_max: float | None = None) -> float:
-    """GB/s one channel (one thread block) can move: NCCL's per-channel limits, where it has one.
+def _channel_cap(algo: str, proto: str, arch: str, idx: int, nc: int, ll_max: float | None = None) -> float:
+    """GB/s one of the ``nc`` running channels (thread blocks) can move: NCCL's per-channel limits.
 
-    LL: ``llMaxBw`` shared by the channels (tuning.cc:327, 332); ring LL128
-    ``perChMaxRingLL128Bw`` (:329); tree all-reduce ``perChMaxTreeBw`` for every protocol (:331)
-    and, for LL128, also ``perChMaxTreeLL128Bw`` (:335).  Ring/Simple and NVLS have none: the
-    links bound them."""
+    LL: ``llMaxBw`` is the bandwidth of the whole operation (tuning.cc:327, 332), whatever the
+    channel count: ``enqueue.cc`` drops channels for small messages (enqueue.cc:2085-2094) after
+    the time was estimated with the full ``llMaxBw`` (enqueue.cc:2054-2060, ``ncclTopoGetAlgoTime``
+    tuning.cc:630-655 has no channel term), so the ``nc`` channels that run share ``llMaxBw``.
+    Ring LL128 ``perChMaxRingLL128Bw`` (:329); tree all-reduce ``perChMaxTreeBw`` for every
+    protocol (:331) and, for LL128, also ``perChMaxTreeLL128Bw`` (:335).  Ring/Simple and NVLS
+    have none: the links bound them."""
     ll = _LL_MAX_BW[arch][idx] if ll_max is None else ll_max
     if proto == "LL":
-        cap = ll / nch
+        cap = ll / max(nc, 1)
         return min(cap, _PER_CH_TREE[arch][idx]) if algo == "tree" else cap
     if algo == "tree":
         cap = _PER_CH_TREE[arch][idx]
@@ -343,6 +346,13 @@ def _channel_cap(algo: str, proto: str, arch: str, idx: int, nch: int, ll_max: f
     if proto == "LL128" and algo not in ("nvls", "nvls_tree"):
         return _PER_CH_RING_LL128[arch][idx]
     return math.inf
+
+
+def channel_cap(choice: "Choice", info: "CommInfo", nc: int) -> float:
+    """:func:`_channel_cap` of ``choice`` when ``nc`` channels run (``--channels`` may differ
+    from NCCL's reduced count)."""
+    idx = 0 if info.nnodes == 1 else 1 if info.nnodes == 2 else 2
+    return _channel_cap(choice.algorithm, choice.protocol, info.arch, idx, nc, _ll_max_bw(info, idx))
 
 
 def choose(op: str, nbytes: float, info: CommInfo, algorithms=None) -> Choice:

@@ -92,6 +92,8 @@ def plan(topo: Topology, ranks, op: str, nbytes: float, algo: str = "auto", *,
         choice = _with_protocol(choice, op, nbytes, info, protocol)
     name = algo if algo != "auto" else choice.algorithm
     nc = channels if channels is not None else choice.channels
+    if choice.algorithm in nccl.NCCL_ALGOS and nc != choice.channels:
+        choice = replace(choice, channel_cap_GBps=nccl.channel_cap(choice, info, nc))
     sched, depth, sched_channels = _build(op, name, n, nbytes, g, nc if split_channels else 1, choice.protocol)
     if not shaped:
         return Plan(sched, name, "none", sched_channels, None)
