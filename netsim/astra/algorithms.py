@@ -314,8 +314,8 @@ class BinaryTree:
             depth += 1
             tmp //= 2
         if 2 ** (depth - 1) != n:
-            raise InputError(f"doubleBinaryTree needs a power-of-two number of NPUs per dimension, got {n} "
-                             "(ASTRA-sim's tree then misses NPUs and crashes)")
+            raise InputError(f"an all-reduce runs doubleBinaryTree on a dimension of {n} NPUs; it needs a power of "
+                             "two (ASTRA-sim's tree then misses NPUs and crashes on them)")
         self._links: dict[int, tuple[int, int, int, str]] = {}
         ids = iter(range(start, start + n * stride, stride))
         # in-order numbering: (node id, parent index, left index, right index) over a heap layout
@@ -362,10 +362,17 @@ class DoubleBinaryTreeTopology:
 
     def __init__(self, n: int, start: int, stride: int):
         self.n = n
-        self.trees = (BinaryTree(n, start, stride, True), BinaryTree(n, start, stride, False))
+        # Built on first use: ASTRA-sim builds its trees at start-up without checking the size
+        # (BinaryTree.cc keeps the largest power of two <= n), so a configuration whose all-reduce
+        # never runs is accepted; only running one on a non-power-of-two dimension fails.
+        self._args = (n, start, stride)
+        self.trees = None
         self.counter = 0
 
     def basic(self) -> BinaryTree:
+        if self.trees is None:
+            n, start, stride = self._args
+            self.trees = (BinaryTree(n, start, stride, True), BinaryTree(n, start, stride, False))
         tree = self.trees[self.counter % 2]
         self.counter += 1
         return tree

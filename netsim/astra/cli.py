@@ -22,7 +22,7 @@ import sys
 from netsim import inputs
 from netsim.astra.session import run_from_args, write_dataset
 from netsim.astra.session import note as _note
-from netsim.errors import InputError
+from netsim.errors import DeadlockError, InputError
 from netsim.results.io import check_output_dir
 
 #: ASTRA-sim's analytical frontend flags (``CmdLineParser.cc``) and their defaults.
@@ -87,7 +87,14 @@ def main(argv: list[str]) -> int:
     args, opts = parse_astra_args(_astra_parser("netsim astra"), argv)
     if args.out:
         check_output_dir(args.out, flag="--out", what="a results directory")
-    res = run_from_args(args, opts)
+    try:
+        res = run_from_args(args, opts)
+    except DeadlockError as exc:  # stdout as ASTRA-sim's: the lines of the ranks that finished
+        for text in getattr(exc, "notes", ()):
+            _note(text)
+        sys.stdout.write("\n".join(getattr(exc, "lines", ())) + "\n")
+        sys.stdout.flush()
+        raise
     sys.stdout.write("\n".join(res.lines()) + "\n")
     if args.out:
         path = write_dataset(args.out, res, opts, args, overwrite=args.overwrite)

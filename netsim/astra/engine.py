@@ -43,6 +43,7 @@ class HeapClock:
         self._q: list = []
         self._seq = 0
         self.events = 0
+        self.at_zero = 0
 
     def at(self, t, fn: Callable[[], None]) -> None:
         """Run ``fn`` at absolute time ``t`` (ns, not earlier than now)."""
@@ -50,8 +51,14 @@ class HeapClock:
         heapq.heappush(self._q, (t, self._seq, fn))
 
     def run(self) -> None:
-        """Process events until none are left."""
+        """Process events until none are left; ``at_zero`` counts those at t = 0 (ASTRA-sim's
+        event queue asserts that every event list is later than its start time, 0)."""
         q, pop = self._q, heapq.heappop
+        while q and q[0][0] == 0:
+            _, _, fn = pop(q)
+            self.events += 1
+            self.at_zero += 1
+            fn()
         while q:
             t, _, fn = pop(q)
             self.now = t

@@ -286,9 +286,20 @@ def run_astra(workload, system, network, memory=None, comm_groups=None, *, model
         for wl in loads:
             wl.fire()
         ctx.clock.run()
+    if getattr(ctx.clock, "at_zero", 0):
+        ctx.note(f"{ctx.clock.at_zero} event(s) at t = 0 ns (endpoint delay {ctx.endpoint_delay} ns"
+                 f"{f' after --injection-scale {injection_scale:g}' if injection_scale != 1 else ''}): ASTRA-sim "
+                 "aborts on them (its event queue asserts every event time is > 0, EventQueue::proceed); netsim "
+                 "prints the numbers it computes")
     stuck = [wl for wl in loads if not wl.finished]
     if stuck:
-        raise DeadlockError(_deadlock(stuck, ctx))
+        exc = DeadlockError(_deadlock(stuck, ctx))
+        if use_mirror is None:  # ASTRA-sim prints each rank's lines as it finishes, then "Exiting" (Sys.cc)
+            exc.lines = _collect(ctx, loads, npus, False).lines()
+        else:  # the one simulated rank stands for all: none finished
+            exc.lines = [x for x in ctx.log if isinstance(x, str)] + ["Exiting"]
+        exc.notes = notes + ctx.notes
+        raise exc
     res = _collect(ctx, loads, npus, use_mirror is not None)
     if use_mirror is not None:
         res.ids = {r: tables[r].id for r in range(npus)}
@@ -316,8 +327,10 @@ def _check_inputs(table, source: str) -> str:
 
 
 def _collect(ctx: Context, loads: list[Workload], npus: int, mirrored: bool) -> AstraResult:
+    from netsim.astra.workload import RankStats
+
     order = [wl.rank for wl in ctx.reports]
-    stats = {wl.rank: wl.stats for wl in loads}
+    stats = {wl.rank: wl.stats if wl.stats is not None else RankStats(wl.rank) for wl in loads}  # None: deadlocked
     log = ctx.log
     if mirrored:
         stats = {r: stats[0] for r in range(npus)}
@@ -341,10 +354,12 @@ def _collect(ctx: Context, loads: list[Workload], npus: int, mirrored: bool) -> 
 
 def _deadlock(stuck: list[Workload], ctx: Context) -> str:
     lines = [f"deadlock: {len(stuck)} rank(s) never finish (at t = {ctx.clock.now} ns); ASTRA-sim would stop "
-             "without printing their results"]
+             "without printing their results (stdout has the lines of the ranks that finished)"]
     for wl in stuck[:8]:
         pending = sorted(wl.ongoing | wl.free)[:4]
         names = ", ".join(f"node {int(wl.t.id[i])} {wl.t.name[i]!r}" for i in pending)
         lines.append(f"  rank {wl.rank}: waiting on {names}")
+    if len(stuck) > 8:
+        lines.append(f"  ... and {len(stuck) - 8} more rank(s)")
     lines.append(f"  {ctx.fabric.pending()} message(s) without a matching send/receive")
     return "\n".join(lines)

@@ -256,7 +256,10 @@ class Sys:
         return out
 
     def _phase(self, op, topo, d, size, queue, direction, algo) -> Phase:
-        basic = topo.basic(d)
+        try:
+            basic = topo.basic(d)
+        except InputError as exc:
+            raise exc.at(source=self.cfg.source, field=f"{OPS[op]}-implementation") from None
         if algo.kind == "doubleBinaryTree":
             if not hasattr(basic, "links"):
                 raise InputError("doubleBinaryTree cannot run on a sub-group's ring (ASTRA-sim casts the ring to "

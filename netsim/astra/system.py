@@ -36,7 +36,6 @@ the key the first time a run needs it.  Keys ASTRA-sim ignores are accepted with
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
