@@ -191,8 +191,7 @@ def test_astra_shipped_ring_config_64440(traces):
 @pytest.mark.parametrize("kind,hops", [("Ring", 1), ("FullyConnected", 1), ("Switch", 2)])
 def test_astra_closed_form_other_shapes(kind, hops):
     p, size, splits, e, mem = 16, 4 << 20, 8, 20, 100
-    topo = multi_dim([Dim(kind, p, 100 * 2**30, 700e-9)])
-    topo.meta["astra_network"] = True
+    topo = multi_dim([Dim(kind, p, 100 * 2**30, 700e-9)], astra_network=True)
     d = size // splits // p
     net = int(hops * 700 + d / (100 * 2**30 / 1e9))
     red = 3 * int(d / mem)

@@ -173,8 +173,7 @@ class AstraNetwork:
 
             topo = multi_dim([Dim(d.kind, d.npus, units.astra_bw_to_Bps(d.bw), units.ns_to_s(d.latency),
                                    astra_bw=d.bw, astra_latency_ns=d.latency) for d in self.dims],
-                             name=Path(self.source).stem)
-            topo.meta["astra_network"] = True
+                             name=Path(self.source).stem, astra_network=True)
             object.__setattr__(self, "topo", topo)
         return self.topo
 
@@ -188,8 +187,8 @@ def load_network(path) -> AstraNetwork:
     if isinstance(path, AstraNetwork):
         return path
     if isinstance(path, Topology):
-        dims = tuple(NetDim(d["kind"], d["npus"], d["astra_bw"], d["astra_latency_ns"])
-                     for d in path.meta.get("dims", ())) if path.meta.get("astra_network") else ()
+        dims = tuple(NetDim(d.kind, d.npus, d.astra_bw, d.astra_latency_ns)
+                     for d in path.facts.dims) if path.facts.astra_network else ()
         return AstraNetwork(path.name, dims, path)
     src = str(path)
     data = inputs.load_yaml(path)

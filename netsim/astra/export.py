@@ -43,17 +43,17 @@ def _gib(bps: float) -> float:
 
 def astra_dims(topo) -> tuple[list[dict], list[str]]:
     """ASTRA-sim dimensions for ``topo`` and the list of what the approximation loses."""
-    meta, lost = topo.meta, []
-    if meta.get("dims"):
-        return [{"topology": d["kind"], "npus_count": int(d["npus"]), "bandwidth": _gib(d["bw_Bps"]),
-                 "latency": round(units.s_to_ns(d["latency_s"]), 4)} for d in meta["dims"]], lost
-    eff = meta.get("link_efficiency", {})
-    g = int(meta.get("gpus_per_node", topo.n_gpus))
+    facts, lost = topo.facts, []
+    if facts.dims:
+        return [{"topology": d.kind, "npus_count": int(d.npus), "bandwidth": _gib(d.bw_Bps),
+                 "latency": round(units.s_to_ns(d.latency_s), 4)} for d in facts.dims], lost
+    eff = facts.link_efficiency
+    g = topo.gpus_per_node
     nodes = topo.n_gpus // g
     dims = []
     if g > 1:
-        kind = "Switch" if meta.get("scaleup") == "nvswitch" else "FullyConnected"
-        bw = float(meta.get("scaleup_Bps_per_gpu", 0.0)) * eff.get("nvlink", 1.0)
+        kind = "Switch" if facts.scaleup == "nvswitch" else "FullyConnected"
+        bw = facts.scaleup_Bps_per_gpu * eff.get("nvlink", 1.0)
         if kind == "FullyConnected":
             bw /= g - 1
             lost.append("the NVLink mesh is not fully connected: ASTRA-sim gets one FullyConnected dimension "
@@ -61,26 +61,26 @@ def astra_dims(topo) -> tuple[list[dict], list[str]]:
         lat = _latency_ns(topo, 0, 1)
         dims.append({"topology": kind, "npus_count": g, "bandwidth": _gib(bw),
                      "latency": round(lat / 2 if kind == "Switch" else lat, 4)})
-        if meta.get("nvls"):
+        if facts.nvls:
             lost.append("NVLink SHARP (in-switch reduction) is not modelled by ASTRA-sim's analytical backend")
-        if meta.get("nvlink_links_per_gpu", 1) > 1:
-            lost.append(f"{meta['nvlink_links_per_gpu']} NVLink links per GPU (over several switch chips) become "
+        if (facts.nvlink_links_per_gpu or 1) > 1:
+            lost.append(f"{facts.nvlink_links_per_gpu} NVLink links per GPU (over several switch chips) become "
                         "one link of their summed bandwidth")
     if nodes > 1:
-        bw = float(meta.get("scaleout_Bps_per_gpu", 0.0)) * eff.get("ib", 1.0)
+        bw = facts.scaleout_Bps_per_gpu * eff.get("ib", 1.0)
         lat = _latency_ns(topo, 0, g)
         dims.append({"topology": "Switch", "npus_count": nodes, "bandwidth": _gib(bw), "latency": round(lat / 2, 4)})
-        tiers = int(meta.get("tiers", 1))
+        tiers = facts.tiers or 1
         if tiers > 1:
             lost.append(f"the {tiers}-tier fat-tree becomes one switch per rail: distance-dependent latency and "
                         "shared upper-tier links are gone")
-        over = {k: v for k, v in meta.get("oversubscription", {}).items() if v != 1}
+        over = {k: v for k, v in facts.oversubscription.items() if v != 1}
         if over:
             lost.append("oversubscription " + ", ".join(f"{k} {v:g}:1" for k, v in over.items()) +
                         " (ASTRA-sim's Switch has no internal limit)")
         lost.append("rails: ASTRA-sim's dimension 1 joins NPUs with the same local index; traffic between "
                     "different local indexes on different nodes is charged to dimension 0 only "
-                    "(congestion-unaware model)" + ("" if meta.get("rail_optimized") else
+                    "(congestion-unaware model)" + ("" if facts.rail_optimized else
                                                     "; the fabric is not rail-optimized"))
         lost.append("the PCIe hop and NIC are folded into the scale-out latency; PXN routing is not modelled")
     if not dims:
@@ -92,13 +92,13 @@ def astra_dims(topo) -> tuple[list[dict], list[str]]:
 
 def system_json(topo, ndims: int) -> dict:
     """A system JSON for the exported network: ring everywhere, 4 chunks, localBWAware."""
-    meta = topo.meta
+    facts = topo.facts
     out = {"scheduling-policy": "LIFO", "endpoint-delay": 10, "active-chunks-per-dimension": 1,
            "preferred-dataset-splits": 4, "collective-optimization": "localBWAware"}
     for op in ("all-reduce", "all-gather", "reduce-scatter", "all-to-all"):
         out[f"{op}-implementation"] = ["ring"] * ndims
-    out["local-mem-bw"] = round(units.Bps_to_GBps(float(meta.get("mem_bw_Bps", 1.6e12))), 3)
-    out["peak-perf"] = round(float(meta.get("peak_flops", 0.0)) / 1e12, 3)
+    out["local-mem-bw"] = round(units.Bps_to_GBps(facts.mem_bw_Bps if facts.mem_bw_Bps is not None else 1.6e12), 3)
+    out["peak-perf"] = round((facts.peak_flops or 0.0) / 1e12, 3)
     out["roofline-enabled"] = 0
     return out
 
@@ -107,7 +107,7 @@ def export_topology(topology, out, *, overwrite: bool = False) -> tuple[list[Pat
     """Write ``network.yml``, ``system.json``, ``remote_memory.json`` and ``approximation.txt``."""
     from netsim.topology.spec import load_topology
 
-    topo = topology if hasattr(topology, "meta") else load_topology(topology)
+    topo = topology if hasattr(topology, "facts") else load_topology(topology)
     dims, lost = astra_dims(topo)
     root = check_output_dir(out, what="a folder for the export")
     files = [root / n for n in ("network.yml", "system.json", "remote_memory.json", "approximation.txt")]

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from netsim.astra import arith
+from netsim.astra.batched import batched_plan, run_batched
 from netsim.astra.custom import CustomAlgorithm, load_custom_table
 from netsim.astra.engine import (AnalyticalLinks, AstraNetwork, Fabric, FlowLinks, HeapClock, MirrorFabric,
                                  SimPyClock, load_network)
@@ -40,6 +41,7 @@ from netsim.vocab import normalize_group_name
 from netsim.chakra.groups import CommGroups
 
 MODELS = ("analytical", "congestion-aware", "flow")
+ENGINES = ("auto", "full", "symmetric", "batched")
 
 
 @dataclass
@@ -266,13 +268,19 @@ def run_astra(workload, system, network, memory=None, comm_groups=None, *, model
     if system.track_local_mem:
         notes.append(_check_inputs(tables[0], system.source))
     mirror, why = symmetric_mirror(tables, system, network, memory, groups, model, rendezvous)
-    if engine not in ("auto", "full", "symmetric"):
-        raise InputError(f"expected auto, full or symmetric, got {engine!r}", source="--engine")
+    if engine not in ENGINES:
+        raise InputError(f"expected one of {', '.join(ENGINES)}, got {engine!r}", source="--engine")
     if engine == "symmetric" and mirror is None:
         raise InputError(f"the symmetric engine does not apply: {why}", source="--engine")
     use_mirror = mirror if engine != "full" else None
     ctx = Context(system, network, memory, groups, model, num_queues_per_dim, injection_scale, rendezvous,
                   use_mirror)
+    if use_mirror is None and engine in ("auto", "batched"):
+        chains, why_not = batched_plan(tables, ctx, groups, rendezvous)
+        if chains is not None:
+            return _run_batched(ctx, chains, notes, t0)
+        if engine == "batched":
+            raise InputError(f"the batched engine does not apply: {why_not}", source="--engine")
     ranks = [0] if use_mirror is not None else list(range(npus))
     loads = []
     for r in ranks:
@@ -306,6 +314,18 @@ def run_astra(workload, system, network, memory=None, comm_groups=None, *, model
     res.notes = notes + ctx.notes
     res.stats = {"wall_s": time.perf_counter() - t0, "events": ctx.clock.events, "messages": ctx.fabric.messages,
                  "simulated_ranks": len(ranks)}
+    return res
+
+
+def _run_batched(ctx: Context, chains: dict, notes: list[str], t0: float) -> AstraResult:
+    """Every rank at once (:mod:`netsim.astra.batched`); rank 0's Sys logs its rings and checks the lists."""
+    Sys(0, ctx)
+    runs = run_batched(ctx, chains)
+    res = _collect(ctx, runs, ctx.npus, False)
+    res.engine = "batched"
+    res.notes = notes + ctx.notes
+    res.stats = {"wall_s": time.perf_counter() - t0, "events": ctx.clock.events, "messages": ctx.fabric.messages,
+                 "simulated_ranks": ctx.npus}
     return res
 
 

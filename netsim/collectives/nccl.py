@@ -132,23 +132,23 @@ class CommInfo:
     @classmethod
     def from_topology(cls, topo: Topology, ranks: np.ndarray, channels: int | None = None) -> "CommInfo":
         ranks = np.asarray(ranks, dtype=np.int64)
-        g = int(topo.meta.get("gpus_per_node") or topo.n_gpus)
+        g = topo.gpus_per_node
         node = ranks // g
         nodes, counts = np.unique(node, return_counts=True)
         ppn = int(counts.max())
-        eff = topo.meta.get("link_efficiency", {})
-        up = float(topo.meta.get("scaleup_Bps_per_gpu") or _gpu_egress(topo, int(ranks[0])))
+        eff = topo.facts.link_efficiency
+        up = float(topo.facts.scaleup_Bps_per_gpu or _gpu_egress(topo, int(ranks[0])))
         bw_intra = up * eff.get("nvlink", 1.0) / 1e9
-        nic_line = float(topo.meta.get("scaleout_Bps_per_gpu") or 0.0) / 1e9
+        nic_line = float(topo.facts.scaleout_Bps_per_gpu) / 1e9
         nic = nic_line * eff.get("ib", 1.0)
-        model = str(topo.meta.get("gpu_model"))
+        model = str(topo.facts.gpu_model)
         arch = _ARCH.get(model, "hopper")
         # NVLS needs an NVSwitch that reduces, SM90+ (search.cc:1124) and 2+ GPUs (nvls.cc:262; the NVLS
         # graph needs 2 channels, tuning.cc:309); the cost model decides where it pays
-        nvls = bool(topo.meta.get("nvls")) and ppn >= 2 and NVLS_EFFICIENCY[arch] > 0
+        nvls = topo.facts.nvls and ppn >= 2 and NVLS_EFFICIENCY[arch] > 0
         if channels is None:
             channels = ring_channels(arch, int(nodes.size), ppn, bw_intra, nic_line)
-        cpu = str(topo.meta.get("cpu_vendor") or DEFAULT_CPU.get(model, "intel"))
+        cpu = str(topo.facts.cpu_vendor or DEFAULT_CPU.get(model, "intel"))
         nvls_ch = _NVLS_CHANNELS.get(arch, (16, 16))[int(nodes.size > 1)]
         return cls(int(ranks.size), int(nodes.size), ppn, arch, bw_intra, nic, nvls, int(channels), g, cpu, nvls_ch)
 

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from netsim import units
 from netsim.astra import arith
 from netsim.network.base import DoneCallback, Network
 from netsim.network.maxmin import drain_alone
@@ -51,15 +50,15 @@ class AnalyticalNetwork(Network):
 
     def __init__(self, env, topo, *, astra: bool | None = None):
         super().__init__(env, topo)
-        self.astra = bool(topo.meta.get("astra_network")) if astra is None else astra
+        self.astra = topo.facts.astra_network if astra is None else astra
         if self.astra:
-            dims = topo.meta["dims"]
-            self._k = np.array([d["npus"] for d in dims], dtype=np.int64)
+            dims = topo.facts.dims
+            self._k = np.array([d.npus for d in dims], dtype=np.int64)
             self._stride = np.concatenate(([1], np.cumprod(self._k)[:-1]))
-            self._kind = [d["kind"] for d in dims]
+            self._kind = [d.kind for d in dims]
             # the YAML's own ns and GiB/s (seconds round-trip 60 ns to 59.999...; ASTRA-sim charges 60)
-            self._lat_ns = [float(d.get("astra_latency_ns", d["latency_s"] * 1e9)) for d in dims]
-            self._bw_gib = [float(d.get("astra_bw", units.Bps_to_astra_bw(d["bw_Bps"]))) for d in dims]
+            self._lat_ns = [float(d.astra_latency_ns) for d in dims]
+            self._bw_gib = [float(d.astra_bw) for d in dims]
 
     def step_rates(self, routes, nbytes: np.ndarray, cap=None, parts: int = 1) -> np.ndarray | None:
         """See :meth:`Network.step_rates`: :func:`step_alone_rates` on the topology's capacities

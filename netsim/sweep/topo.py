@@ -79,9 +79,7 @@ def build_from_mapping(data: dict, source: str) -> Topology:
     from netsim.topology.spec import build_topology, parse_spec
 
     if is_astra_network(data):
-        topo = multi_dim(parse_astra_network(data, source), name=Path(source).stem)
-        topo.meta["astra_network"] = True
-        return topo
+        return multi_dim(parse_astra_network(data, source), name=Path(source).stem, astra_network=True)
     return build_topology(parse_spec(data, source), source)
 
 

@@ -80,7 +80,7 @@ class NcclSchedules:
 
     def __init__(self, topo: Topology, split_channels: bool = True):
         self.topo, self.split = topo, split_channels
-        self.g = int(topo.meta.get("gpus_per_node") or topo.n_gpus)
+        self.g = topo.gpus_per_node
         self._cache: dict = {}
 
     def __call__(self, comm_type: int, comm_size: int, members: tuple):

@@ -136,13 +136,11 @@ def plan_faults(spec: FaultSpec, topo: Topology, n_ranks: int, model: str = "flo
             else:
                 factor[sel] *= float(rule["factor"])
     if (factor != 1).any() or failed.any():
-        if topo.meta.get("astra_network") and model == "analytical":
+        if topo.facts.astra_network and model == "analytical":
             raise InputError("link and switch faults need --model flow on an ASTRA-sim network (its analytical "
                              "model charges dimensions, not links)", source=src, field="links/switches")
         router = FaultRouter(topo, failed, n_ranks, gpus=gpus) if failed.any() else topo.router
-        meta = {**topo.meta, "faults": {"degraded_links": int(((factor != 1) & ~failed).sum()),
-                                        "failed_links": int(failed.sum())}}
-        topo = replace(topo, link_bw=topo.link_bw * factor, router=router, meta=meta)
+        topo = replace(topo, link_bw=topo.link_bw * factor, router=router)
     return FaultPlan(scale, delay, factor, failed, topo)
 
 

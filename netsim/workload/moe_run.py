@@ -206,7 +206,7 @@ def default_schedules(topo, model: str):
     """The schedule function :class:`~netsim.workload.runner.WorkloadRun` uses by default."""
     from netsim.workload.collectives import NcclSchedules, collective_schedule
 
-    if topo.meta.get("astra_network"):
+    if topo.facts.astra_network:
         return lambda ct, size, members: collective_schedule(ct, size, len(members))
     return NcclSchedules(topo, split_channels=model != "analytical")
 

@@ -181,7 +181,7 @@ class WorkloadRun:
         # schedule_fn(comm_type, comm_size, members) -> Schedule; network(env, topo) -> Network
         if schedule_fn is None:
             schedule_fn = (lambda ct, size, members: collective_schedule(ct, size, len(members))) \
-                if topo.meta.get("astra_network") else NcclSchedules(topo, split_channels=model != "analytical")
+                if topo.facts.astra_network else NcclSchedules(topo, split_channels=model != "analytical")
         self.schedule_fn = schedule_fn
         self._network = network or MODELS[model]
         self.topo, self.groups = topo, groups
@@ -353,7 +353,7 @@ class WorkloadRun:
         if dur > 0:
             return dur
         ops, size = int(t.num_ops[i]), int(t.tensor_size[i])
-        peak, bw = self.topo.meta.get("peak_flops"), self.topo.meta.get("mem_bw_Bps")
+        peak, bw = self.topo.facts.peak_flops, self.topo.facts.mem_bw_Bps
         if ops > 0 and peak:
             perf = min(peak, bw * ops / size) if size > 0 and bw else peak
             return ops / perf

@@ -132,9 +132,9 @@ def _with_compute_efficiency(topo, efficiency: float):
     if efficiency == 1.0:
         return topo, None
     from dataclasses import replace
-    peak = topo.meta.get("peak_flops")
+    peak = topo.facts.peak_flops
     if not peak:
         return topo, (f"compute efficiency {efficiency:g} has no effect: the topology names no GPU compute "
                       "preset (node.gpu), so compute takes the traces' durations")
-    return replace(topo, meta={**topo.meta, "peak_flops": float(peak) * efficiency}), \
+    return replace(topo, facts=replace(topo.facts, peak_flops=float(peak) * efficiency)), \
         f"compute at {efficiency:g} x peak ({float(peak) * efficiency / 1e12:,.0f} of {float(peak) / 1e12:,.0f} TFLOP/s)"
