@@ -9,6 +9,8 @@ from netsim.collectives.executor import ENGINES
 from netsim.errors import InputError
 from netsim.workload.simulation import check_compute_efficiency, simulate  # noqa: F401 (re-exported)
 
+__all__ = ["check_compute_efficiency", "format_summary", "register_cli", "simulate"]
+
 
 def register_cli(sub) -> None:
     """Add ``netsim trace`` to the CLI."""
@@ -64,7 +66,8 @@ def register_cli(sub) -> None:
                      help="as in `netsim workload llm --recompute`")
     gen.add_argument("--symmetry", default="auto", choices=["auto", "none"],
                      help="auto: simulate one data-parallel replica standing for all (exact when they "
-                     "see the same fabric; docs/workloads.md); none: every rank")
+                     "see the same fabric; with --workload, when the files prove it; docs/workloads.md); "
+                     "none: every rank")
     from netsim.workload.moe_run import add_run_arguments
     add_run_arguments(run)
     run.set_defaults(func=_cmd_run)
@@ -97,6 +100,11 @@ def register_cli(sub) -> None:
                      help="model chunks per stage for --schedule interleaved (default 2)")
     llm.add_argument("--out", required=True, help="output folder: llm.<rank>.et and comm_groups.json")
     llm.add_argument("--overwrite", action="store_true", help="replace an existing workload in --out")
+    llm.add_argument("--ranks", default=None, metavar="SPEC",
+                     help="write only these ranks' traces, e.g. 0-63,128 (comm_groups.json covers the whole job)")
+    llm.add_argument("--jobs", type=int, default=None, metavar="N",
+                     help="processes writing the traces (default: the available cores)")
+    add_quiet_argument(llm)
     llm.set_defaults(func=_cmd_llm)
     wl.set_defaults(func=lambda args: _missing_sub(wl))
 
@@ -127,7 +135,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         args.workload = f"llm:{args.llm}"
     else:
         res = simulate(args.topology, args.workload, args.comm_groups, args.model, not args.no_ctrl_deps,
-                       args.streams, **common)
+                       args.streams, symmetry=args.symmetry, **common)
     fin, exp = res.finish * 1e6, res.exposed_comm * 1e6
     summary = {"ranks": int(fin.size), "iteration_us": float(fin.max()),
                "finish_us": {"min": float(fin.min()), "median": float(np.median(fin)), "max": float(fin.max())},
@@ -185,20 +193,24 @@ def _missing_sub(parser) -> int:
 
 
 def _cmd_llm(args: argparse.Namespace) -> int:
-    from netsim.workload.generate.llm import write_llm_workload
-
+    from netsim.progress import wanted
     from netsim.results.io import check_output_dir, kind_of
+    from netsim.workload.generate.writer import write_llm_files
 
     out = check_output_dir(args.out, flag="--out", what="a folder for the workload")
     if kind_of(out / "comm_groups.json") is not None and not args.overwrite:
         raise InputError("already holds a workload; pass --overwrite to replace it", source=str(out))
-    prefix = write_llm_workload(out, args.llm_model, tp=args.tp, pp=args.pp, dp=args.dp, ep=args.ep, cp=args.cp,
-                                microbatches=args.microbatches, global_batch=args.global_batch, seq=args.seq,
-                                micro_batch=args.micro_batch, schedule=args.schedule, vpp=args.vpp,
-                                recompute=args.recompute)
-    n = args.tp * args.cp * args.pp * args.dp
-    print(f"wrote {n} ranks: {prefix}.<rank>.et and {out / 'comm_groups.json'}")
-    print(f"run:  netsim run --topology TOPOLOGY --workload {prefix} --comm-groups {out / 'comm_groups.json'}")
+    rep = write_llm_files(out, args.llm_model, ranks=args.ranks, jobs=args.jobs, progress=wanted(args.quiet),
+                          tp=args.tp, pp=args.pp, dp=args.dp, ep=args.ep, cp=args.cp,
+                          microbatches=args.microbatches, global_batch=args.global_batch, seq=args.seq,
+                          micro_batch=args.micro_batch, schedule=args.schedule, vpp=args.vpp,
+                          recompute=args.recompute)
+    world = args.tp * args.cp * args.pp * args.dp
+    which = f"{rep.ranks} of {world} ranks" if rep.ranks != world else f"{world} ranks"
+    print(f"wrote {which}: {rep.prefix}.<rank>.et and {out / 'comm_groups.json'}  ({rep.nodes:,} nodes, "
+          f"{rep.files:,} distinct files, {rep.bytes / 1e6:,.1f} MB, {rep.wall_s:.1f} s on {rep.jobs} process"
+          f"{'es' if rep.jobs > 1 else ''})")
+    print(f"run:  netsim run --topology TOPOLOGY --workload {rep.prefix} --comm-groups {out / 'comm_groups.json'}")
     return 0
 
 

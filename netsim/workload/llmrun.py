@@ -2,9 +2,9 @@
 
 ``netsim run --llm MODEL --tp .. --pp .. --dp ..`` (and :func:`simulate_llm`): the
 generator builds only the representatives of the data-parallel replicas
-(:func:`~netsim.workload.generate.llm.llm_replicas`), their traces go through the Chakra
-writer and reader (the same bytes ``netsim workload llm`` would write for those ranks),
-and the runner simulates one replica standing for all
+(:func:`~netsim.workload.generate.llm.llm_replicas`) and hands their node tables to the
+runner directly (the tables reading ``netsim workload llm``'s files for those ranks would
+give; no Chakra bytes in between), and the runner simulates one replica standing for all
 (:mod:`netsim.workload.replicas`).  A 16,384-rank Llama-3-405B job (TP8 PP16 DP128)
 thus walks 128 ranks' graphs instead of 16,384.
 
@@ -15,41 +15,46 @@ fabric), generates and simulates every rank; the run's notes say so.
 
 from __future__ import annotations
 
-import tempfile
-from pathlib import Path
-
-from netsim.chakra import read_et_table, write_et
-
 #: Generator parameters that name the parallel layout (the rest are passed through).
 LAYOUT = ("tp", "pp", "dp", "ep", "cp")
 
 
 def generate_tables(spec, *, symmetry: str = "auto", **gen):
-    """(tables of the simulated ranks, comm groups, replicas or None) for ``generate_llm(spec, **gen)``."""
+    """(tables of the simulated ranks, comm groups, replicas or None) for ``generate_llm(spec, **gen)``.
+
+    The tables are built from the generator's stage templates
+    (:class:`~netsim.workload.generate.template.RankTemplate`), equal to reading the files
+    ``netsim workload llm`` writes for those ranks; one rank per stage beyond the template's
+    own is checked against the generator.
+    """
     from netsim.errors import InputError
-    from netsim.workload.generate.llm import generate_llm, llm_replicas
+    from netsim.workload.generate.llm import llm_replicas
+    from netsim.workload.generate.plan import plan_llm
+    from netsim.workload.generate.template import RankTemplate
 
     if symmetry not in ("auto", "none"):
         raise InputError(f"expected auto or none, got {symmetry!r}", source="--symmetry")
+    plan = plan_llm(spec, **gen)
     replicas = None
     if symmetry == "auto":
         replicas = llm_replicas(**{k: gen[k] for k in LAYOUT if k in gen})
         if replicas.count == 1:
             replicas = None
-    if replicas is None:
-        nodes, groups = generate_llm(spec, **gen)
-        nodes = dict(enumerate(nodes))
-    else:
-        nodes, groups = generate_llm(spec, ranks=replicas.reps.tolist(), **gen)
-        replicas.check_groups(groups, source="generated comm groups")
-    tables = {}
-    with tempfile.TemporaryDirectory(prefix="netsim-llm-") as tmp:
-        for rank, rank_nodes in nodes.items():
-            path = Path(tmp) / f"llm.{rank}.et"
-            write_et(path, rank_nodes)
-            tables[rank] = read_et_table(path)
-            tables[rank].source = f"llm.{rank}.et"
-    return tables, groups, replicas
+    if replicas is not None:
+        replicas.check_groups(plan.groups, source="generated comm groups")
+    ranks = range(plan.world) if replicas is None else replicas.reps.tolist()
+    tables, templates, last = {}, {}, {}
+    for rank in ranks:
+        stage = plan.stage(rank)
+        tpl = templates.get(stage)
+        if tpl is None:
+            tpl = templates[stage] = RankTemplate.build(plan, rank)
+        last[stage] = rank
+        tables[rank] = tpl.table(rank, plan.member[rank], f"llm.{rank}.et")
+    for stage, rank in last.items():
+        if rank != templates[stage].rep:
+            templates[stage].check(plan, rank)
+    return tables, plan.groups, replicas
 
 
 def simulate_llm(topology, spec, *, model: str = "flow", symmetry: str = "auto", ctrl_deps: bool = True,

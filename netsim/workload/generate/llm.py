@@ -62,7 +62,6 @@ Examples
 
 from __future__ import annotations
 
-import json
 import operator
 import os
 from pathlib import Path
@@ -71,82 +70,16 @@ from typing import Any, Iterable
 import numpy as np
 
 from netsim.errors import InputError
-from netsim.results.io import atomic_file
-from netsim.chakra import write_workload
 from netsim.chakra.model import EtNode
 from netsim.workload.generate.model import ModelSpec
 from netsim.workload.generate.presets import PRESETS as MODEL_PRESETS
 from netsim.workload.generate.presets import load_model_spec
-from netsim.workload.generate.ranks import Costs, Layout, layout_groups, rank_nodes
+from netsim.workload.generate.plan import MAX_WORLD, RECOMPUTE, SCHEDULES, LLMPlan, check_positive, plan_llm
 from netsim.workload.generate.schedules import interleaved_order, one_f_one_b, stage_layers
 
 __all__ = ["MODEL_PRESETS", "ModelSpec", "SCHEDULES", "generate_llm", "interleaved_order", "llm_replicas",
-           "load_model_spec", "one_f_one_b", "stage_layers", "write_llm_workload"]
-
-#: Pipeline schedules of :func:`generate_llm`.
-SCHEDULES = ("1f1b", "interleaved")
-#: Activation recomputation of :func:`generate_llm` (Megatron-LM's ``--recompute-granularity``).
-RECOMPUTE = ("none", "selective", "full")
-
-
-def _check_positive(**kw: int) -> None:
-    """Raise InputError unless every argument is a positive integer."""
-    for key, val in kw.items():
-        if not isinstance(val, int) or isinstance(val, bool) or val <= 0:
-            raise InputError(f"expected a positive integer, got {val!r}", source="argument", field=key)
-
-
-#: Ranks of one generated job: the largest topology netsim builds (netsim.topology.spec.MAX_GPUS).
-MAX_WORLD = 131_072
-
-
-def _check_tp(spec, tp: int) -> None:
-    """Megatron-LM's rule: tp divides the attention heads (``megatron/training/arguments.py``:
-    num_attention_heads must be divisible by tensor_model_parallel_size).  Key/value heads may be
-    fewer than tp (replicated, as the generator's kv_hidden / tp shard assumes)."""
-    if spec.heads % tp:
-        raise InputError(f"tp={tp} must divide the model's heads ({spec.heads}), as in Megatron-LM",
-                         source="argument", field="tp")
-
-
-def _microbatches(microbatches: int | None, global_batch: int | None, dp: int, micro_batch: int, pp: int) -> int:
-    """Microbatches per iteration from ``--microbatches`` / ``--global-batch`` (default ``2 * pp``)."""
-    if microbatches is not None:
-        _check_positive(microbatches=microbatches)
-    if global_batch is None:
-        return 2 * pp if microbatches is None else microbatches
-    _check_positive(global_batch=global_batch)
-    step = dp * micro_batch
-    if global_batch % step:
-        raise InputError(f"global_batch={global_batch} is not a multiple of dp * micro_batch = {step}",
-                         source="argument", field="global_batch")
-    derived = global_batch // step
-    if microbatches is not None and microbatches != derived:
-        raise InputError(f"global_batch={global_batch} gives {derived} microbatches (dp={dp}, "
-                         f"micro_batch={micro_batch}), not {microbatches}", source="argument", field="microbatches")
-    return derived
-
-
-def _virtual_stages(schedule: str, vpp: int | None, pp: int, microbatches: int) -> int:
-    """Model chunks per stage for ``schedule`` (1 for 1F1B, ``vpp`` or 2 when interleaved)."""
-    if schedule not in SCHEDULES:
-        raise InputError(f"expected one of {', '.join(SCHEDULES)}, got {schedule!r}", source="argument",
-                         field="schedule")
-    if schedule == "1f1b":
-        if vpp not in (None, 1):
-            raise InputError(f"vpp={vpp} needs schedule 'interleaved'", source="argument", field="vpp")
-        return 1
-    vpp = 2 if vpp is None else vpp
-    _check_positive(vpp=vpp)
-    if vpp < 2:
-        raise InputError(f"the interleaved schedule needs vpp >= 2, got {vpp}", source="argument", field="vpp")
-    if pp < 2:
-        raise InputError(f"the interleaved schedule needs pp >= 2, got {pp}", source="argument", field="pp")
-    if microbatches % pp:
-        raise InputError(f"the interleaved schedule needs microbatches ({microbatches}) divisible by pp={pp}",
-                         source="argument", field="microbatches")
-    return vpp
-
+           "load_model_spec", "one_f_one_b", "plan_llm", "stage_layers", "write_llm_workload",
+           "LLMPlan", "MAX_WORLD", "RECOMPUTE"]
 
 def _selected_ranks(ranks: Iterable[int] | None, world: int) -> list[int] | None:
     """Sorted distinct ranks of ``ranks`` (None: every rank), checked against ``world``."""
@@ -213,41 +146,17 @@ def generate_llm(spec: ModelSpec | str, *, tp: int, pp: int, dp: int, ep: int = 
         inconsistent ``global_batch`` / ``microbatches``, a bad schedule or ranks
         outside the job.
     """
-    spec = load_model_spec(spec)
-    if recompute not in RECOMPUTE:
-        raise InputError(f"expected one of {', '.join(RECOMPUTE)}, got {recompute!r}", source="argument",
-                         field="recompute")
-    _check_positive(tp=tp, pp=pp, dp=dp, ep=ep, cp=cp, seq=seq, micro_batch=micro_batch, dtype_bytes=dtype_bytes)
-    microbatches = _microbatches(microbatches, global_batch, dp, micro_batch, pp)
-    vpp = _virtual_stages(schedule, vpp, pp, microbatches)
-    if spec.layers < pp * vpp:
-        what = f"pp={pp} stages" if vpp == 1 else f"pp * vpp = {pp * vpp} model chunks"
-        raise InputError(f"{spec.layers} layers cannot fill {what}", source="argument",
-                         field="pp" if vpp == 1 else "vpp")
-    if seq % cp:
-        raise InputError(f"seq={seq} is not divisible by cp={cp}", source="argument", field="cp")
-    _check_tp(spec, tp)
-    if tp * pp * dp * cp > MAX_WORLD:
-        raise InputError(f"tp*pp*dp*cp = {tp * pp * dp * cp:,} ranks; expected at most {MAX_WORLD:,}",
-                         source="argument", field="dp")
-    if dp % ep:
-        raise InputError(f"ep={ep} must divide dp={dp}", source="argument", field="ep")
-    if spec.is_moe and spec.experts % ep:
-        raise InputError(f"{spec.experts} experts do not split evenly over ep={ep}", source="argument", field="ep")
-    if not spec.is_moe:
-        ep = 1
-    lay = Layout(tp, cp, dp, pp)
-    selected = _selected_ranks(ranks, lay.world)
-    groups, member = layout_groups(lay, ep)
-    cost = Costs(spec, tp, cp, micro_batch * seq // cp, seq, dtype_bytes, spec.experts // ep if spec.is_moe else 0,
-                 recompute)
-    chunks = stage_layers(spec.layers, pp * vpp)
-    build = range(lay.world) if selected is None else selected
-    nodes = {r: rank_nodes(r, lay, member[r], cost, chunks, vpp, microbatches) for r in build}
-    return (list(nodes.values()) if selected is None else nodes), groups
+    plan = plan_llm(spec, tp=tp, pp=pp, dp=dp, ep=ep, cp=cp, microbatches=microbatches, global_batch=global_batch,
+                    seq=seq, micro_batch=micro_batch, dtype_bytes=dtype_bytes, schedule=schedule, vpp=vpp,
+                    recompute=recompute)
+    selected = _selected_ranks(ranks, plan.world)
+    build = range(plan.world) if selected is None else selected
+    nodes = {r: plan.nodes(r) for r in build}
+    return (list(nodes.values()) if selected is None else nodes), plan.groups
 
 
-def write_llm_workload(out_dir: str | os.PathLike, spec: ModelSpec | str, **kw: Any) -> Path:
+def write_llm_workload(out_dir: str | os.PathLike, spec: ModelSpec | str, *, jobs: int | None = None,
+                       progress: bool = False, **kw: Any) -> Path:
     """Write ``out_dir/llm.<rank>.et`` and ``out_dir/comm_groups.json``.
 
     Parameters
@@ -256,6 +165,10 @@ def write_llm_workload(out_dir: str | os.PathLike, spec: ModelSpec | str, **kw: 
         Output folder (created if needed).
     spec
         The model (see :func:`generate_llm`).
+    jobs, progress
+        Processes (default: the available cores) and a progress bar on stderr
+        (:func:`netsim.workload.generate.writer.write_llm_files`, which also writes a subset
+        of the ranks).
     **kw
         Keyword arguments of :func:`generate_llm` (every rank is written: no ``ranks``).
 
@@ -264,17 +177,13 @@ def write_llm_workload(out_dir: str | os.PathLike, spec: ModelSpec | str, **kw: 
     Path
         The workload prefix ``out_dir/llm`` (``comm_groups.json`` sits beside it).
     """
+    from netsim.workload.generate.writer import write_llm_files
+
     if kw.get("ranks") is not None:
-        raise InputError("a written workload holds every rank; use generate_llm for a subset", source="argument",
-                         field="ranks")
-    per_rank, groups = generate_llm(spec, **kw)
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    prefix = out / "llm"
-    write_workload(prefix, per_rank)
-    with atomic_file(out / "comm_groups.json", "w") as fh:
-        fh.write(json.dumps(groups, indent=1) + "\n")
-    return prefix
+        raise InputError("a written workload holds every rank; use generate_llm or write_llm_files for a subset",
+                         source="argument", field="ranks")
+    kw.pop("ranks", None)
+    return write_llm_files(out_dir, spec, jobs=jobs, progress=progress, **kw).prefix
 
 
 def llm_replicas(tp: int, pp: int, dp: int, ep: int = 1, cp: int = 1, world_check: bool = True):
@@ -309,7 +218,7 @@ def llm_replicas(tp: int, pp: int, dp: int, ep: int = 1, cp: int = 1, world_chec
     from netsim.workload.replicas import Replicas
 
     if world_check:
-        _check_positive(tp=tp, pp=pp, dp=dp, ep=ep, cp=cp)
+        check_positive(tp=tp, pp=pp, dp=dp, ep=ep, cp=cp)
         if dp % ep:
             raise InputError(f"ep={ep} must divide dp={dp}", source="argument", field="ep")
     inner = tp * cp

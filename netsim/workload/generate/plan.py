@@ -1,0 +1,169 @@
+"""A checked call of the LLM generator: :func:`plan_llm` validates the arguments once and
+returns an :class:`LLMPlan` (layout, costs, schedule, groups) that builds any rank's nodes.
+
+:func:`~netsim.workload.generate.llm.generate_llm` (EtNodes), the file writer
+(:mod:`~netsim.workload.generate.writer`) and ``netsim run --llm``
+(:mod:`netsim.workload.llmrun`) all start here.
+
+>>> from netsim.workload.generate.model import ModelSpec
+>>> plan = plan_llm(ModelSpec("tiny", layers=2, hidden=256, ffn=1024, heads=4, vocab=1000),
+...                 tp=2, pp=2, dp=2, microbatches=2, seq=128)
+>>> plan.world, plan.stage(5), len(plan.nodes(5))
+(8, 1, 26)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Iterable
+
+from netsim.errors import InputError
+from netsim.chakra.model import EtNode
+from netsim.workload.generate.model import ModelSpec
+from netsim.workload.generate.presets import load_model_spec
+from netsim.workload.generate.ranks import Costs, Layout, layout_groups, rank_nodes
+from netsim.workload.generate.schedules import stage_layers
+
+__all__ = ["LLMPlan", "MAX_WORLD", "RECOMPUTE", "SCHEDULES", "check_positive", "plan_llm"]
+
+#: Pipeline schedules of :func:`generate_llm`.
+SCHEDULES = ("1f1b", "interleaved")
+#: Activation recomputation of :func:`generate_llm` (Megatron-LM's ``--recompute-granularity``).
+RECOMPUTE = ("none", "selective", "full")
+
+
+def check_positive(**kw: int) -> None:
+    """Raise InputError unless every argument is a positive integer."""
+    for key, val in kw.items():
+        if not isinstance(val, int) or isinstance(val, bool) or val <= 0:
+            raise InputError(f"expected a positive integer, got {val!r}", source="argument", field=key)
+
+
+#: Ranks of one generated job: the largest topology netsim builds (netsim.topology.spec.MAX_GPUS).
+MAX_WORLD = 131_072
+
+
+def _check_tp(spec, tp: int) -> None:
+    """Megatron-LM's rule: tp divides the attention heads (``megatron/training/arguments.py``:
+    num_attention_heads must be divisible by tensor_model_parallel_size).  Key/value heads may be
+    fewer than tp (replicated, as the generator's kv_hidden / tp shard assumes)."""
+    if spec.heads % tp:
+        raise InputError(f"tp={tp} must divide the model's heads ({spec.heads}), as in Megatron-LM",
+                         source="argument", field="tp")
+
+
+def _microbatches(microbatches: int | None, global_batch: int | None, dp: int, micro_batch: int, pp: int) -> int:
+    """Microbatches per iteration from ``--microbatches`` / ``--global-batch`` (default ``2 * pp``)."""
+    if microbatches is not None:
+        check_positive(microbatches=microbatches)
+    if global_batch is None:
+        return 2 * pp if microbatches is None else microbatches
+    check_positive(global_batch=global_batch)
+    step = dp * micro_batch
+    if global_batch % step:
+        raise InputError(f"global_batch={global_batch} is not a multiple of dp * micro_batch = {step}",
+                         source="argument", field="global_batch")
+    derived = global_batch // step
+    if microbatches is not None and microbatches != derived:
+        raise InputError(f"global_batch={global_batch} gives {derived} microbatches (dp={dp}, "
+                         f"micro_batch={micro_batch}), not {microbatches}", source="argument", field="microbatches")
+    return derived
+
+
+def _virtual_stages(schedule: str, vpp: int | None, pp: int, microbatches: int) -> int:
+    """Model chunks per stage for ``schedule`` (1 for 1F1B, ``vpp`` or 2 when interleaved)."""
+    if schedule not in SCHEDULES:
+        raise InputError(f"expected one of {', '.join(SCHEDULES)}, got {schedule!r}", source="argument",
+                         field="schedule")
+    if schedule == "1f1b":
+        if vpp not in (None, 1):
+            raise InputError(f"vpp={vpp} needs schedule 'interleaved'", source="argument", field="vpp")
+        return 1
+    vpp = 2 if vpp is None else vpp
+    check_positive(vpp=vpp)
+    if vpp < 2:
+        raise InputError(f"the interleaved schedule needs vpp >= 2, got {vpp}", source="argument", field="vpp")
+    if pp < 2:
+        raise InputError(f"the interleaved schedule needs pp >= 2, got {pp}", source="argument", field="pp")
+    if microbatches % pp:
+        raise InputError(f"the interleaved schedule needs microbatches ({microbatches}) divisible by pp={pp}",
+                         source="argument", field="microbatches")
+    return vpp
+
+
+@dataclass(frozen=True)
+class LLMPlan:
+    """A checked generator call: the layout, costs, schedule and groups; :meth:`nodes` builds a rank.
+
+    ``member`` maps each rank to its group id per kind (``tp``, ``cp``, ``dp``, ``ep``);
+    it may hold only the ranks a worker builds (:meth:`for_ranks`).
+    """
+
+    lay: Layout
+    cost: Costs
+    chunks: tuple[range, ...]
+    vpp: int
+    microbatches: int
+    groups: dict[str, list[int]] | None
+    member: dict[int, dict[str, str]]
+
+    @property
+    def world(self) -> int:
+        return self.lay.world
+
+    def stage(self, rank: int) -> int:
+        """Pipeline stage of ``rank``."""
+        return rank // self.lay.stride
+
+    def nodes(self, rank: int) -> list[EtNode]:
+        """The node chain of ``rank``."""
+        return rank_nodes(rank, self.lay, self.member[rank], self.cost, list(self.chunks), self.vpp,
+                          self.microbatches)
+
+    def for_ranks(self, ranks: Iterable[int]) -> "LLMPlan":
+        """A copy that knows only ``ranks``' groups (small to send to a worker process)."""
+        return replace(self, groups=None, member={r: self.member[r] for r in ranks})
+
+
+def plan_llm(spec: ModelSpec | str, *, tp: int, pp: int, dp: int, ep: int = 1, cp: int = 1,
+             microbatches: int | None = None, global_batch: int | None = None, seq: int, micro_batch: int = 1,
+             dtype_bytes: int = 2, schedule: str = "1f1b", vpp: int | None = None,
+             recompute: str = "none") -> LLMPlan:
+    """Check a generator call (the arguments of :func:`generate_llm` but ``ranks``) and plan it.
+
+    Raises
+    ------
+    InputError
+        As :func:`generate_llm`.
+    """
+    spec = load_model_spec(spec)
+    if recompute not in RECOMPUTE:
+        raise InputError(f"expected one of {', '.join(RECOMPUTE)}, got {recompute!r}", source="argument",
+                         field="recompute")
+    check_positive(tp=tp, pp=pp, dp=dp, ep=ep, cp=cp, seq=seq, micro_batch=micro_batch, dtype_bytes=dtype_bytes)
+    microbatches = _microbatches(microbatches, global_batch, dp, micro_batch, pp)
+    vpp = _virtual_stages(schedule, vpp, pp, microbatches)
+    if spec.layers < pp * vpp:
+        what = f"pp={pp} stages" if vpp == 1 else f"pp * vpp = {pp * vpp} model chunks"
+        raise InputError(f"{spec.layers} layers cannot fill {what}", source="argument",
+                         field="pp" if vpp == 1 else "vpp")
+    if seq % cp:
+        raise InputError(f"seq={seq} is not divisible by cp={cp}", source="argument", field="cp")
+    _check_tp(spec, tp)
+    if tp * pp * dp * cp > MAX_WORLD:
+        raise InputError(f"tp*pp*dp*cp = {tp * pp * dp * cp:,} ranks; expected at most {MAX_WORLD:,}",
+                         source="argument", field="dp")
+    if dp % ep:
+        raise InputError(f"ep={ep} must divide dp={dp}", source="argument", field="ep")
+    if spec.is_moe and spec.experts % ep:
+        raise InputError(f"{spec.experts} experts do not split evenly over ep={ep}", source="argument", field="ep")
+    if not spec.is_moe:
+        ep = 1
+    lay = Layout(tp, cp, dp, pp)
+    groups, member = layout_groups(lay, ep)
+    cost = Costs(spec, tp, cp, micro_batch * seq // cp, seq, dtype_bytes, spec.experts // ep if spec.is_moe else 0,
+                 recompute)
+    return LLMPlan(lay, cost, tuple(stage_layers(spec.layers, pp * vpp)), vpp, microbatches, groups, member)
+
+
+
