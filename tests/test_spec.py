@@ -27,7 +27,7 @@ FAT = {"name": "ft", "node": {"preset": "hgx-h100"}, "nodes": 4,
 
 def test_fat_tree_spec_builds(tmp_path):
     t = load_topology(write(tmp_path, FAT))
-    assert t.n_gpus == 32 and t.meta["switches"] == {"leaf": 8, "spine": 4}
+    assert t.n_gpus == 32 and t.facts.switches == {"leaf": 8, "spine": 4}
 
 
 @pytest.mark.parametrize("mutate,field,expect", [
@@ -74,17 +74,17 @@ def test_oversubscription_key(tmp_path):
     data = yaml.safe_load(yaml.safe_dump(FAT))
     data["scale_out"]["tiers"][0] = {"name": "leaf", "down": 4, "up": 4, "oversubscription": 2}
     t = load_topology(write(tmp_path, data))
-    assert t.meta["oversubscription"] == {"leaf": 2.0}
-    assert t.meta["bisection_Bps"] == pytest.approx(32 * 50e9 / 4)
+    assert t.facts.oversubscription == {"leaf": 2.0}
+    assert t.facts.bisection_Bps == pytest.approx(32 * 50e9 / 4)
 
 
 def test_astra_network_yaml_detected(traces):
     t = load_topology(traces / "astra-sim__astra-sim/examples/network/analytical/Ring_8npus.yml")
-    assert t.n_gpus == 8 and t.meta["astra_network"]
+    assert t.n_gpus == 8 and t.facts.astra_network
     assert t.link_bw[0] == 50 * 2**30  # "GB/s" in ASTRA-sim YAML is GiB/s
     assert t.link_lat[0] == pytest.approx(500e-9)
     t = load_topology(traces / "astra-sim__astra-sim/inputs/network/hgx_h100_32gpu.yml")
-    assert t.n_gpus == 32 and [d["kind"] for d in t.meta["dims"]] == ["Switch", "Ring"]
+    assert t.n_gpus == 32 and [d.kind for d in t.facts.dims] == ["Switch", "Ring"]
 
 
 def test_astra_tbd_config_is_rejected(traces):
@@ -118,9 +118,9 @@ def test_shipped_figures():
             "h100-superpod-1024", "h100-fat-tree-16k", "llama3-24k", "megascale-12k",
             "fat-tree-64k"} <= set(figures)
     t = load_topology(TOPOLOGIES / "h100-superpod-1024.yaml")
-    assert t.meta["switches"] == {"leaf": 32, "spine": 16}  # as in the DGX SuperPOD RA
+    assert t.facts.switches == {"leaf": 32, "spine": 16}  # as in the DGX SuperPOD RA
     t = load_topology(TOPOLOGIES / "llama3-24k.yaml")
-    assert t.n_gpus == 24576 and t.meta["oversubscription"]["spine"] == pytest.approx(7.0)
+    assert t.n_gpus == 24576 and t.facts.oversubscription["spine"] == pytest.approx(7.0)
 
 
 def test_cli_errors_exit_2(tmp_path, capsys):

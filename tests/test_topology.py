@@ -38,7 +38,7 @@ def test_dgx1_cube_mesh_counts_and_capacities():
     out = np.bincount(t.link_src, weights=t.link_bw, minlength=8)
     assert np.allclose(out, 150e9)  # 6 NVLink2 x 25 GB/s per GPU
     assert int(t.link_width.sum()) == 48
-    assert t.meta["bisection_Bps"] == pytest.approx(150e9)
+    assert t.facts.bisection_Bps == pytest.approx(150e9)
     assert_routes_valid(t, *all_pairs(8))
     # 0 and 5 are not adjacent: two equal-cost 2-hop paths (via 1 or via 4)
     assert t.router.path_choices(0, 5) == 2
@@ -47,10 +47,10 @@ def test_dgx1_cube_mesh_counts_and_capacities():
 
 def test_nvswitch_domain_link_ids_and_bandwidth():
     t = nvswitch_domain(4, links_per_gpu=18, link_bw=25e9, nvls=True)
-    assert t.n_links == 8 and t.meta["nvls"] is True
+    assert t.n_links == 8 and t.facts.nvls is True
     assert np.allclose(t.link_bw, 450e9)
     assert t.route(1, 2).tolist() == [1, 6]
-    assert t.meta["bisection_Bps"] == pytest.approx(2 * 450e9)
+    assert t.facts.bisection_Bps == pytest.approx(2 * 450e9)
 
 
 @pytest.mark.parametrize("build,gpus,per_gpu,bisection", [
@@ -60,8 +60,8 @@ def test_nvswitch_domain_link_ids_and_bandwidth():
 def test_presets(build, gpus, per_gpu, bisection):
     t = build()
     assert t.n_gpus == gpus
-    assert t.meta["scaleup_Bps_per_gpu"] == pytest.approx(per_gpu)
-    assert t.meta["bisection_Bps"] == pytest.approx(bisection)
+    assert t.facts.scaleup_Bps_per_gpu == pytest.approx(per_gpu)
+    assert t.facts.bisection_Bps == pytest.approx(bisection)
 
 
 def test_mesh_rejects_bad_pairs():
@@ -81,7 +81,7 @@ def test_fat_tree_counts_by_hand():
     t = small_fat_tree()
     # 4 nodes x 8 GPUs = 32 NICs; leaves of 4 down ports -> 8 leaves; 8 x 4 uplinks over
     # 8-port spines -> 4 spines with 1 link per leaf
-    assert t.meta["switches"] == {"leaf": 8, "spine": 4}
+    assert t.facts.switches == {"leaf": 8, "spine": 4}
     kinds = np.bincount(t.node_kind, minlength=len(NODE_KINDS))
     assert kinds[NODE_KINDS.index("gpu")] == 32 and kinds[NODE_KINDS.index("nic")] == 32
     assert kinds[NODE_KINDS.index("nvswitch")] == 4
@@ -89,22 +89,22 @@ def test_fat_tree_counts_by_hand():
     assert t.n_links == 4 * 16 + 64 + 64 + 64
     ib = t.link_kind == 2
     assert np.allclose(t.link_bw[ib], 50e9)
-    assert t.meta["oversubscription"] == {"leaf": 1.0}
-    assert t.meta["bisection_Bps"] == pytest.approx(16 * 50e9)
+    assert t.facts.oversubscription == {"leaf": 1.0}
+    assert t.facts.bisection_Bps == pytest.approx(16 * 50e9)
 
 
 def test_fat_tree_parallel_links_and_oversubscription():
     # 2 leaves x 8 uplinks into 16-port spines: p = 8 links per leaf-spine pair, 1 spine
     t = fat_tree(hgx_h100(), 2, [Tier("leaf", down=8, up=4, up_bw=50e9), Tier("spine", down=16)],
                  nic_bw=50e9, rail_optimized=False)
-    assert t.meta["switches"] == {"leaf": 2, "spine": 1}
+    assert t.facts.switches == {"leaf": 2, "spine": 1}
     rail = fat_tree(hgx_h100(), 2, [Tier("leaf", down=8, up=4, up_bw=50e9), Tier("spine", down=16)],
                     nic_bw=50e9, rail_optimized=True)
-    assert rail.meta["switches"] == {"leaf": 8, "spine": 2}  # one leaf per rail
-    assert t.meta["oversubscription"] == {"leaf": 2.0}
+    assert rail.facts.switches == {"leaf": 8, "spine": 2}  # one leaf per rail
+    assert t.facts.oversubscription == {"leaf": 2.0}
     up = (t.link_kind == 2) & (t.link_width == 4)
     assert np.allclose(t.link_bw[up], 4 * 50e9)
-    assert t.meta["bisection_Bps"] == pytest.approx(4 * 50e9)
+    assert t.facts.bisection_Bps == pytest.approx(4 * 50e9)
 
 
 def test_rail_optimized_placement():
@@ -147,10 +147,10 @@ def test_three_tier_routes_and_diameter():
     tiers = [Tier("leaf", down=4, up=4, up_bw=50e9), Tier("spine", down=4, up=4, up_bw=50e9),
              Tier("core", down=8)]
     t = fat_tree(hgx_h100(), 8, tiers, nic_bw=50e9, pxn=False)
-    assert t.meta["switches"] == {"leaf": 16, "spine": 16, "core": 8}
+    assert t.facts.switches == {"leaf": 16, "spine": 16, "core": 8}
     assert_routes_valid(t, *all_pairs(64))
     lengths = np.diff(t.routes(*all_pairs(64))[0])
-    assert lengths.max() == t.meta["diameter_hops"] == 8
+    assert lengths.max() == t.facts.diameter_hops == 8
 
 
 def test_ecmp_spreads_evenly():
@@ -202,7 +202,7 @@ def test_multidim_ring_switch_routes():
     # NPU 0 -> NPU 4*2 (ring distance 2) -> 2 ring hops; -> 4*3 is 1 hop counter-clockwise
     assert t.route(0, 8).size == 2 and t.route(0, 12).size == 1
     assert t.route(0, 1).size == 2 and t.route(0, 16).size == 1
-    assert np.diff(indptr).max() == t.meta["diameter_hops"] == 2 + 2 + 1
+    assert np.diff(indptr).max() == t.facts.diameter_hops == 2 + 2 + 1
 
 
 def test_multidim_link_counts():

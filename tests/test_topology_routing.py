@@ -121,9 +121,9 @@ def test_spray_routes_through_representatives_and_sums_classes(name):
     assert np.allclose(t.capacity[rep], t.link_bw[rep] * size[rep])  # healthy tiers: equal members
     assert np.array_equal(t.capacity[~rep], t.link_bw[~rep])
     assert (size[rep & ~ib] == 1).all()  # NVLink and PCIe: no class
-    xgft = t.meta["xgft"]
+    xgft = t.facts.xgft
     widths = sorted({int(s) for s in size[rep & ib]})
-    W = np.cumprod([lv["w"] for lv in xgft])
+    W = np.cumprod([lv.w for lv in xgft])
     assert widths == sorted({1} | {int(w) for w in W[1:]})  # NIC links 1; tier i: W_i = w_2 .. w_i
 
 

@@ -15,17 +15,19 @@ Examples
 >>> t.n_gpus, t.n_links, int(t.link_width.sum())
 (8, 32, 48)
 >>> h = hgx_h100()
->>> round(h.meta["scaleup_Bps_per_gpu"] / 1e9)
+>>> round(h.facts.scaleup_Bps_per_gpu / 1e9)
 450
 """
 
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 from typing import Iterable, Sequence
 
 import numpy as np
 
+from netsim.topology.facts import TopologyFacts
 from netsim.topology.model import Topology, link_kind_id, node_kind_id
 from netsim.topology.routing import TableRouter
 
@@ -46,10 +48,11 @@ GPU_PRESETS: dict[str, dict[str, float]] = {
 
 
 def assemble(name: str, node_kinds: Sequence[str], gpus: Sequence[int],
-             links: Iterable[tuple[int, int, float, float, str, int]], meta: dict) -> Topology:
+             links: Iterable[tuple[int, int, float, float, str, int]], facts: TopologyFacts) -> Topology:
     """Build a small :class:`Topology` with a :class:`TableRouter` from Python lists.
 
-    ``links`` yields ``(src, dst, bw_Bps, latency_s, kind, width)``.
+    ``links`` yields ``(src, dst, bw_Bps, latency_s, kind, width)``.  The topology's facts are
+    ``facts`` with the bisection and diameter of :func:`small_graph_stats`.
     """
     rows = list(links)
     kinds = np.array([node_kind_id(k) for k in node_kinds], dtype=np.int8)
@@ -63,10 +66,9 @@ def assemble(name: str, node_kinds: Sequence[str], gpus: Sequence[int],
         link_lat=np.array([r[3] for r in rows], dtype=np.float64),
         link_kind=np.array([link_kind_id(r[4]) for r in rows], dtype=np.int8),
         link_width=np.array([r[5] for r in rows], dtype=np.int16),
-        router=router, meta=meta,
+        router=router,
     )
-    meta.update(small_graph_stats(topo))
-    return topo
+    return replace(topo, facts=replace(facts, **small_graph_stats(topo)))
 
 
 def small_graph_stats(topo: Topology) -> dict:
@@ -139,10 +141,9 @@ def nvlink_mesh(n_gpus: int, pairs: Iterable[tuple[int, int, int]], *, link_bw: 
     for (a, b), count in seen.items():
         per_gpu[a] += count * link_bw
         per_gpu[b] += count * link_bw
-    meta = {"gpus_per_node": n_gpus, "scaleup": "nvlink_mesh", "nvls": False,
-            "scaleup_Bps_per_gpu": float(per_gpu.min()) if n_gpus else 0.0,
-            **_gpu_meta(gpu)}
-    return assemble(name, ["gpu"] * n_gpus, range(n_gpus), links, meta)
+    facts = TopologyFacts(gpus_per_node=n_gpus, scaleup="nvlink_mesh", nvls=False,
+                          scaleup_Bps_per_gpu=float(per_gpu.min()) if n_gpus else 0.0, **_gpu_facts(gpu))
+    return assemble(name, ["gpu"] * n_gpus, range(n_gpus), links, facts)
 
 
 def nvswitch_domain(n_gpus: int, *, links_per_gpu: int, link_bw: float,
@@ -167,13 +168,14 @@ def nvswitch_domain(n_gpus: int, *, links_per_gpu: int, link_bw: float,
     bw = links_per_gpu * link_bw
     links = [(i, sw, bw, latency, "nvlink", links_per_gpu) for i in range(n_gpus)]
     links += [(sw, i, bw, latency, "nvlink", links_per_gpu) for i in range(n_gpus)]
-    meta = {"gpus_per_node": n_gpus, "scaleup": "nvswitch", "nvls": bool(nvls),
-            "scaleup_Bps_per_gpu": float(bw), "nvlink_links_per_gpu": links_per_gpu,
-            "nvlink_link_Bps": float(link_bw), "switch_chips": switch_chips, **_gpu_meta(gpu)}
-    return assemble(name, ["gpu"] * n_gpus + ["nvswitch"], range(n_gpus), links, meta)
+    facts = TopologyFacts(gpus_per_node=n_gpus, scaleup="nvswitch", nvls=bool(nvls),
+                          scaleup_Bps_per_gpu=float(bw), nvlink_links_per_gpu=links_per_gpu,
+                          nvlink_link_Bps=float(link_bw), switch_chips=switch_chips, **_gpu_facts(gpu))
+    return assemble(name, ["gpu"] * n_gpus + ["nvswitch"], range(n_gpus), links, facts)
 
 
-def _gpu_meta(gpu: str | None) -> dict:
+def _gpu_facts(gpu: str | None) -> dict:
+    """The :class:`TopologyFacts` fields of GPU model ``gpu`` (its roofline preset)."""
     if gpu is None:
         return {}
     preset = GPU_PRESETS.get(gpu)

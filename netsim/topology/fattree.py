@@ -24,10 +24,11 @@ GPUs of the same node talk over the node's own scale-up network.  The
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
+from netsim.topology.facts import TopologyFacts, XgftLevel
 from netsim.topology.model import (NODE_KINDS, Topology, csr_from_columns, csr_merge,
                                    link_kind_id, mix_hash, node_kind_id)
 from netsim.topology.policy import adaptive_pick, with_routing
@@ -265,7 +266,7 @@ def fat_tree(node: Topology, n_nodes: int, tiers: list[Tier], *, nic_bw: float,
 
     >>> from netsim.topology.builders import hgx_h100
     >>> t = fat_tree(hgx_h100(), 4, [Tier("leaf", down=4, up=4), Tier("spine", down=8)], nic_bw=50e9)
-    >>> t.n_gpus, t.meta["switches"]
+    >>> t.n_gpus, dict(t.facts.switches)
     (32, {'leaf': 8, 'spine': 4})
     """
     if n_nodes < 1 or not tiers:
@@ -278,10 +279,9 @@ def fat_tree(node: Topology, n_nodes: int, tiers: list[Tier], *, nic_bw: float,
                                                      nic_bw, nic_latency, pcie_bw, pcie_latency)
     pxn = rail_optimized if pxn is None else pxn
     router = FatTreeRouter(node, n_nodes, pos, levels, link_base, level_base, node.n_links, pxn)
-    meta = _fat_tree_meta(node, n_nodes, tiers, levels, nic_bw, rail_optimized)
-    meta["pxn"] = bool(pxn)
+    facts = _fat_tree_facts(node, n_nodes, tiers, levels, nic_bw, rail_optimized, bool(pxn))
     gpus = (np.arange(H) // g) * node.n_nodes + node.gpus[np.arange(H) % g]
-    topo = Topology(name=name, gpus=gpus.astype(np.int32), router=router, meta=meta,
+    topo = Topology(name=name, gpus=gpus.astype(np.int32), router=router, facts=facts,
                     node_kind=node_base, **arrays)
     return with_routing(topo, routing, source=None, field="routing")
 
@@ -334,8 +334,8 @@ def _wire(node, n_nodes, tiers, levels, pos, H, nic_bw, nic_lat, pcie_bw, pcie_l
     return arrays, link_base, level_base, np.concatenate(kinds)
 
 
-def _fat_tree_meta(node, n_nodes, tiers, levels, nic_bw, rail) -> dict:
-    """Counts, oversubscription, bisection and diameter, derived from the structure."""
+def _fat_tree_facts(node, n_nodes, tiers, levels, nic_bw, rail, pxn) -> TopologyFacts:
+    """The node's facts plus counts, oversubscription, bisection and diameter, from the structure."""
     H = n_nodes * node.n_gpus
     over, cap = {}, [H * nic_bw]  # cap[j]: total upward capacity out of level j
     for i, (t, lv) in enumerate(zip(tiers, levels)):
@@ -346,15 +346,14 @@ def _fat_tree_meta(node, n_nodes, tiers, levels, nic_bw, rail) -> dict:
             cap.append(lv.S * up_cap)
     top = next(j for j, lv in enumerate(levels, start=1) if lv.N == 1)
     if n_nodes == 1:
-        bisection, diameter = node.meta.get("bisection_Bps", 0.0), node.meta.get("diameter_hops", 2)
+        bisection, diameter = node.facts.bisection_Bps, node.facts.diameter_hops
     else:
         bisection = min(cap[:top]) / 2
         diameter = 4 + 2 * (top - 1)
-    return {
-        **{k: v for k, v in node.meta.items() if k not in ("bisection_Bps", "diameter_hops")},
-        "nodes": n_nodes, "scaleout": "fat_tree", "rail_optimized": bool(rail),
-        "scaleout_Bps_per_gpu": float(nic_bw), "tiers": len(tiers),
-        "switches": {t.name: lv.S for t, lv in zip(tiers, levels)},
-        "oversubscription": over, "bisection_Bps": float(bisection), "diameter_hops": int(diameter),
-        "xgft": [{"m": lv.m, "w": lv.w, "p": lv.p} for lv in levels],
-    }
+    return replace(
+        node.facts, nodes=n_nodes, scaleout="fat_tree", rail_optimized=bool(rail), pxn=pxn,
+        scaleout_Bps_per_gpu=float(nic_bw), tiers=len(tiers),
+        switches={t.name: lv.S for t, lv in zip(tiers, levels)},
+        oversubscription=over, bisection_Bps=float(bisection), diameter_hops=int(diameter),
+        xgft=tuple(XgftLevel(lv.m, lv.w, lv.p) for lv in levels),
+    )

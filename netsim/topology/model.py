@@ -23,9 +23,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Mapping, Protocol
+from typing import Protocol
 
 import numpy as np
+
+from netsim.topology.facts import TopologyFacts
 
 #: GPUs in one topology: twice the largest shipped example (65,536 GPUs, fat-tree-64k.yaml).
 MAX_GPUS = 131_072
@@ -78,7 +80,8 @@ class Topology:
     link_kind: np.ndarray  # int8 index into LINK_KINDS
     link_width: np.ndarray  # int16 physical links aggregated
     router: Router
-    meta: Mapping[str, Any] = field(default_factory=dict)
+    #: What the builder derived (structure, line rates, hardware); see :mod:`netsim.topology.facts`.
+    facts: TopologyFacts = field(default_factory=TopologyFacts)
     #: Scale-out routing policy, one of :data:`ROUTINGS`; set it with
     #: :func:`netsim.topology.policy.with_routing` (which also sets the router and ``link_class``).
     routing: str = "ecmp"
@@ -111,7 +114,7 @@ class Topology:
     @property
     def gpus_per_node(self) -> int:
         """GPUs per scale-up domain (server); the whole topology if it has no scale-out."""
-        return int(self.meta.get("gpus_per_node", self.n_gpus))
+        return int(self.facts.gpus_per_node or self.n_gpus)
 
     def nbytes(self) -> int:
         """Memory held by the arrays (router tables included when they report it)."""

@@ -24,6 +24,7 @@ import numpy as np
 
 from netsim import units
 from netsim.errors import InputError
+from netsim.topology.facts import DimFacts, TopologyFacts
 from netsim.topology.model import MAX_GPUS, MAX_LINKS, Topology, csr_from_columns, link_kind_id, node_kind_id
 
 DIM_KINDS = ("Ring", "FullyConnected", "Switch")
@@ -99,8 +100,12 @@ class MultiDimRouter:
         return link, j < hops[:, None]
 
 
-def multi_dim(dims: list[Dim], name: str = "astra-multidim") -> Topology:
+def multi_dim(dims: list[Dim], name: str = "astra-multidim", *, astra_network: bool = False) -> Topology:
     """Build an ASTRA-sim multi-dimensional network.
+
+    ``astra_network``: the dimensions came from an ASTRA-sim network YAML, so the analytical model
+    and the collectives follow ASTRA-sim's rules (:attr:`TopologyFacts.astra_network
+    <netsim.topology.facts.TopologyFacts.astra_network>`).
 
     >>> t = multi_dim([Dim("Ring", 4, 50e9, 500e-9)])
     >>> t.n_gpus, t.n_links, t.route(0, 3).tolist()
@@ -149,11 +154,12 @@ def multi_dim(dims: list[Dim], name: str = "astra-multidim") -> Topology:
         link_src=np.concatenate(src).astype(np.int32), link_dst=np.concatenate(dst).astype(np.int32),
         link_bw=np.concatenate(bw), link_lat=np.concatenate(lat),
         link_kind=np.full(L, link_kind_id("link"), np.int8), link_width=np.ones(L, np.int16),
-        router=MultiDimRouter(list(dims), bases), meta=_meta(dims, N),
+        router=MultiDimRouter(list(dims), bases), facts=_facts(dims, N, astra_network),
     )
 
 
-def _meta(dims: list[Dim], N: int) -> dict:
+def _facts(dims: list[Dim], N: int, astra_network: bool) -> TopologyFacts:
+    """Injection and cross-section bandwidths and the diameter, per dimension kind."""
     inject, cross, diameter = [], [], 0
     for d in dims:
         k = d.npus
@@ -163,15 +169,16 @@ def _meta(dims: list[Dim], N: int) -> dict:
         inject.append(per_npu)
         cross.append(per_line * (N // k))
         diameter += {"Ring": k // 2, "FullyConnected": 1, "Switch": 2}[d.kind]
-    return {
-        "gpus_per_node": dims[0].npus, "nodes": N // dims[0].npus, "scaleup": "astra_multidim", "nvls": False,
-        "dims": [{"kind": d.kind, "npus": d.npus, "bw_Bps": d.bw, "latency_s": d.latency,
-                  "astra_bw": d.astra_bw if d.astra_bw is not None else units.Bps_to_astra_bw(d.bw),
-                  "astra_latency_ns": d.astra_latency_ns if d.astra_latency_ns is not None else units.s_to_ns(d.latency)}
-                 for d in dims],
-        "scaleup_Bps_per_gpu": float(inject[0]), "scaleout_Bps_per_gpu": float(sum(inject[1:])),
-        "bisection_Bps": float(min(cross)), "diameter_hops": int(diameter),
-    }
+    return TopologyFacts(
+        gpus_per_node=dims[0].npus, nodes=N // dims[0].npus, scaleup="astra_multidim", nvls=False,
+        dims=tuple(DimFacts(
+            d.kind, d.npus, d.bw, d.latency,
+            astra_bw=d.astra_bw if d.astra_bw is not None else units.Bps_to_astra_bw(d.bw),
+            astra_latency_ns=d.astra_latency_ns if d.astra_latency_ns is not None else units.s_to_ns(d.latency))
+            for d in dims),
+        scaleup_Bps_per_gpu=float(inject[0]), scaleout_Bps_per_gpu=float(sum(inject[1:])),
+        bisection_Bps=float(min(cross)), diameter_hops=int(diameter), astra_network=astra_network,
+    )
 
 
 def check_dims_size(dims: list[Dim], source: str) -> None:

@@ -118,7 +118,7 @@ def with_routing(topo: Topology, routing: str, *, source: str | None = "--routin
         return topo
     router = topo.router
     if not hasattr(router, "with_policy"):
-        if topo.meta.get("scaleout") == "fat_tree":
+        if topo.facts.scaleout == "fat_tree":
             raise InputError(f"cannot change the routing of {topo.name!r} to {routing!r}: its router was wrapped "
                              "(e.g. to route around failed links); choose the routing first", source=source,
                              field=field)

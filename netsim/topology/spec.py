@@ -16,7 +16,7 @@ integer, got -4``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -25,6 +25,7 @@ from netsim import inputs, units
 from netsim.errors import InputError
 from netsim.topology.astra_yaml import is_astra_network, parse_astra_network
 from netsim.topology.builders import NVLINK_HOP_LATENCY_S, GPU_PRESETS, SCALEUP_PRESETS, nvlink_mesh, nvswitch_domain
+from netsim.topology.facts import TopologyFacts
 from netsim.topology.fattree import Tier, fat_tree
 from netsim.topology.model import LINK_KINDS, MAX_GPUS, MAX_LINKS, Topology  # noqa: F401 (limits re-exported)
 from netsim.topology.multidim import DIM_KINDS, Dim, check_dims_size, multi_dim
@@ -291,30 +292,29 @@ def parse_spec(data: Any, source: str = "<topology>") -> TopologySpec:
 
 def build_node(spec: NodeSpec, source: str, path: str = "node") -> Topology:
     """Build a scale-up domain from a preset and/or explicit fields."""
-    base = {}
+    base = TopologyFacts()
     if spec.preset is not None:
         if spec.preset not in SCALEUP_PRESETS:
             raise InputError(f"unknown preset {spec.preset!r}; expected one of {', '.join(SCALEUP_PRESETS)}",
                              source=source, field=f"{path}.preset")
-        base = dict(SCALEUP_PRESETS[spec.preset]().meta)
-        base["kind"] = base.pop("scaleup")
+        base = SCALEUP_PRESETS[spec.preset]().facts
     if spec.gpu is not None and spec.gpu not in GPU_PRESETS:
         raise InputError(f"unknown GPU model {spec.gpu!r}; expected one of {', '.join(GPU_PRESETS)}",
                          source=source, field=f"{path}.gpu")
-    kind = spec.kind or base.get("kind")
+    kind = spec.kind or base.scaleup
     _check_kind_fields(spec, kind, source, path)
     latency = spec.latency if spec.latency is not None else NVLINK_HOP_LATENCY_S
     if kind == "nvswitch":
-        need = {"gpus": _given(spec.gpus, base.get("gpus_per_node")),
-                "links_per_gpu": _given(spec.links_per_gpu, base.get("nvlink_links_per_gpu")),
-                "link_bw": _given(spec.link_bw, base.get("nvlink_link_Bps"))}
+        need = {"gpus": _given(spec.gpus, base.gpus_per_node),
+                "links_per_gpu": _given(spec.links_per_gpu, base.nvlink_links_per_gpu),
+                "link_bw": _given(spec.link_bw, base.nvlink_link_Bps)}
         for key, value in need.items():
             if value is None:
                 raise InputError("required for an nvswitch node", source=source, field=f"{path}.{key}")
-        nvls = spec.nvls if spec.nvls is not None else bool(base.get("nvls", False))
+        nvls = spec.nvls if spec.nvls is not None else base.nvls
         return nvswitch_domain(need["gpus"], links_per_gpu=need["links_per_gpu"], link_bw=need["link_bw"],
                                latency=latency, nvls=nvls, name=spec.preset or "node",
-                               gpu=_given(spec.gpu, base.get("gpu_model")), switch_chips=base.get("switch_chips"))
+                               gpu=_given(spec.gpu, base.gpu_model), switch_chips=base.switch_chips)
     if kind == "nvlink_mesh":
         mesh = _mesh_fields(spec)
         for key, value in mesh.items():
@@ -322,7 +322,7 @@ def build_node(spec: NodeSpec, source: str, path: str = "node") -> Topology:
                 raise InputError("required for an nvlink_mesh node", source=source, field=f"{path}.{key}")
         try:
             return nvlink_mesh(mesh["gpus"], mesh["pairs"], link_bw=mesh["link_bw"], latency=latency,
-                               gpu=_given(spec.gpu, base.get("gpu_model")), name=spec.preset or "nvlink-mesh")
+                               gpu=_given(spec.gpu, base.gpu_model), name=spec.preset or "nvlink-mesh")
         except ValueError as exc:
             msg = str(exc)
             if "unreachable" in msg:
@@ -377,24 +377,23 @@ def build_topology(spec: TopologySpec, source: str = "<topology>") -> Topology:
     """Build the :class:`Topology` a validated spec describes (link_bw = achievable data rate)."""
     topo = _build(spec, source)
     if spec.node is not None and spec.node.cpu is not None:
-        from dataclasses import replace
-        topo = replace(topo, meta={**topo.meta, "cpu_vendor": spec.node.cpu})
+        topo = replace(topo, facts=replace(topo.facts, cpu_vendor=spec.node.cpu))
     if spec.dims is not None and not spec.efficiency:
         return topo
     # an unknown GPU gets NCCL's own fallback, the SM80 rate (topo.h:274-281): 20.0 of 25 GB/s
-    eff = {**DEFAULT_EFFICIENCY, "nvlink": NVLINK_EFFICIENCY.get(topo.meta.get("gpu_model"), 20.0 / 25),
+    eff = {**DEFAULT_EFFICIENCY, "nvlink": NVLINK_EFFICIENCY.get(topo.facts.gpu_model, 20.0 / 25),
            **(spec.efficiency or {})}
     return apply_efficiency(topo, eff)
 
 
 def apply_efficiency(topo: Topology, eff: dict[str, float]) -> Topology:
-    """Scale every link's bandwidth by its kind's efficiency; line rates stay in ``meta``."""
-    from dataclasses import replace
+    """Scale every link's bandwidth by its kind's efficiency; line rates stay in ``facts``
+    (whose :attr:`~netsim.topology.facts.TopologyFacts.link_efficiency` records ``eff``)."""
     factor = np.ones(len(LINK_KINDS))
     for kind, e in eff.items():
         factor[LINK_KINDS.index(kind)] = e
-    meta = {**topo.meta, "link_efficiency": dict(eff)}
-    return replace(topo, link_bw=topo.link_bw * factor[topo.link_kind], meta=meta)
+    facts = replace(topo.facts, link_efficiency=eff)
+    return replace(topo, link_bw=topo.link_bw * factor[topo.link_kind], facts=facts)
 
 
 def _build(spec: TopologySpec, source: str) -> Topology:
@@ -447,7 +446,6 @@ def _check_fat_tree_size(node: Topology, n_nodes: int, tiers: list[Tier], rail: 
 
 
 def _renamed(t: Topology, name: str) -> Topology:
-    from dataclasses import replace
     return replace(t, name=name)
 
 
@@ -469,7 +467,5 @@ def load_topology(path: str | Path) -> Topology:
     src = str(path)
     data = inputs.load_yaml(p)
     if is_astra_network(data):
-        topo = multi_dim(parse_astra_network(data, src), name=p.stem)
-        topo.meta["astra_network"] = True
-        return topo
+        return multi_dim(parse_astra_network(data, src), name=p.stem, astra_network=True)
     return build_topology(parse_spec(data, src), src)

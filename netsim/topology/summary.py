@@ -21,34 +21,34 @@ def summarize(topo: Topology) -> dict:
     """
     kinds = Counter(NODE_KINDS[k] for k in topo.node_kind.tolist())
     link_kinds = np.bincount(topo.link_kind, minlength=len(LINK_KINDS))
-    meta = topo.meta
+    f = topo.facts
     switches = sum(v for k, v in kinds.items() if k not in ("gpu", "nic"))
     out = {
         "name": topo.name,
         "gpus": topo.n_gpus,
-        "nodes": int(meta.get("nodes", 1)),
+        "nodes": f.nodes,
         "gpus_per_node": topo.gpus_per_node,
         "switches": int(switches),
         "links": topo.n_links,
         "nodes_by_kind": {k: int(v) for k, v in sorted(kinds.items())},
         "links_by_kind": {LINK_KINDS[i]: int(c) for i, c in enumerate(link_kinds) if c},
-        "scaleup": meta.get("scaleup"),
-        "scaleup_GBps_per_gpu": round(float(meta.get("scaleup_Bps_per_gpu", 0.0)) / 1e9, 3),
-        "scaleout_GBps_per_gpu": round(float(meta.get("scaleout_Bps_per_gpu", 0.0)) / 1e9, 3),
-        "nvls": bool(meta.get("nvls", False)),
-        "bisection_GBps": round(float(meta.get("bisection_Bps", float("nan"))) / 1e9, 3),
-        "diameter_hops": int(meta.get("diameter_hops", 0)),
+        "scaleup": f.scaleup,
+        "scaleup_GBps_per_gpu": round(f.scaleup_Bps_per_gpu / 1e9, 3),
+        "scaleout_GBps_per_gpu": round(f.scaleout_Bps_per_gpu / 1e9, 3),
+        "nvls": f.nvls,
+        "bisection_GBps": round(f.bisection_Bps / 1e9, 3),
+        "diameter_hops": f.diameter_hops,
     }
-    if "switches" in meta:
-        out["switches_by_tier"] = dict(meta["switches"])
-        out["oversubscription"] = dict(meta["oversubscription"])
-        out["rail_optimized"] = bool(meta.get("rail_optimized"))
+    if f.scaleout == "fat_tree":
+        out["switches_by_tier"] = dict(f.switches)
+        out["oversubscription"] = dict(f.oversubscription)
+        out["rail_optimized"] = f.rail_optimized
         out["routing"] = topo.routing
-    if "dims" in meta:
-        out["dims"] = [{"kind": d["kind"], "npus": d["npus"], "bw_GBps": round(d["bw_Bps"] / 1e9, 4),
-                        "latency_ns": round(d["latency_s"] * 1e9, 3)} for d in meta["dims"]]
-    if "gpu_model" in meta:
-        out["gpu_model"] = meta["gpu_model"]
+    if f.dims:
+        out["dims"] = [{"kind": d.kind, "npus": d.npus, "bw_GBps": round(d.bw_Bps / 1e9, 4),
+                        "latency_ns": round(d.latency_s * 1e9, 3)} for d in f.dims]
+    if f.gpu_model is not None:
+        out["gpu_model"] = f.gpu_model
     return out
 
 

@@ -1,0 +1,134 @@
+"""What a topology's builder knows about it beyond the link arrays: :class:`TopologyFacts`.
+
+The builders (:mod:`~netsim.topology.builders`, :mod:`~netsim.topology.fattree`,
+:mod:`~netsim.topology.multidim`, :mod:`~netsim.topology.spec`) fill one frozen
+:class:`TopologyFacts` when they build a :class:`~netsim.topology.model.Topology`; nothing sets a
+fact afterwards.  A derived topology (link efficiencies applied, compute efficiency, faults) is a
+new ``Topology`` with a new facts object (:func:`dataclasses.replace`).
+
+Every fact has a type and a default for "the builder does not know" (``None``, ``0``, empty).
+Mapping-valued facts are read-only (:class:`types.MappingProxyType`), so no reader can change a
+fact that another reader relies on.
+
+>>> from netsim.topology.builders import hgx_h100
+>>> f = hgx_h100().facts
+>>> f.gpus_per_node, f.scaleup, f.nvls, f.gpu_model, round(f.scaleup_Bps_per_gpu / 1e9)
+(8, 'nvswitch', True, 'H100', 450)
+>>> f.switches["leaf"] = 1
+Traceback (most recent call last):
+...
+TypeError: 'mappingproxy' object does not support item assignment
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Mapping
+
+#: Values of :attr:`TopologyFacts.scaleup`.
+SCALEUP_KINDS: tuple[str, ...] = ("nvswitch", "nvlink_mesh", "astra_multidim")
+#: Values of :attr:`TopologyFacts.scaleout` (``None``: no scale-out fabric).
+SCALEOUT_KINDS: tuple[str, ...] = ("fat_tree",)
+
+
+@dataclass(frozen=True)
+class DimFacts:
+    """One dimension of an ASTRA-sim style multi-dimensional network (:mod:`~netsim.topology.multidim`).
+
+    ``astra_bw`` and ``astra_latency_ns`` are the values in ASTRA-sim's own units (GiB/s per link,
+    ns per hop): as an ASTRA-sim network YAML wrote them, else converted from ``bw_Bps`` and
+    ``latency_s`` by :mod:`netsim.units`.  ASTRA-sim's integer-ns arithmetic needs them exactly.
+    """
+
+    #: ``Ring``, ``FullyConnected`` or ``Switch``.
+    kind: str
+    #: NPUs along the dimension.
+    npus: int
+    #: Bytes/s per link per direction.
+    bw_Bps: float
+    #: Seconds per hop.
+    latency_s: float
+    #: The bandwidth in ASTRA-sim's YAML unit (GiB/s).
+    astra_bw: float
+    #: The latency in ASTRA-sim's YAML unit (ns).
+    astra_latency_ns: float
+
+
+@dataclass(frozen=True)
+class XgftLevel:
+    """One level of a fat-tree as an XGFT (Öhring et al.): ``m`` children per switch, ``w`` parents
+    per child, ``p`` parallel links per child-parent pair (:mod:`~netsim.topology.fattree`)."""
+
+    m: int
+    w: int
+    p: int
+
+
+def _frozen(mapping: Mapping | None) -> Mapping:
+    return MappingProxyType(dict(mapping or {}))
+
+
+@dataclass(frozen=True)
+class TopologyFacts:
+    """Structure, line rates and hardware of a topology, as its builder derived them."""
+
+    #: GPUs per scale-up domain (server); ``None``: the whole topology is one domain.
+    gpus_per_node: int | None = None
+    #: Scale-up domains (servers, or lines of ASTRA-sim dimension 0).
+    nodes: int = 1
+    #: Scale-up kind, one of :data:`SCALEUP_KINDS` (``None``: unknown).
+    scaleup: str | None = None
+    #: Whether the scale-up switch reduces in the network (NVLink SHARP, NCCL's NVLS).
+    nvls: bool = False
+    #: Line rate of one GPU's scale-up egress, bytes/s per direction (before link efficiencies).
+    scaleup_Bps_per_gpu: float = 0.0
+    #: Scale-out fabric kind, one of :data:`SCALEOUT_KINDS`; ``None``: none.
+    scaleout: str | None = None
+    #: Line rate of one GPU's scale-out egress (its NIC, or ASTRA-sim dims 1..), bytes/s per direction.
+    scaleout_Bps_per_gpu: float = 0.0
+    #: Smallest one-direction capacity across a balanced cut of the GPUs (``nan``: not computed).
+    bisection_Bps: float = float("nan")
+    #: Longest shortest route between two GPUs, in links.
+    diameter_hops: int = 0
+    #: NVLinks from each GPU into its NVSwitch plane (NVSwitch domains only).
+    nvlink_links_per_gpu: int | None = None
+    #: Bytes/s of one NVLink per direction (NVSwitch domains only).
+    nvlink_link_Bps: float | None = None
+    #: Physical NVSwitch chips of one domain (reports only).
+    switch_chips: int | None = None
+    #: GPU model, a key of :data:`netsim.topology.builders.GPU_PRESETS`.
+    gpu_model: str | None = None
+    #: Compute roof for the roofline, FLOP/s (the preset's peak, times any compute efficiency).
+    peak_flops: float | None = None
+    #: HBM bandwidth for the roofline, bytes/s.
+    mem_bw_Bps: float | None = None
+    #: Host CPU vendor (NCCL's tuning tables); ``None``: NCCL's default for the GPU.
+    cpu_vendor: str | None = None
+    #: Achievable / line rate per link kind, as applied to ``link_bw`` (empty: line rates).
+    link_efficiency: Mapping[str, float] = field(default_factory=dict)
+    #: Fat-tree: tiers, switches per tier, oversubscription per tier below the top (down:up).
+    tiers: int = 0
+    switches: Mapping[str, int] = field(default_factory=dict)
+    oversubscription: Mapping[str, float] = field(default_factory=dict)
+    #: Fat-tree: the NICs of a server sit on different leaves (one rail per local GPU index).
+    rail_optimized: bool = False
+    #: Fat-tree: inter-node traffic crosses NVLink to the GPU on the destination's rail first.
+    pxn: bool = False
+    #: Fat-tree: the levels as an XGFT, leaf first.
+    xgft: tuple[XgftLevel, ...] = ()
+    #: Multi-dimensional networks: the dimensions, dimension 0 first.
+    dims: tuple[DimFacts, ...] = ()
+    #: The topology came from an ASTRA-sim network YAML: the analytical model and the collectives
+    #: follow ASTRA-sim's rules (dimension-wise charges, its collective schedules).
+    astra_network: bool = False
+
+    def __post_init__(self):
+        for name in ("link_efficiency", "switches", "oversubscription"):
+            object.__setattr__(self, name, _frozen(getattr(self, name)))
+        object.__setattr__(self, "xgft", tuple(self.xgft))
+        object.__setattr__(self, "dims", tuple(self.dims))
+        if self.scaleup is not None and self.scaleup not in SCALEUP_KINDS:
+            raise ValueError(f"scaleup must be one of {', '.join(SCALEUP_KINDS)}, got {self.scaleup!r}")
+        if self.scaleout is not None and self.scaleout not in SCALEOUT_KINDS:
+            raise ValueError(f"scaleout must be one of {', '.join(SCALEOUT_KINDS)}, got {self.scaleout!r}")
