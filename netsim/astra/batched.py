@@ -106,6 +106,9 @@ def batched_plan(tables: dict, ctx, groups: dict, rendezvous: bool) -> tuple[dic
     threshold = math.ceil(cfg.active_chunks_per_dimension / ctx.queues_per_dim)
     if ctx.model == "congestion-aware" and threshold != 1:
         return None, "congestion-aware with several active chunks (their messages interleave on links)"
+    g0 = groups.get("0")
+    if g0 is not None and len(g0.sorted) != net.npus:
+        return None, "pg_name '0' names a sub-group in the comm-group JSON"
     chains: dict[int, Chain] = {}
     by_table: dict[int, Chain] = {}
     for r, t in tables.items():
