@@ -46,7 +46,7 @@ from netsim.vocab import normalize_group_name
 from netsim.chakra.schema import NodeType
 from netsim.chakra.model import NodeTable
 
-__all__ = ["CommGroups", "ProcessGroup", "groups_from_traces", "load_groups", "process_groups"]
+__all__ = ["CommGroups", "ProcessGroup", "groups_from_traces", "load_groups", "pg_declarations", "process_groups"]
 
 #: Name marker of PyTorch's process-group metadata node (the Chakra converter's test, too).
 PG_INIT = "process_group:init"
@@ -194,7 +194,14 @@ def _metadata_rows(t: NodeTable) -> list[int]:
     return [i for i in rows if PG_INIT in t.name[i]]
 
 
-def process_groups(tables: Mapping[int, NodeTable], world: int | None = None) -> dict[str, ProcessGroup]:
+def pg_declarations(t: NodeTable) -> list[tuple[int, str, str]]:
+    """(node id, node name, ``inputs.values``) of every ``## process_group:init ##`` row of ``t``
+    that has inputs: all :func:`process_groups` reads of a trace."""
+    return [(int(t.id[row]), t.name[row], t.inputs[row]) for row in _metadata_rows(t) if row in t.inputs]
+
+
+def process_groups(tables: Mapping[int, NodeTable], world: int | None = None, *,
+                   declared=None) -> dict[str, ProcessGroup]:
     """Process groups declared by ``## process_group:init ##`` METADATA nodes, by normalised name.
 
     Every node whose name contains ``process_group:init`` counts; its
@@ -203,36 +210,37 @@ def process_groups(tables: Mapping[int, NodeTable], world: int | None = None) ->
     PyTorch records on each rank the groups that rank belongs to, so files list
     different subsets, but a name must list the same ranks in every file that
     declares it (an :class:`InputError` naming both files otherwise).  Files
-    without such nodes contribute nothing.
+    without such nodes contribute nothing.  ``declared``: (source, :func:`pg_declarations`)
+    pairs to read instead of ``tables`` (a file set scanned without keeping its tables).
     """
     world = len(tables) if world is None else world
+    if declared is None:
+        seen: set[int] = set()
+        declared = []
+        for t in tables.values():
+            if id(t) not in seen:  # byte-identical files share one table
+                seen.add(id(t))
+                declared.append((t.source, pg_declarations(t)))
     found: dict[str, ProcessGroup] = {}
-    seen: set[int] = set()
-    for t in tables.values():
-        if id(t) in seen:  # byte-identical files share one table
-            continue
-        seen.add(id(t))
-        for row in _metadata_rows(t):
-            text = t.inputs.get(row)
-            if text is None:
-                continue
-            field = f"node {int(t.id[row])} {t.name[row]!r} inputs.values"
+    for source, rows in declared:
+        for node_id, node_name, text in rows:
+            field = f"node {node_id} {node_name!r} inputs.values"
             try:
                 entries = _decode(text)
             except ValueError as exc:
-                raise InputError(f"cannot read the process-group list: {exc}", source=t.source,
+                raise InputError(f"cannot read the process-group list: {exc}", source=source,
                                  field=field) from None
             for k, e in enumerate(entries):
-                name, desc, members = _entry(e, world, t.source, f"{field}[{k}]")
+                name, desc, members = _entry(e, world, source, f"{field}[{k}]")
                 key = normalize_group_name(name)
                 old = found.get(key)
                 if old is None:
-                    found[key] = ProcessGroup(name, desc, members, t.source)
+                    found[key] = ProcessGroup(name, desc, members, source)
                 elif old.ranks != members:
-                    where = "earlier in this file" if old.source == t.source else f"in {old.source}"
+                    where = "earlier in this file" if old.source == source else f"in {old.source}"
                     raise InputError(f"process group {name!r} lists ranks {_short(members)} here but "
                                      f"{_short(old.ranks)} {where}; every rank's metadata must agree",
-                                     source=t.source, field=f"{field}[{k}]")
+                                     source=source, field=f"{field}[{k}]")
     return found
 
 
@@ -253,7 +261,7 @@ def groups_from_traces(tables: Mapping[int, NodeTable], world: int | None = None
 
 
 def load_groups(comm_groups: str | Path | Mapping[str, list[int]] | None, tables: Mapping[int, NodeTable],
-                world: int | None = None) -> CommGroups:
+                world: int | None = None, *, declared=None) -> CommGroups:
     """The communicator groups of a workload: a comm-group JSON and/or the traces' metadata.
 
     ``comm_groups`` is a JSON path (``None`` or a path containing "empty": none,
@@ -262,10 +270,11 @@ def load_groups(comm_groups: str | Path | Mapping[str, list[int]] | None, tables
     traces are used (none: every ``pg_name`` but ""/"0" is an error).  With both,
     they must agree on every name they share (else an :class:`InputError` naming
     the JSON, the name and the trace file), and groups named only by the traces
-    are added to the JSON's.
+    are added to the JSON's.  ``declared``: as in :func:`process_groups` (``tables`` then only
+    counts for the message of a mismatch).
     """
     world = len(tables) if world is None else world
-    traced = process_groups(tables, world)
+    traced = process_groups(tables, world, declared=declared)
     if isinstance(comm_groups, Mapping):
         given = CommGroups(dict(comm_groups), world, "the comm groups given")
     else:
@@ -273,7 +282,7 @@ def load_groups(comm_groups: str | Path | Mapping[str, list[int]] | None, tables
     if not traced:
         return given
     first = next(iter(traced.values())).source
-    meta_src = f"the process_group:init metadata of {first}" + (" etc." if len(tables) > 1 else "")
+    meta_src = f"the process_group:init metadata of {first}" + (" etc." if len(tables if declared is None else declared) > 1 else "")
     if comm_groups is None or (not isinstance(comm_groups, Mapping) and "empty" in str(comm_groups)):
         return CommGroups({g.name: list(g.ranks) for g in traced.values()}, world, meta_src)
     merged = {k: list(v) for k, v in given.items()}

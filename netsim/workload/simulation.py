@@ -15,7 +15,7 @@ def simulate(topology, workload, comm_groups=None, model: str = "flow", ctrl_dep
              routing: str | None = None, placement: str = "packed",
              engine: str = "auto", out=None, overwrite: bool = False, replicas=None, label: dict | None = None,
              notes=(), overrides: dict | None = None, progress: bool = False, schedules=None,
-             compute_efficiency: float = 1.0):
+             compute_efficiency: float = 1.0, symmetry: str = "auto"):
     """Python API of ``netsim run``: returns a :class:`~netsim.workload.runner.WorkloadResult`.
 
     ``compute_efficiency`` F (0 < F <= 1, ``--compute-efficiency``): roofline-timed compute
@@ -42,9 +42,17 @@ def simulate(topology, workload, comm_groups=None, model: str = "flow", ctrl_dep
     (``netsim.results.dataset.run_id_for(result.config)`` names the run).  ``overrides``: dotted
     topology keys -> values applied to the topology file (``--set``; part of the config).
     ``progress``: a bar of executed ops on stderr (:mod:`netsim.progress`).
+
+    ``symmetry`` (``--symmetry``): ``auto`` looks for replica symmetry in a file set (ranks whose
+    traces are the same up to a renaming of ranks and groups, :mod:`netsim.workload.file_symmetry`)
+    and simulates one replica standing for all when it is proven; the notes say what was
+    de-duplicated or why not.  ``none`` simulates every rank.  In-memory workloads and
+    ``replicas`` given by the caller are taken as they are.
     """
     import time
+    from pathlib import Path
 
+    from netsim.chakra.canonical import scan_workload
     from netsim.results.dataset import check_writable, run_id_for
     from netsim.topology.model import Topology
     from netsim.topology.placement import place
@@ -57,6 +65,8 @@ def simulate(topology, workload, comm_groups=None, model: str = "flow", ctrl_dep
     from netsim.workload.runner import WorkloadRun
 
     t0 = time.perf_counter()
+    if symmetry not in ("auto", "none"):
+        raise InputError(f"expected auto or none, got {symmetry!r}", source="--symmetry")
     if engine not in ENGINES:
         raise InputError(f"expected one of {', '.join(ENGINES)}, got {engine!r}", source="--engine")
     placement = "packed" if placement is None else str(placement).strip()
@@ -68,6 +78,8 @@ def simulate(topology, workload, comm_groups=None, model: str = "flow", ctrl_dep
                   "comm_groups": None if comm_groups is None or isinstance(comm_groups, dict) else str(comm_groups)}),
               "model": model, "ctrl_deps": bool(ctrl_deps), "streams": int(streams), **spec.config(),
               "placement": placement, "engine": engine}
+    if symmetry != "auto" and not in_memory and label is None:
+        config["symmetry"] = symmetry  # auto is the default: left out of the run id
     efficiency = check_compute_efficiency(compute_efficiency)
     if efficiency != 1.0:
         config["compute_efficiency"] = efficiency
@@ -86,16 +98,31 @@ def simulate(topology, workload, comm_groups=None, model: str = "flow", ctrl_dep
     else:
         topo = topology if isinstance(topology, Topology) else load_topology(topology)
     topo = with_routing(topo, routing) if routing is not None else topo
-    tables = workload if in_memory else read_workload(workload)
-    for table in {id(t): t for t in tables.values()}.values():  # shared tables checked once
-        check_runnable(table)
-    world = replicas.world if replicas is not None else len(tables)
+    scan = tables = None
+    if in_memory:
+        tables = workload
+    elif symmetry == "auto" and replicas is None and not Path(workload).is_file():
+        scan = scan_workload(workload)  # signatures; tables are read again for the ranks simulated
+    else:
+        tables = read_workload(workload)
+    if scan is None:
+        for table in {id(t): t for t in tables.values()}.values():  # shared tables checked once
+            check_runnable(table)
+    world = replicas.world if replicas is not None else len(tables) if tables is not None else scan.world
     if isinstance(comm_groups, dict):
         groups = CommGroups(comm_groups, world)
     else:
-        groups = load_groups(comm_groups, tables, world)
+        groups = load_groups(comm_groups, tables if tables is not None else {}, world,
+                             declared=None if scan is None else scan.declarations())
     gpus = place(placement, world, topo.n_gpus)
     plan = plan_faults(spec, topo, world, model, gpus=gpus)
+    if scan is not None:
+        replicas, note = _file_replicas(scan, groups, gpus, bool(stragglers) or faults is not None)
+        notes = [*notes, note]
+        tables = scan.tables(None if replicas is None else replicas.reps)
+        del scan
+        for table in {id(t): t for t in tables.values()}.values():
+            check_runnable(table)
     sfn = None if schedules is None else schedules(plan.topology, model)
     run_topo, eff_note = _with_compute_efficiency(plan.topology, efficiency)
     wr = WorkloadRun(run_topo, tables, groups, model, ctrl_deps=ctrl_deps, streams=streams,
@@ -138,3 +165,20 @@ def _with_compute_efficiency(topo, efficiency: float):
                       "preset (node.gpu), so compute takes the traces' durations")
     return replace(topo, facts=replace(topo.facts, peak_flops=float(peak) * efficiency)), \
         f"compute at {efficiency:g} x peak ({float(peak) * efficiency / 1e12:,.0f} of {float(peak) / 1e12:,.0f} TFLOP/s)"
+
+
+def _file_replicas(scan, groups, gpus, faulty: bool):
+    """(Replicas or None, note) for a scanned file set under ``--symmetry auto``."""
+    import numpy as np
+
+    from netsim.topology.placement import is_packed
+    from netsim.workload.file_symmetry import find_replicas
+
+    if scan.world < 2:
+        return None, "file symmetry: a single rank, nothing to de-duplicate"
+    if not is_packed(np.asarray(gpus)):
+        return None, ("file symmetry off: the placement is not packed, so replicas would not be shifted copies "
+                      "on the fabric; simulated every rank")
+    if faulty:  # as run --llm: stragglers, jitter and link faults make ranks or their paths differ
+        return None, "file symmetry off: stragglers or faults make ranks differ; simulated every rank"
+    return find_replicas(scan, groups)
