@@ -224,6 +224,8 @@ def _check(values: np.ndarray, lo: int, hi: int, what: str) -> None:
 def encode_heads(cols: RecordColumns) -> Heads:
     """Encode fields 1-9 (id, name, type, ctrl_deps, data_deps, duration_micros, inputs) of every row."""
     n = len(cols)
+    if not n:
+        return Heads([], np.zeros(0, np.int64))
     ids, types, dur = (np.asarray(a) for a in (cols.id, cols.type, cols.duration))
     _check(types, *_INT32, "node type")
     for what, arr in (("node id", ids), ("duration_micros", dur), ("ctrl_deps", cols.ctrl[0]),
