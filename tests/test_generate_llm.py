@@ -12,19 +12,31 @@ from netsim.workload.cli import simulate
 from netsim.workload.generate import MODEL_PRESETS, ModelSpec, generate_llm, load_model_spec, write_llm_workload
 from netsim.workload.generate.llm import stage_layers, one_f_one_b
 
+from llm_closed_form import Shape, compute_per_rank, node_counts, one_f_one_b_iteration, roofline
+
 TOPO = Path(__file__).resolve().parents[1] / "topologies" / "dgx-h100.yaml"
 SMALL = ModelSpec("small", layers=4, hidden=1024, ffn=4096, heads=16, vocab=32000)
 SMALL_MOE = ModelSpec("small-moe", layers=4, hidden=1024, ffn=4096, heads=16, vocab=32000,
                       experts=4, top_k=2, expert_ffn=2048)
 
 
+def _shape(spec: ModelSpec) -> Shape:
+    assert not spec.gated_mlp and spec.kv_heads == spec.heads
+    return Shape(spec.hidden, spec.ffn, spec.heads, spec.vocab, experts=spec.experts, top_k=spec.top_k,
+                 expert_ffn=spec.expert_ffn)
+
+
 def _run(tmp_path, spec, **kw):
-    prefix = write_llm_workload(tmp_path, spec, microbatches=kw.pop("microbatches", 4), seq=kw.pop("seq", 512), **kw)
+    """Simulate on one DGX H100; every rank's GPU compute is the closed-form roofline sum
+    (FLOPs from the model's shape, H100 datasheet peak and HBM bandwidth) and no rank finishes
+    before its own compute."""
+    m, seq = kw.pop("microbatches", 4), kw.pop("seq", 512)
+    prefix = write_llm_workload(tmp_path, spec, microbatches=m, seq=seq, **kw)
     res = simulate(str(TOPO), str(prefix), comm_groups=str(tmp_path / "comm_groups.json"))
-    world = kw["tp"] * kw["pp"] * kw["dp"]
-    assert len(res.finish) == world
-    assert np.all(res.finish > 0)
-    assert np.all(res.compute > 0)
+    expect = compute_per_rank(_shape(spec), spec.layers, microbatches=m, seq=seq, **kw)
+    assert len(res.finish) == len(expect) == kw["tp"] * kw["pp"] * kw["dp"]
+    np.testing.assert_allclose(res.compute, expect, rtol=1e-12)
+    assert np.all(res.finish >= res.compute * (1 - 1e-12))
     return res
 
 
@@ -144,3 +156,59 @@ def test_dp_gradient_buckets_overlap_backward():
     later = [n for n in nodes if n.id > min(dp_ids) and n.id not in dp_ids]
     assert later and not any(set(n.data_deps) & dp_ids for n in later)  # nothing waits for them
     assert all(n.data_deps for n in dp)  # each starts when its layer's backward is done
+
+
+# ----------------------------------------------------------------------------- closed forms
+@pytest.mark.parametrize("spec,tp,pp,dp,cp,ep", [
+    (SMALL, 2, 2, 2, 1, 1), (SMALL, 1, 4, 1, 1, 1), (SMALL, 2, 1, 2, 2, 1), (SMALL, 1, 2, 1, 2, 1),
+    (SMALL_MOE, 2, 2, 2, 1, 2), (SMALL_MOE, 1, 1, 4, 1, 4), (SMALL_MOE, 1, 2, 2, 1, 1),
+])
+def test_node_counts_per_rank_follow_the_parallelism(spec, tp, pp, dp, cp, ep):
+    m = 3
+    per_rank, groups = generate_llm(spec, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, microbatches=m, seq=128)
+    kinds = {NodeType.COMP_NODE: "comp", NodeType.COMM_COLL_NODE: "coll", NodeType.COMM_SEND_NODE: "send",
+             NodeType.COMM_RECV_NODE: "recv"}
+    for r, nodes in enumerate(per_rank):
+        got = dict.fromkeys(kinds.values(), 0)
+        for n in nodes:
+            got[kinds[NodeType(n.type)]] += 1
+        expect = node_counts(spec.layers, tp=tp, pp=pp, dp=dp, cp=cp, microbatches=m, stage=r // (tp * cp * dp),
+                             moe_ep=ep if spec.experts else None)
+        assert got == expect, r
+    # groups: one per TP, CP and DP x CP line of the layout and per EP block
+    world = tp * cp * dp * pp
+    n_groups = (world // tp if tp > 1 else 0) + (world // cp if cp > 1 else 0) + \
+        (world // (dp * cp) if dp * cp > 1 else 0) + (world // ep if spec.experts and ep > 1 else 0)
+    assert len(groups) == n_groups
+
+
+def _box4(tmp_path):
+    """Four H100s wired all to all by NVLink: every pipeline edge has its own link each way."""
+    path = tmp_path / "box4.yaml"
+    path.write_text("name: box4\nnode:\n  preset: nvlink-box4\n  gpu: H100\n")
+    return path
+
+
+@pytest.mark.parametrize("pp,m,seq", [(4, 4, 512), (2, 3, 256)])
+@pytest.mark.parametrize("model", ["analytical", "flow"])
+def test_1f1b_iteration_is_the_closed_form_on_a_contention_free_topology(tmp_path, pp, m, seq, model):
+    """Fill + m periods of the last (LM-head) stage + drain, with each activation or gradient
+    taking the link's latency + bytes / achievable rate; the bubble is what is left."""
+    from netsim.topology.spec import load_topology
+
+    topo_path = _box4(tmp_path)
+    topo = load_topology(topo_path)
+    prefix = write_llm_workload(tmp_path / "w", SMALL, tp=1, pp=pp, dp=1, microbatches=m, seq=seq)
+    res = simulate(str(topo_path), str(prefix), comm_groups=str(tmp_path / "w" / "comm_groups.json"), model=model)
+    h, layers = SMALL.hidden, SMALL.layers // pp
+    attn, mlp, head = 4 * h * h, 2 * h * SMALL.ffn, SMALL.vocab * h
+    fwd = layers * (roofline(2 * seq * attn + 4 * seq * seq * h, 2 * attn) + roofline(2 * seq * mlp, 2 * mlp))
+    bwd = layers * (roofline(2 * (2 * seq * attn + 4 * seq * seq * h), 2 * attn) + roofline(4 * seq * mlp, 2 * mlp))
+    assert np.unique(topo.link_bw).size == 1 and np.unique(topo.link_lat).size == 1
+    p2p = float(topo.link_lat[0] + seq * h * 2 / topo.link_bw[0])
+    expect = one_f_one_b_iteration(pp=pp, microbatches=m, fwd=fwd, bwd=bwd, head_fwd=roofline(2 * seq * head, 2 * head),
+                                   head_bwd=roofline(4 * seq * head, 2 * head), p2p=p2p)
+    assert res.finish.max() == pytest.approx(expect, rel=1e-12)
+    busy = res.compute[0]  # stage 0: m forwards and backwards
+    assert busy == pytest.approx(m * (fwd + bwd), rel=1e-12)
+    assert res.finish.max() - busy > (pp - 1) * (fwd + bwd)  # at least the (p - 1)-slot bubble of GPipe/1F1B

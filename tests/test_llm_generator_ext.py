@@ -18,6 +18,8 @@ from netsim.workload.cli import simulate
 from netsim.workload.generate.llm import (MODEL_PRESETS, ModelSpec, generate_llm, interleaved_order, llm_replicas,
                                           load_model_spec, write_llm_workload)
 
+from llm_closed_form import Shape, compute_per_rank
+
 TOPO = str(Path(__file__).resolve().parents[1] / "topologies" / "h100-superpod-1su.yaml")
 TINY = ModelSpec("tiny", layers=4, hidden=512, ffn=2048, heads=8, vocab=1000, kv_heads=2)
 TINY_MOE = ModelSpec("tiny-moe", layers=4, hidden=512, ffn=2048, heads=8, vocab=1000, experts=4, top_k=2,
@@ -43,10 +45,18 @@ def _p2p(per_rank):
 
 
 def _run(tmp_path, spec, **kw):
+    """Simulate; every rank's GPU compute is the closed-form roofline sum (FLOPs from the shape,
+    GQA and CP included; H100 datasheet figures), whatever the schedule, and bounds its finish."""
     prefix = write_llm_workload(tmp_path, spec, **kw)
     res = simulate(TOPO, str(prefix), comm_groups=str(tmp_path / "comm_groups.json"), model="analytical")
-    world = kw["tp"] * kw["pp"] * kw["dp"] * kw.get("cp", 1)
-    assert res.finish.size == world and np.all(res.finish > 0) and np.all(res.compute > 0)
+    shape = Shape(spec.hidden, spec.ffn, spec.heads, spec.vocab, kv_heads=spec.kv_heads, experts=spec.experts,
+                  top_k=spec.top_k, expert_ffn=spec.expert_ffn)
+    m = kw.get("microbatches") or kw["global_batch"] // (kw["dp"] * kw.get("micro_batch", 1))
+    expect = compute_per_rank(shape, spec.layers, tp=kw["tp"], pp=kw["pp"], dp=kw["dp"], cp=kw.get("cp", 1),
+                              ep=kw.get("ep", 1), microbatches=m, seq=kw["seq"], micro_batch=kw.get("micro_batch", 1))
+    assert not spec.gated_mlp and res.finish.size == len(expect) == kw["tp"] * kw["pp"] * kw["dp"] * kw.get("cp", 1)
+    np.testing.assert_allclose(res.compute, expect, rtol=1e-12)
+    assert np.all(res.finish >= res.compute * (1 - 1e-12))
     return res
 
 
