@@ -5,12 +5,16 @@ ALL_REDUCE of 1,048,576 B (node id = rank, like ASTRA-sim's microbenchmarks), a 
 ``Switch`` network YAML (50 GB/s, 500 ns) and ``Ring_4chunks``-style system JSON (ring,
 4 chunks, 1 active chunk, localBWAware), analytical model.  Each case runs in a fresh
 process (wall time from the call to ``run_astra``, reading the traces included; peak
-RSS of the whole process).  ASTRA-sim 518bd513 needs 8.5 s / 365 MB (1,024 NPUs) and
-339 s / 5.6 GB (4,096 NPUs) on this machine class.
+RSS of the whole process).
+
+ASTRA-sim's columns come only from a run of the real binary on the same files
+(``--astra-bin PATH`` or ``$ASTRA_SIM_BIN``, e.g. ``AstraSim_Analytical_Congestion_Unaware``):
+its wall time, its peak RSS and its simulated time, which must equal netsim's.  Without a
+binary the columns are empty and the script says so; it holds no ASTRA-sim figures of its own.
 
 Usage::
 
-    python benchmarks/bench_astra.py [--npus 1024 4096] [--full 64 256]
+    python benchmarks/bench_astra.py [--npus 1024 4096] [--full 64 256] [--astra-bin PATH]
 
 ``--full N ...`` also times netsim's every-rank engine (one Python event per message) at
 those sizes, for scale.
@@ -20,6 +24,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import resource
 import sys
 import tempfile
 from pathlib import Path
@@ -29,7 +35,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from _harness import print_table, run_case  # noqa: E402
 
-ASTRA_REF = {1024: (8.5, 365.0), 4096: (339.0, 5600.0)}
 SYSTEM = {"scheduling-policy": "LIFO", "endpoint-delay": 10, "active-chunks-per-dimension": 1,
           "preferred-dataset-splits": 4, "all-reduce-implementation": ["ring"], "all-gather-implementation": ["ring"],
           "reduce-scatter-implementation": ["ring"], "all-to-all-implementation": ["ring"],
@@ -76,10 +81,30 @@ class Case:
                 "messages": res.stats["messages"], "ranks": res.npus}
 
 
+class AstraCase:
+    """The real ASTRA-sim binary on the same files, in a fresh process (its RSS is the child's)."""
+
+    def __init__(self, paths: dict, binary: str):
+        self.paths, self.binary = paths, binary
+
+    def __call__(self) -> dict:
+        from netsim.astra.compare import run_binary
+
+        p = self.paths
+        argv = [f"--workload-configuration={p['workload']}", f"--system-configuration={p['system']}",
+                f"--network-configuration={p['network']}", f"--remote-memory-configuration={p['memory']}"]
+        parsed, timing = run_binary(self.binary, argv)
+        finish = max(int(v["finished"]) for v in parsed.values() if "finished" in v)
+        return {"astra_s": timing["wall_s"], "astra_MB": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
+                "astra_ns": finish}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--npus", type=int, nargs="+", default=[1024, 4096])
     ap.add_argument("--full", type=int, nargs="*", default=[], help="also time the every-rank engine at these sizes")
+    ap.add_argument("--astra-bin", default=os.environ.get("ASTRA_SIM_BIN"),
+                    help="the real ASTRA-sim analytical binary (default $ASTRA_SIM_BIN); without it no ASTRA-sim column")
     args = ap.parse_args(argv)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -87,13 +112,18 @@ def main(argv=None) -> int:
             paths = make_inputs(Path(tmp), n)
             row = run_case(Case(paths, engine))
             assert row["finish_ns"] == expected_ns(n), (row["finish_ns"], expected_ns(n))
-            ref = ASTRA_REF.get(n, (float("nan"), float("nan"))) if engine == "auto" else (float("nan"),) * 2
-            rows.append({**row, "npus": n, "astra_s": ref[0], "astra_MB": ref[1],
-                         "speedup": ref[0] / row["wall_s"]})
+            ref = {"astra_s": float("nan"), "astra_MB": float("nan")}
+            if args.astra_bin and engine == "auto":
+                ref = run_case(AstraCase(paths, args.astra_bin))
+                assert ref["astra_ns"] == row["finish_ns"], (ref["astra_ns"], row["finish_ns"])
+            rows.append({**row, "npus": n, "astra_s": ref["astra_s"], "astra_MB": ref["astra_MB"],
+                         "speedup": ref["astra_s"] / row["wall_s"]})
     print_table(rows, [("npus", "NPUs", "d"), ("engine", "engine", "s"), ("finish_ns", "simulated ns", ",d"),
                        ("messages", "messages", ",d"), ("wall_s", "netsim s", ".2f"),
                        ("peak_rss_MB", "netsim MB", ".0f"), ("astra_s", "ASTRA-sim s", ".1f"),
                        ("astra_MB", "ASTRA-sim MB", ".0f"), ("speedup", "speed-up", ".0f")])
+    if not args.astra_bin:
+        print("ASTRA-sim: no binary given (--astra-bin PATH or $ASTRA_SIM_BIN), so no ASTRA-sim figures")
     return 0
 
 
