@@ -17,13 +17,27 @@ Usage::
 ``--check N ...`` also runs the event engine (``--engine full``, the reference) at those
 sizes and asserts the batched results equal it to the ns (1,024 NPUs take it 1-3 min).
 
-Measured on the shared 2-core machine (2 other jobs running), commit after a2e716e:
+Measured on the shared 2-core machine (other jobs running, so wall > CPU), wall incl. the
+child's imports; the event engine (``full``) is today's reference:
 
-=====  =====================  ===========  ========  =======  =======  ========  ===========
-NPUs   model                  workload     messages  wall s   CPU s    peak MB   µs/message
-=====  =====================  ===========  ========  =======  =======  ========  ===========
-64     analytical             uneven       32,256    see the table printed by the script
-=====  =====================  ===========  ========  =======  =======  ========  ===========
+=====  ================  =========  =========  ===========  ======  =====  ====  =========
+NPUs   model             workload   engine     messages     wall s  CPU s  MB    µs/msg
+=====  ================  =========  =========  ===========  ======  =====  ====  =========
+64     analytical        uneven     batched         32,256    0.86   0.04    44  (imports)
+64     analytical        uneven     full            32,256    1.27   0.25    44  39
+64     congestion-aware  uneven     batched         32,256    0.43   0.04    44  13
+64     congestion-aware  uneven     full            32,256    1.20   0.38    45  37
+256    analytical        uneven     batched        522,240    0.89   0.08    45  1.7
+256    analytical        uneven     full           522,240   10.70   3.54    48  20
+256    congestion-aware  uneven     batched        522,240    1.09   0.09    44  2.1
+256    congestion-aware  uneven     full           522,240   17.62   6.24    48  34
+1024   analytical        uneven     batched      8,380,416    1.02   0.15    48  0.12
+1024   congestion-aware  uneven     batched      8,380,416    0.83   0.18    48  0.10
+4096   analytical        symmetric  symmetric       32,760    1.05   0.26    47  (one rank)
+4096   congestion-aware  symmetric  batched    134,184,960    1.93   0.71    61  0.014
+=====  ================  =========  =========  ===========  ======  =====  ====  =========
+
+Batched equals full to the ns at 64 and 256 (``== full``); messages = chunks x 2(p-1) x p.
 """
 
 from __future__ import annotations
