@@ -172,3 +172,14 @@ def test_no_module_sets_a_fact_after_construction():
                     isinstance(a, ast.Constant) and a.value == "facts" for a in n.args):
                 bad.append(f"{p.relative_to(PACKAGE)}:{n.lineno}")
     assert not bad, bad
+
+
+def test_the_docs_example_runs(monkeypatch):
+    import doctest
+
+    root = PACKAGE.parent
+    monkeypatch.chdir(root)
+    text = (root / "docs" / "topology.md").read_text()
+    test = doctest.DocTestParser().get_doctest(text, {"load_topology": load_topology}, "topology.md", None, 0)
+    assert test.examples
+    assert doctest.DocTestRunner().run(test, out=lambda _s: None).failed == 0
