@@ -2,6 +2,7 @@
 
 from netsim.topology.builders import (dgx1_v100, gb200_nvl72, hgx_a100, hgx_h100, nvlink_box4,
                                       nvlink_mesh, nvswitch_domain)
+from netsim.topology.facts import DimFacts, TopologyFacts, XgftLevel
 from netsim.topology.fattree import Tier, fat_tree
 from netsim.topology.model import Topology
 from netsim.topology.multidim import Dim, multi_dim
@@ -9,6 +10,6 @@ from netsim.topology.policy import with_routing
 from netsim.topology.spec import load_topology
 from netsim.topology.summary import summarize
 
-__all__ = ["Dim", "Tier", "Topology", "dgx1_v100", "fat_tree", "gb200_nvl72", "hgx_a100", "hgx_h100",
-           "load_topology", "multi_dim", "nvlink_box4", "nvlink_mesh", "nvswitch_domain", "summarize",
+__all__ = ["Dim", "DimFacts", "Tier", "Topology", "TopologyFacts", "XgftLevel", "dgx1_v100", "fat_tree",
+           "gb200_nvl72", "hgx_a100", "hgx_h100", "load_topology", "multi_dim", "nvlink_box4", "nvlink_mesh", "nvswitch_domain", "summarize",
            "with_routing"]
