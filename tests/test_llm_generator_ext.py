@@ -1,16 +1,11 @@
 """LLM generator extensions: context parallelism, interleaved 1F1B, global batch, rank subsets, replicas."""
 
-import doctest
 from collections import Counter
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-import netsim.workload.generate.llm as llm_mod
-import netsim.workload.generate.model as model_mod
-import netsim.workload.generate.ranks as ranks_mod
-import netsim.workload.generate.schedules as sched_mod
 from netsim.cli import main
 from netsim.errors import InputError
 from netsim.chakra.schema import CommType, NodeType
@@ -58,11 +53,6 @@ def _run(tmp_path, spec, **kw):
     np.testing.assert_allclose(res.compute, expect, rtol=1e-12)
     assert np.all(res.finish >= res.compute * (1 - 1e-12))
     return res
-
-
-@pytest.mark.parametrize("mod", [llm_mod, model_mod, ranks_mod, sched_mod])
-def test_doctests(mod):
-    assert doctest.testmod(mod).failed == 0
 
 
 # ----------------------------------------------------------------------------- GQA
