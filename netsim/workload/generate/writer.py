@@ -37,7 +37,7 @@ from netsim.results.io import atomic_file, publish
 
 #: Ranks per batch (at most; a batch never spans two pipeline stages).  Small enough for a
 #: smooth progress bar and load balance, large enough that the per-batch template is cheap.
-BATCH = 128
+BATCH = 512
 #: Ranks per process at least: smaller workloads use fewer processes (one below 2 x this),
 #: since starting a worker costs more than writing a few dozen ranks.
 MIN_RANKS_PER_JOB = 64
