@@ -199,3 +199,30 @@ def test_run_llm_equals_running_the_written_files(tmp_path, symmetry):
     assert mem.finish.max() == files.finish.max()  # the iteration time
     np.testing.assert_array_equal(mem.finish, files.finish)
     np.testing.assert_array_equal(mem.exposed_comm, files.exposed_comm)
+
+
+def test_identical_traces_copied_where_links_fail(tmp_path, monkeypatch):
+    def no_links(*a, **k):
+        raise OSError("no hard links here")
+    monkeypatch.setattr(os, "link", no_links)
+    rep = write_llm_files(tmp_path, TINY, jobs=1, tp=1, pp=1, dp=3, microbatches=2, seq=128)
+    paths = _written(tmp_path)
+    assert rep.files == 1 and len(paths) == 3 and len({os.stat(p).st_ino for p in paths}) == 3
+    assert len({p.read_bytes() for p in paths}) == 1
+
+
+def test_interrupted_write_leaves_no_complete_workload(tmp_path, monkeypatch):
+    cfg = dict(tp=2, pp=2, dp=2, microbatches=2, seq=128)
+    write_llm_files(tmp_path, TINY, jobs=1, **cfg)
+    real, calls = writer.write_batch, []
+
+    def failing(task):
+        calls.append(task)
+        if len(calls) == 2:
+            raise InputError("disk full", source="test")
+        return real(task)
+    monkeypatch.setattr(writer, "BATCH", 2)
+    monkeypatch.setattr(writer, "write_batch", failing)
+    with pytest.raises(InputError, match="disk full"):
+        write_llm_files(tmp_path, TINY, jobs=1, **cfg)
+    assert len(calls) == 2 and not (tmp_path / "comm_groups.json").exists() and not list(tmp_path.glob(".*"))
