@@ -226,3 +226,15 @@ def test_interrupted_write_leaves_no_complete_workload(tmp_path, monkeypatch):
     with pytest.raises(InputError, match="disk full"):
         write_llm_files(tmp_path, TINY, jobs=1, **cfg)
     assert len(calls) == 2 and not (tmp_path / "comm_groups.json").exists() and not list(tmp_path.glob(".*"))
+
+
+def test_progress_bar_counts_ranks(tmp_path, monkeypatch, capsys):
+    from netsim import progress
+
+    monkeypatch.setattr(progress, "DELAY_S", 0.0)
+    real_bar = progress.bar
+    monkeypatch.setattr(progress, "bar", lambda *a, **kw: real_bar(*a, mininterval=0, miniters=1, **kw))
+    monkeypatch.setattr(writer, "BATCH", 4)
+    write_llm_files(tmp_path, TINY, jobs=1, progress=True, tp=2, pp=2, dp=2, microbatches=2, seq=128)
+    err = capsys.readouterr().err
+    assert "write" in err and "4/8" in err and "8/8" in err and "rank" in err
