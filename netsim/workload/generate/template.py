@@ -106,15 +106,20 @@ class RankTemplate:
             self.parts = [_split_block(k, memo) for k in self.keys]
         shift = rank - self.rep
         rename = {self.groups[k]: groups[k] for k in self.groups}
+        peers: dict[tuple[Any, Any], bytes] = {}  # (src, dst) -> their two records (a rank has few pairs)
         out = []
         for key, (pre, mid, post) in zip(self.keys, self.parts):
             src, dst, pg = key[_SRC], key[_DST], key[_PG]
-            if src is None and dst is None and pg is None:
-                out.append(pre + mid + post)
+            if src is None and dst is None:
+                out.append(pre + mid + post if pg is None else
+                           b"".join((pre, mid, attr_record("pg_name", rename.get(pg, pg), memo), post)))
                 continue
-            out.append(b"".join((pre, b"" if src is None else attr_record("comm_src", src + shift, memo),
-                                 b"" if dst is None else attr_record("comm_dst", dst + shift, memo), mid,
-                                 b"" if pg is None else attr_record("pg_name", rename.get(pg, pg), memo), post)))
+            pair = peers.get((src, dst))
+            if pair is None:
+                pair = peers[src, dst] = (b"" if src is None else attr_record("comm_src", src + shift, memo)) + \
+                    (b"" if dst is None else attr_record("comm_dst", dst + shift, memo))
+            out.append(b"".join((pre, pair, mid, b"" if pg is None else
+                                 attr_record("pg_name", rename.get(pg, pg), memo), post)))
         return out
 
     def head_pieces(self) -> Heads:

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from netsim.errors import InputError
-from netsim.results.io import atomic_file, publish
+from netsim.results.io import atomic_file, kind_of, publish
 
 #: Ranks per batch (at most; a batch never spans two pipeline stages).  Small enough for a
 #: smooth progress bar and load balance, large enough that the per-batch template is cheap.
@@ -217,9 +217,13 @@ def _write(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` atomically (a temporary file in the same folder, renamed)."""
     tmp = path.parent / f".{path.name}.{os.getpid()}.tmp"
     try:
-        with open(tmp, "wb") as fh:
+        with open(tmp, "wb") as fh:  # open() gives the umask's mode already (publish would chmod)
             fh.write(data)
-        publish(tmp, path)
+        kind = kind_of(path)
+        if kind is not None and kind != "a regular file":
+            raise InputError(f"is {kind}; netsim writes regular files only and does not replace it",
+                             source=str(path))
+        os.replace(tmp, path)
     except OSError as exc:
         tmp.unlink(missing_ok=True)
         raise InputError(f"cannot write: {exc.strerror or exc}", source=str(path)) from None
