@@ -246,8 +246,9 @@ def test_congestion_aware_store_and_forward(traces, tmp_path):
     serialization: net = 2 * trunc(latency + bytes / bw) instead of trunc(2 * latency + bytes / bw)."""
     rt = traces / ASTRA / "tests/rt_template/inputs"
     mb8 = traces / ASTRA / "examples/workload/microbenchmarks/all_reduce/8npus_1MB/all_reduce"
-    res = run_astra(mb8, rt / "system_cfg.json", rt / "network_cfg.yml", model="congestion-aware")
-    assert res.finish.tolist() == [117780] * 8 and res.engine == "full"
+    for engine in ("full", "auto"):  # auto: the batched engine (tests/test_astra_batched.py)
+        res = run_astra(mb8, rt / "system_cfg.json", rt / "network_cfg.yml", model="congestion-aware", engine=engine)
+        assert res.finish.tolist() == [117780] * 8 and res.engine == {"full": "full", "auto": "batched"}[engine]
     d, gib = 32768, 400 * 2**30 / 1e9
     hop = 2 * int(936.25 + d / gib)
     want = 4 * (E + 7 * (hop + E + 3 * int(d / 1600)) + 7 * (hop + E))
