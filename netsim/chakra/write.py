@@ -8,11 +8,12 @@ order; ``reference.md`` §3.1-3.2), framed with a varint length.
   reference; attribute blocks memoised).
 * :func:`encode_columns` encodes a whole table at once with numpy: every varint of
   every node is computed in one vectorised pass per field (:func:`varints`), the
-  distinct names and attribute blocks are encoded once, and the records are
-  assembled with one gather (:func:`gather`).  :func:`encode_heads` (fields 1-9)
-  and :func:`join_records` (framing + field 10) are its two halves, so a caller
-  whose ranks share the node heads and differ in attributes (the LLM generator)
-  encodes the heads once.  :func:`columns_from_nodes` turns EtNodes into
+  distinct names and attribute blocks are encoded once, and the node heads are
+  assembled with one numpy gather (:func:`gather`).  :func:`encode_heads` (fields
+  1-9) and :func:`join_records` (framing + field 10: record lengths with numpy, the
+  pieces concatenated by one ``bytes.join``) are its two halves, so a caller whose
+  ranks share the node heads and differ in attributes (the LLM generator) encodes
+  the heads once.  :func:`columns_from_nodes` turns EtNodes into
   :class:`RecordColumns`.
 
 Example: the vectorised encoder gives protobuf's bytes.
