@@ -242,8 +242,7 @@ def run_moe(topo: Topology, cfg: MoEConfig, lay: moe.MoELayout | None = None) ->
     g, algo = moe_local_size(topo, ranks, cfg.algo)
     lay = build_layout(topo, cfg) if lay is None else lay.with_bytes(token_size(cfg))
     sched_algo = "low_latency" if cfg.mode == "low_latency" else algo
-    build = moe.dispatch_schedule if cfg.op == "moe_dispatch" else moe.combine_schedule
-    sched = build(lay, sched_algo, local_size=g, chunks=cfg.chunks)
+    sched = nccl_timed(topo, ranks, lay, cfg.op, sched_algo, g, cfg.chunks)
     net = MODELS[cfg.model](simpy.Environment(), topo)
     res = run_collective(net, sched, ranks, engine=cfg.engine)
     t = max(res.time, 1e-12)
@@ -286,6 +285,27 @@ def run_moe(topo: Topology, cfg: MoEConfig, lay: moe.MoELayout | None = None) ->
         "max_nodes_per_token": int(_nodes_per_token(lay, g).max()) if r.choices.size else 0,
     }
     return MoEResult(cfg, summary, ranks_df, experts_df, links)
+
+
+def nccl_timed(topo: Topology, ranks: np.ndarray, lay: moe.MoELayout, op: str, algo: str, g: int, chunks: int):
+    """The schedule of ``op`` with the timing of what runs it: ``direct`` and ``hierarchical`` are
+    NCCL all-to-alls (NCCL's peers per step, protocol, latency and per-channel network caps,
+    :func:`netsim.collectives.plan.shape_p2p`); ``node_limited`` and ``low_latency`` are DeepEP's
+    kernels (their own pipeline; every token copy put at once), timed by the network alone."""
+    from netsim.collectives import nccl, p2p
+    from netsim.collectives.plan import shape_p2p
+    from netsim.collectives.skew import pair_bytes
+
+    build = moe.dispatch_schedule if op == "moe_dispatch" else moe.combine_schedule
+    if algo not in ("direct", "hierarchical"):
+        return build(lay, algo, local_size=g, chunks=chunks)
+    info = nccl.CommInfo.from_topology(topo, ranks)
+    pair = pair_bytes(lay.routing)
+    off = pair[~np.eye(pair.shape[0], dtype=bool)]
+    peer = float(off[off > 0].mean()) if (off > 0).any() else 0.0
+    setup = p2p.P2PSetup.from_info(info)
+    sched = build(lay, algo, local_size=g, chunks=chunks, window=setup.window(setup.parts(peer)))
+    return shape_p2p(sched, topo, ranks, info, algo, peer)[0]
 
 
 def _nodes_per_token(lay: moe.MoELayout, g: int) -> np.ndarray:

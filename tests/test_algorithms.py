@@ -415,9 +415,15 @@ def test_compose_keeps_step_attributes_and_checks_input():
     for bad, match in [([(a, [0, 1, 2, 3]), (a, [3, 4, 5, 6])], "disjoint"), ([(a, [0, 1, 2])], "rank map of 4"),
                        ([(a, [1, 2, 3, 4, 9])], "rank map"), ([(a, [4, 5, 6, 8])], "leaves"),
                        ([(a, [0, 1, 2, 3]), (Schedule("x", "d", 2, 0.0, (Phase(Step.delay(1e-6)),)), [4, 5])], "delay"),
-                       ([(s, [0, 1]), (one_step(overhead_s=2e-6, wire=2.0), [2, 3])], "rate_cap")]:
+                       ([(s, [0, 1]), (one_step(overhead_s=1e-6, wire=2.0), [2, 3])], "overhead_s")]:
         with pytest.raises(InputError, match=match):
             parallel("x", "y", 8, 0.0, bad)
+    # parts with different caps keep one cap per transfer (NCCL p2p: network sends capped, NVLink not)
+    m = parallel("x", "y", 4, 2.0, [(s, [0, 1]), (one_step(overhead_s=2e-6, wire=2.0), [2, 3])]).phases[0].step
+    assert m.rate_cap.tolist() == [7e9, 7e9, float("inf"), float("inf")]
+    per = one_step(overhead_s=2e-6, wire=2.0, rate_cap=np.array([1e9, 2e9]))
+    out = parallel("x", "y", 4, 2.0, [(per, [0, 1]), (per, [2, 3])])  # stacked: the caps tile
+    assert out.phases[0].step.rate_cap.tolist() == [1e9, 2e9, 1e9, 2e9]
     with pytest.raises(InputError, match="for 8 ranks"):
         concat("x", "y", 8, 0.0, a)
 

@@ -194,10 +194,22 @@ def _cap(step: Step) -> float:
     return getattr(step, "rate_cap", float("inf"))
 
 
-def _extra(step: Step) -> dict:
-    """Step fields beyond the classic ones that a merge must keep (``rate_cap`` when set)."""
+def _extra(step: Step, reps: int = 1) -> dict:
+    """Step fields beyond the classic ones that a merge must keep (``rate_cap`` when set; a
+    per-transfer cap is tiled ``reps`` times, like the transfers)."""
     cap = _cap(step)
+    if np.ndim(cap):
+        return {"rate_cap": np.tile(cap, reps)}
     return {} if cap == float("inf") else {"rate_cap": cap}
+
+
+def _merged_cap(moving: list) -> dict:
+    """The ``rate_cap`` of parts run as one step: one number if they share it, else one per transfer."""
+    caps = [_cap(st) for st, _ in moving]
+    if all(np.ndim(c) == 0 for c in caps) and len(set(caps)) == 1:
+        return {} if caps[0] == float("inf") else {"rate_cap": caps[0]}
+    return {"rate_cap": np.concatenate([np.broadcast_to(np.asarray(c, dtype=np.float64), st.nbytes.shape)
+                                        for c, (st, _) in zip(caps, moving)])}
 
 
 def _merge(items: list) -> Step:
@@ -211,8 +223,8 @@ def _merge(items: list) -> Step:
                          field="parts")
     first = moving[0][0]
     for st, _ in moving:
-        if (st.overhead_s, st.wire, _cap(st)) != (first.overhead_s, first.wire, _cap(first)):
-            raise InputError("parallel parts disagree on overhead_s, wire or rate_cap in the same step",
+        if (st.overhead_s, st.wire) != (first.overhead_s, first.wire):
+            raise InputError("parallel parts disagree on overhead_s or wire in the same step",
                              source="argument", field="parts")
     cat = np.concatenate
     key = hop = None
@@ -223,7 +235,7 @@ def _merge(items: list) -> Step:
     return Step(cat([m[st.src] for st, m in moving]), cat([m[st.dst] for st, m in moving]),
                 cat([st.nbytes for st, _ in moving]), overhead_s=first.overhead_s,
                 reduce=any(st.reduce for st, _ in moving), key=key, hop=hop, wire=first.wire,
-                **_extra(first))
+                **_merged_cap(moving))
 
 
 def _stacked(step: Step, maps: np.ndarray) -> Step:
@@ -234,7 +246,7 @@ def _stacked(step: Step, maps: np.ndarray) -> Step:
     tile = (lambda a: None if a is None else np.tile(a, P))
     return Step(maps[:, step.src].ravel(), maps[:, step.dst].ravel(), np.tile(step.nbytes, P),
                 overhead_s=step.overhead_s, reduce=step.reduce, key=tile(step.key), hop=tile(step.hop),
-                wire=step.wire, **_extra(step))
+                wire=step.wire, **_extra(step, P))
 
 
 def _same_structure(parts) -> bool:

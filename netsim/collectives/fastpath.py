@@ -70,11 +70,20 @@ def step_routes(topo, ranks: np.ndarray, step: Step) -> tuple[np.ndarray, np.nda
 def step_cap(net: Network, step: Step, routes, wire: np.ndarray, parts: int = 1):
     """Rate bound of every transfer of ``step``: its ``rate_cap``, and what the network charges
     for the step's own load on shared links (:meth:`Network.step_rates`); ``None`` if neither."""
-    cap = None if np.isinf(step.rate_cap) else np.full(wire.size, step.rate_cap)
+    cap = transfer_caps(step, wire.size)
     share = net.step_rates(routes, wire, cap, parts) if routes is not None else None
     if share is None:
-        return None if cap is None else step.rate_cap
+        return None if cap is None else (step.rate_cap if np.ndim(step.rate_cap) == 0 else cap)
     return share
+
+
+def transfer_caps(step: Step, size: int) -> np.ndarray | None:
+    """Per-transfer rate caps of ``step`` (``rate_cap`` is one number or one per transfer);
+    ``None`` when nothing is capped."""
+    rc = np.asarray(step.rate_cap, dtype=np.float64)
+    if rc.ndim == 0:
+        return None if np.isinf(rc) else np.full(size, float(rc))
+    return None if np.isinf(rc).all() else rc
 
 
 def fixed_durations(net: Network, step: Step, ranks: np.ndarray, repeat: int = 0,
@@ -94,7 +103,7 @@ def fixed_durations(net: Network, step: Step, ranks: np.ndarray, repeat: int = 0
     src, dst = ranks[step.src], ranks[step.dst]
     wire = step.nbytes * step.wire
     routes = routes if routes is not None else step_routes(net.topo, ranks, step)
-    cap = None if np.isinf(step.rate_cap) else np.full(src.size, step.rate_cap)
+    cap = transfer_caps(step, src.size)
     timing = net.alone(src, dst, wire, step.key, routes, cap, parts)
     if timing is None:
         return None

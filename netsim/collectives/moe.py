@@ -257,7 +257,15 @@ def _check_algorithm(algorithm: str) -> None:
         raise _arg(f"expected one of {', '.join(ALGORITHMS)}, got {algorithm!r}", "algorithm")
 
 
-def dispatch_schedule(lay: MoELayout, algorithm: str, *, local_size: int, chunks: int = 4) -> Schedule:
+def _window(algorithm: str, n: int, window: int | None) -> int | None:
+    """Peers per step: DeepEP's low-latency kernels put every token copy at once (one kernel, no
+    rounds: ``internode_ll.cu`` issues an IBGDA put per token and expert, then one count per
+    expert); ``direct`` runs ``window`` peers at once (NCCL's, from :mod:`.p2p`; None: default)."""
+    return n - 1 if algorithm == "low_latency" else window
+
+
+def dispatch_schedule(lay: MoELayout, algorithm: str, *, local_size: int, chunks: int = 4,
+                      window: int | None = None) -> Schedule:
     """The dispatch of ``lay`` (token copies at ``lay.routing.bytes_per_token``)."""
     _check_algorithm(algorithm)
     r, n = lay.routing, lay.routing.n_ranks
@@ -266,11 +274,13 @@ def dispatch_schedule(lay: MoELayout, algorithm: str, *, local_size: int, chunks
     elif algorithm == "hierarchical":
         s = hierarchical_all_to_all(n, None, local_size=local_size, matrix=pair_bytes(r))
     else:
-        s = alltoallv(n, expert_pair_bytes(r) if algorithm == "low_latency" else pair_bytes(r))
+        s = alltoallv(n, expert_pair_bytes(r) if algorithm == "low_latency" else pair_bytes(r),
+                      window=_window(algorithm, n, window))
     return replace(s, op="moe_dispatch", algorithm=algorithm)
 
 
-def combine_schedule(lay: MoELayout, algorithm: str, *, local_size: int, chunks: int = 4) -> Schedule:
+def combine_schedule(lay: MoELayout, algorithm: str, *, local_size: int, chunks: int = 4,
+                     window: int | None = None) -> Schedule:
     """The combine of ``lay`` (expert outputs at ``lay.routing.bytes_per_token``): the dispatch's
     hops reversed, with in-node reduction before IB for ``node_limited``."""
     _check_algorithm(algorithm)
@@ -280,7 +290,8 @@ def combine_schedule(lay: MoELayout, algorithm: str, *, local_size: int, chunks:
     elif algorithm == "hierarchical":
         s = _reversed_hierarchical(n, pair_bytes(r), local_size)
     else:
-        s = alltoallv(n, (expert_pair_bytes(r) if algorithm == "low_latency" else pair_bytes(r)).T)
+        s = alltoallv(n, (expert_pair_bytes(r) if algorithm == "low_latency" else pair_bytes(r)).T,
+                      window=_window(algorithm, n, window))
     return replace(s, op="moe_combine", algorithm=algorithm)
 
 

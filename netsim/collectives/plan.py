@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from netsim.collectives import nccl
+from netsim.collectives import nccl, p2p
 from netsim.collectives.fastpath import step_routes
 from netsim.collectives.schedule import Phase, Schedule, Step
 from netsim.errors import InputError
@@ -34,10 +34,9 @@ ALGORITHMS: dict[str, tuple[str, ...]] = {
     "reduce": ("ring",),
     "sendrecv": ("p2p",),
 }
-#: p2p (all-to-all, send/recv) protocol: NCCL uses LL up to NCCL_P2P_LL_THRESHOLD, else Simple
-#: (NCCL 2.30.7 enqueue.cc:859, default 16384; enqueue.cc:932 compares a peer's bytes with
-#: nChannels x the threshold, where the p2p channel count per peer is not modelled here: 1 channel).
-P2P_LL_THRESHOLD = 16 << 10
+#: p2p (all-to-all, send/recv) protocol threshold, NCCL's (re-exported from :mod:`.p2p`, which
+#: applies it per send and channel count as enqueue.cc:932 does).
+P2P_LL_THRESHOLD = p2p.P2P_LL_THRESHOLD
 
 
 @dataclass(frozen=True)
@@ -187,17 +186,30 @@ def _pieces(nbytes: float, nc: int, proto: str) -> int:
 
 
 def _p2p_plan(topo, ranks, op, nbytes, algo, info, g, matrix, protocol, shaped) -> Plan:
+    """All-to-all and send/recv as NCCL's p2p engine runs them (:mod:`netsim.collectives.p2p`):
+    NCCL's peers in flight per step, its protocol per send, network sends capped by their
+    channels; ``node_limited`` (DeepEP's kernels, not NCCL's) keeps its own pipeline."""
     from netsim.collectives import direct
     n = int(ranks.size)
     name = "direct" if algo == "auto" else algo
+    setup = p2p.P2PSetup.from_info(info)
+    if op == "sendrecv":
+        peer = float(nbytes)
+    elif matrix is not None:
+        off = np.asarray(matrix, dtype=np.float64)[~np.eye(n, dtype=bool)]
+        peer = float(off[off > 0].mean()) if (off > 0).any() else 0.0
+    else:
+        peer = nbytes / n
+    parts = setup.parts(peer)
+    window = setup.window(parts)
     if op == "sendrecv":
         sched, name = direct.send_recv(n, nbytes), "p2p"
     elif name == "direct":
         if matrix is not None:
             from netsim.collectives.alltoall import alltoallv
-            sched = alltoallv(n, matrix)
+            sched = alltoallv(n, matrix, window=window)
         else:
-            sched = direct.direct_all_to_all(n, nbytes)
+            sched = direct.direct_all_to_all(n, nbytes, window=window)
     elif name == "hierarchical":
         if g is None:
             raise InputError("hierarchical all-to-all needs whole nodes", source="--gpus")
@@ -210,16 +222,32 @@ def _p2p_plan(topo, ranks, op, nbytes, algo, info, g, matrix, protocol, shaped) 
         from netsim.collectives.skew import skewed_matrix
         m = matrix if matrix is not None else skewed_matrix(n, nbytes, "uniform")
         sched = node_limited_all_to_all(n, m, local_size=g)
-    proto = protocol or ("LL" if nbytes / max(n, 1) <= P2P_LL_THRESHOLD else "Simple")
     if not shaped:
         return Plan(sched, name, "none", 1, None)
+    sched, proto = shape_p2p(sched, topo, ranks, info, name, peer, protocol)
+    return Plan(sched, name, proto, parts, None)
+
+
+def shape_p2p(sched: Schedule, topo: Topology, ranks: np.ndarray, info: nccl.CommInfo, name: str,
+              peer_bytes: float, protocol: str | None = None) -> tuple[Schedule, str]:
+    """``sched`` (sends between ``ranks``) as NCCL's p2p engine runs it: the protocol of a send of
+    ``peer_bytes`` (or ``protocol``), NCCL's launch and hop latency per step, network sends capped
+    by their channels (:mod:`netsim.collectives.p2p`).  Returns (schedule, protocol)."""
+    setup = p2p.P2PSetup.from_info(info)
+    proto = protocol or setup.protocol(peer_bytes)
     p = nccl.PROTOCOLS.index(proto)
     inter = info.nnodes > 1
     hop = nccl.HW_LATENCY_US["net" if inter else "nvlink"]["ring"][p]
+    parts = setup.parts(peer_bytes)
     choice = nccl.Choice(name, proto, float("nan"), nccl.BASE_LATENCY_US["ring"][p] + hop, nccl.BASE_LATENCY_US["ring"][p],
-                         0.0, info.channels, float("inf"))
-    sched = shape(sched, topo, ranks, choice, max(sched.n_steps, 1), info.channels, 1, f"{name}/{proto}")
-    return Plan(sched, name, proto, info.channels, None)
+                         0.0, parts, float("inf"))
+    # every step of NCCL's sends is a new set of sends (a channel's next work batch, enqueue.cc:1055):
+    # each pays the hop latency (depth 1); node_limited's steps are one pipeline sharing it
+    depth = max(sched.n_steps, 1) if name == "node_limited" else 1
+    sched = shape(sched, topo, ranks, choice, depth, parts, 1, f"{name}/{proto}")
+    if name != "node_limited" and inter:
+        sched = p2p.network_caps(sched, ranks, info.local_size, setup)
+    return sched, proto
 
 
 def shape(sched: Schedule, topo: Topology, ranks: np.ndarray, choice: nccl.Choice, depth: int,
@@ -243,5 +271,6 @@ def shape(sched: Schedule, topo: Topology, ranks: np.ndarray, choice: nccl.Choic
         indptr, links = step_routes(topo, ranks, st)
         phys = float(topo.path_latency(indptr, links).max()) if links.size else 0.0
         phases.append(Phase(replace(st, overhead_s=st.overhead_s + max(0.0, per_step - phys), wire=wire,
-                                    rate_cap=min(st.rate_cap, cap)), ph.repeat))
+                                    rate_cap=np.minimum(st.rate_cap, cap) if np.ndim(st.rate_cap)
+                                    else min(st.rate_cap, cap)), ph.repeat))
     return Schedule(sched.op, label, sched.nranks, sched.nbytes, tuple(phases))

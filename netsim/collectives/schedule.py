@@ -40,7 +40,9 @@ class Step:
     wire: bytes on the wire per payload byte (protocol framing, e.g. 2.0 for NCCL LL);
         ``nbytes`` stays the payload so byte accounting is protocol-independent.
     rate_cap: most B/s (wire bytes) one transfer can move whatever the links offer, e.g.
-        one NCCL channel driven by one thread block; inf = no cap.
+        one NCCL channel driven by one thread block; inf = no cap.  One number for every
+        transfer, or an array with one per transfer (e.g. NCCL p2p sends: network peers capped
+        by their channels, NVLink peers not).
     """
 
     src: np.ndarray
@@ -52,7 +54,7 @@ class Step:
     key: np.ndarray | None = None
     hop: np.ndarray | None = None
     wire: float = 1.0
-    rate_cap: float = float("inf")
+    rate_cap: float | np.ndarray = float("inf")
 
     @staticmethod
     def delay(seconds: float) -> "Step":

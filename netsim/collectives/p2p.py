@@ -1,0 +1,173 @@
+"""How NCCL runs point-to-point operations (``ncclSend``/``ncclRecv``: nccl-tests ``sendrecv``
+and ``alltoall``), as the NCCL 2.30.7 sources (tag v2.30.7-1) set it up.
+
+Every number below is NCCL's; "paths.cc:N" is ``src/graph/paths.cc`` line N of that tag (likewise
+``enqueue.cc``, ``init.cc``, ``channel.h``, ``device.h``, ``topo.h``).
+
+* **Channels per peer** (``ncclTopoGetNchannels``, paths.cc:920-954): an NVLink peer gets two
+  channels per NVLink (``2 * path_bw / nvlBw``), a network peer one per NIC and enough to carry
+  the NIC at ``NCCL_P2P_PER_CHANNEL_NET_BW`` = 14 GB/s each (``max(nNics, ceil(netBw / 14))``).
+  ``p2pnChannelsPerPeer`` is the minimum over peers, a power of two (paths.cc:961-972, 989);
+  ``p2pnChannels`` is the ring channel count rounded up to a power of two (paths.cc:980-990).
+  Across nodes the channels per peer halve while ``perPeer * ceil(nRanks / 8) > p2pnChannels``
+  (paths.cc:993-1001), otherwise they are capped at ``p2pnChannels`` (paths.cc:1003).
+* **Parts of one send** (``scheduleP2pTasksToPlan``, enqueue.cc:1143-1146, and ``addP2pToPlan``,
+  enqueue.cc:914-926): ``nChannelsMin`` halves from the per-peer count while
+  ``nChannelsMin * nRanks > p2pnChannels``; a send of B bytes takes ``min(nChannelsMin,
+  ceil(B / minPart))`` channels, doubled up to the per-peer count while a part exceeds
+  ``maxPart`` (minPart, maxPart: chunk/2 and chunk across nodes, chunk/8 and 32 chunks on one
+  node).
+* **Protocol** per send (enqueue.cc:932): LL when ``B <= parts * NCCL_P2P_LL_THRESHOLD`` (16 KiB,
+  enqueue.cc:859), else Simple.
+* **Chunk** (``p2pChunkSize``, init.cc:818-843): ``NCCL_P2P_NET_CHUNKSIZE`` 128 KiB across nodes,
+  ``NCCL_P2P_NVL_CHUNKSIZE`` 512 KiB on one all-NVLink node; it sets the part sizes above.
+* **Concurrency** (enqueue.cc:1051-1055, device.h:391, channel.h:21-33): rounds (peers) are
+  grouped 8 to a work batch (``NCCL_MAX_DEV_WORK_P2P_PER_BATCH``); a channel runs its batches one
+  after another, so ``p2pnChannels / parts * 8`` peers are in flight at once.  netsim runs that
+  many peers per step (:meth:`P2PSetup.window`).
+* **Per-channel network rate**: one channel moves at most ``NCCL_P2P_PER_CHANNEL_NET_BW`` = 14 GB/s
+  to a network peer (paths.cc:918, the figure NCCL sizes its network channels by, paths.cc:950), so
+  a network send is capped at ``parts * 14`` GB/s.  NCCL states no per-channel figure for NVLink
+  sends; the links bound them.
+
+What is left out: PXN (a send to another rail's NIC relayed over NVLink to the GPU on that rail,
+``NCCL_PXN_DISABLE``): on the rail-optimised, non-blocking fabrics shipped it moves the same
+bytes through the same NICs; the proxy thread's CPU time per network post (NCCL models it as a
+latency, ``getNetOverhead``, tuning.cc:228-233, which :mod:`netsim.collectives.plan` charges);
+NIC message rate (ConnectX-7: hundreds of millions of messages per second, far above what
+64 KiB-128 KiB chunks or 7 KB DeepEP tokens need at 400 Gb/s).
+
+>>> s = P2PSetup.for_comm(nranks=64, nnodes=8, ring_channels=16, nvl_links=18, nvl_link_GBps=20.6,
+...                      nic_GBps=48.0)
+>>> s.channels, s.per_peer, s.min_parts, s.chunk
+(16, 2, 1, 131072)
+>>> s.parts(128 << 10), s.parts(1 << 20), s.protocol(16 << 10), s.protocol(1 << 20), s.window(1)
+(1, 2, 'LL', 'Simple', 63)
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from netsim.collectives.schedule import Phase, Schedule
+
+#: ``NCCL_P2P_PER_CHANNEL_NET_BW`` default, GB/s per channel to a network peer (paths.cc:918).
+P2P_PER_CHANNEL_NET_GBPS = 14.0
+#: ``NCCL_P2P_NET_CHUNKSIZE`` / ``NCCL_P2P_NVL_CHUNKSIZE`` defaults (init.cc:818, 820).
+NET_CHUNK = 1 << 17
+NVL_CHUNK = 1 << 19
+#: Simple buffer (``DEFAULT_BUFFSIZE``, init.cc:813) over ``NCCL_STEPS`` (device.h:26): the chunk
+#: never exceeds it (init.cc:842-843).
+SIMPLE_BUFF, NCCL_STEPS = 1 << 22, 8
+#: ``NCCL_MAX_DEV_WORK_P2P_PER_BATCH`` (device.h:391): p2p operations one channel runs at once.
+P2P_PER_BATCH = 8
+#: ``NCCL_P2P_LL_THRESHOLD`` default (enqueue.cc:859): bytes per channel sent with LL.
+P2P_LL_THRESHOLD = 16 << 10
+#: ``NCCL_MAX_P2P_NCHANNELS`` default, ``MAXCHANNELS`` (paths.cc:958, device.h:91).
+MAX_P2P_CHANNELS = 64
+#: NCCL's NVLink bandwidth per link, GB/s (topo.h:19-24: SM70/SM80 20.0, SM90 20.6, SM100 40.1).
+NVLINK_GBPS = {"volta": 20.0, "ampere": 20.0, "hopper": 20.6, "blackwell": 40.1}
+
+
+def _pow2_up(x: int) -> int:
+    return 1 << max(0, int(x) - 1).bit_length()
+
+
+@dataclass(frozen=True)
+class P2PSetup:
+    """NCCL's p2p channel setup for one communicator (see the module docstring).
+
+    channels: ``p2pnChannels``; per_peer: ``p2pnChannelsPerPeer`` (an operation's
+    ``nChannelsMax``); min_parts: ``nChannelsMin``; chunk: ``p2pChunkSize`` (bytes)."""
+
+    nranks: int
+    nnodes: int
+    channels: int
+    per_peer: int
+    min_parts: int
+    chunk: int
+
+    @classmethod
+    def for_comm(cls, *, nranks: int, nnodes: int, ring_channels: int, nvl_links: int, nvl_link_GBps: float,
+                 nic_GBps: float, nics: int = 1) -> "P2PSetup":
+        """From the communicator's shape: ranks, nodes, NCCL's ring channel count, the GPU's
+        NVLinks and NCCL's per-link rate, the NIC rate (GB/s) and NICs per GPU."""
+        nvl = 2 * max(1, int(nvl_links)) if nvl_links > 0 else 2  # paths.cc:936 (PCIe peers: 2, :939)
+        per_peer = nvl if nranks > 1 else 1
+        if nnodes > 1:  # network peers exist: paths.cc:943-952
+            per_peer = min(per_peer, max(nics, math.ceil(nic_GBps / P2P_PER_CHANNEL_NET_GBPS)) if nics > 0 else 2)
+        per_peer = _pow2_up(per_peer)  # paths.cc:989
+        channels = _pow2_up(max(1, min(ring_channels, MAX_P2P_CHANNELS)))  # paths.cc:984-990
+        if nnodes > 1:  # paths.cc:993-1001
+            while per_peer * math.ceil(nranks / P2P_PER_BATCH) > channels and per_peer > 1:
+                per_peer //= 2
+        else:
+            per_peer = min(channels, per_peer)  # paths.cc:1003
+        min_parts = per_peer
+        while min_parts * nranks > channels and min_parts > 1:  # enqueue.cc:1146
+            min_parts //= 2
+        chunk = NET_CHUNK if nnodes > 1 else NVL_CHUNK  # init.cc:830-839
+        chunk = min(chunk, SIMPLE_BUFF // NCCL_STEPS)  # init.cc:842-843
+        return cls(int(nranks), int(nnodes), int(channels), int(per_peer), int(min_parts), int(chunk))
+
+    def parts(self, nbytes: float) -> int:
+        """Channels one send of ``nbytes`` is split over (enqueue.cc:914-926)."""
+        if nbytes <= 0:
+            return 1
+        multi = self.nnodes > 1
+        min_part = self.chunk // 2 if multi else self.chunk // 8
+        max_part = self.chunk if multi else self.chunk * 32
+        nc = min(self.min_parts, math.ceil(nbytes / min_part))
+        part = max(min_part, math.ceil(nbytes / nc))
+        while part > max_part and nc <= self.per_peer // 2:
+            nc *= 2
+            part = math.ceil(nbytes / nc)
+        return int(nc)
+
+    def protocol(self, nbytes: float) -> str:
+        """LL when a send carries at most 16 KiB per channel, else Simple (enqueue.cc:932)."""
+        return "LL" if nbytes <= self.parts(nbytes) * P2P_LL_THRESHOLD else "Simple"
+
+    def window(self, parts: int) -> int:
+        """Peers in flight at once: ``p2pnChannels / parts`` channel groups of 8 operations each
+        (enqueue.cc:1055), at most every peer."""
+        return int(max(1, min(self.nranks - 1, self.channels // max(1, parts) * P2P_PER_BATCH)))
+
+    def net_cap_GBps(self, nbytes: float) -> float:
+        """Most GB/s one send to a network peer moves: its channels at 14 GB/s each."""
+        return self.parts(nbytes) * P2P_PER_CHANNEL_NET_GBPS
+
+    @classmethod
+    def from_info(cls, info) -> "P2PSetup":
+        """From a :class:`~netsim.collectives.nccl.CommInfo` (NVLinks per GPU: NCCL's effective
+        NVLink bandwidth over its per-link rate; NIC rate: the achievable one, which rounds to the
+        same channel count as NCCL's line rate for 200G and 400G NICs)."""
+        link = NVLINK_GBPS.get(info.arch, NVLINK_GBPS["hopper"])
+        return cls.for_comm(nranks=info.nranks, nnodes=info.nnodes, ring_channels=info.channels,
+                            nvl_links=int(round(info.bw_intra / link)), nvl_link_GBps=link,
+                            nic_GBps=info.bw_inter)
+
+
+def network_caps(sched: Schedule, ranks: np.ndarray, local_size: int, setup: P2PSetup) -> Schedule:
+    """``sched`` with every send to a network peer capped at its channels' 14 GB/s each (wire
+    bytes: the step's framing included); sends within a node keep their cap."""
+    ranks = np.asarray(ranks, dtype=np.int64)
+    g = max(1, int(local_size))
+    phases = []
+    for ph in sched.phases:
+        st = ph.step
+        if st.n_transfers == 0:
+            phases.append(ph)
+            continue
+        net = ranks[st.src] // g != ranks[st.dst] // g
+        if not net.any():
+            phases.append(ph)
+            continue
+        parts = np.array([setup.parts(b) for b in st.nbytes[net]], dtype=np.float64)
+        cap = np.broadcast_to(np.asarray(st.rate_cap, dtype=np.float64), st.nbytes.shape).copy()
+        cap[net] = np.minimum(cap[net], parts * P2P_PER_CHANNEL_NET_GBPS * 1e9 * st.wire)
+        phases.append(Phase(replace(st, rate_cap=cap), ph.repeat))
+    return replace(sched, phases=tuple(phases))

@@ -1,0 +1,90 @@
+"""NCCL's p2p engine (netsim.collectives.p2p): channels per peer, parts, protocol, peers in flight
+and the per-channel network cap, each against NCCL 2.30.7's rules written out by hand here."""
+
+import numpy as np
+import pytest
+
+from netsim.bench import BenchConfig, run_one
+from netsim.collectives import moe, nccl, p2p
+from netsim.collectives.plan import plan
+from netsim.topology.spec import load_topology
+
+SU = "topologies/h100-superpod-1su.yaml"
+H100 = "topologies/dgx-h100.yaml"
+
+
+@pytest.fixture(scope="module")
+def su():
+    return load_topology(SU)
+
+
+def test_setup_follows_paths_cc_and_enqueue_cc():
+    # one 8xH100 node: NVLink peers get 2 x 18 links = 36 channels -> 64 (pow2), capped at
+    # p2pnChannels = pow2(24 ring channels) = 32; nChannelsMin halves while x 8 ranks > 32 -> 4
+    one = p2p.P2PSetup.for_comm(nranks=8, nnodes=1, ring_channels=24, nvl_links=18, nvl_link_GBps=20.6, nic_GBps=0)
+    assert (one.channels, one.per_peer, one.min_parts, one.chunk) == (32, 32, 4, 512 << 10)
+    # 2 nodes x 8: a network peer needs ceil(48 / 14) = 4 channels; 4 x ceil(16 / 8) = 8 <= 16 keeps 4
+    two = p2p.P2PSetup.for_comm(nranks=16, nnodes=2, ring_channels=16, nvl_links=18, nvl_link_GBps=20.6, nic_GBps=48)
+    assert (two.channels, two.per_peer, two.min_parts, two.chunk) == (16, 4, 1, 128 << 10)
+    # 64 ranks: 4 x 8 = 32 > 16 -> 2 per peer; 256 ranks: down to 1
+    assert p2p.P2PSetup.for_comm(nranks=64, nnodes=8, ring_channels=16, nvl_links=18, nvl_link_GBps=20.6,
+                                 nic_GBps=48).per_peer == 2
+    big = p2p.P2PSetup.for_comm(nranks=256, nnodes=32, ring_channels=16, nvl_links=18, nvl_link_GBps=20.6, nic_GBps=48)
+    assert (big.per_peer, big.min_parts) == (1, 1)
+    # a 200G NIC (A100 HDR) needs ceil(24 / 14) = 2 channels
+    assert p2p.P2PSetup.for_comm(nranks=16, nnodes=2, ring_channels=16, nvl_links=12, nvl_link_GBps=20.0,
+                                 nic_GBps=24).per_peer == 2
+
+
+def test_parts_protocol_and_window():
+    two = p2p.P2PSetup(16, 2, channels=16, per_peer=4, min_parts=1, chunk=128 << 10)
+    # min part 64 KiB, max part 128 KiB across nodes: 1 MiB doubles 1 -> 2 -> 4 (the per-peer cap)
+    assert [two.parts(b) for b in (1, 64 << 10, 128 << 10, 256 << 10, 1 << 20, 1 << 30)] == [1, 1, 1, 2, 4, 4]
+    assert two.protocol(16 << 10) == "LL" and two.protocol((16 << 10) + 1) == "Simple"
+    one = p2p.P2PSetup(8, 1, channels=32, per_peer=32, min_parts=4, chunk=512 << 10)
+    # one node: min part 64 KiB, max part 16 MiB; 24 KiB takes 1 channel, 100 KiB 2 (LL up to 32 KiB)
+    assert one.parts(24 << 10) == 1 and one.parts(100 << 10) == 2 and one.parts(1 << 30) == 32
+    assert one.protocol(24 << 10) == "Simple" and one.protocol(16 << 10) == "LL"
+    big = p2p.P2PSetup(256, 32, channels=16, per_peer=1, min_parts=1, chunk=128 << 10)
+    assert big.window(1) == 128 and two.window(4) == 15  # 16 / parts x 8 peers, at most n - 1
+    assert big.net_cap_GBps(1 << 20) == 14.0 and two.net_cap_GBps(256 << 10) == 28.0
+
+
+def test_setup_from_a_topology(su):
+    s = p2p.P2PSetup.from_info(nccl.CommInfo.from_topology(su, np.arange(64)))
+    assert (s.channels, s.per_peer, s.min_parts, s.chunk) == (16, 2, 1, 128 << 10)
+    s = p2p.P2PSetup.from_info(nccl.CommInfo.from_topology(load_topology(H100), np.arange(8)))
+    assert (s.channels, s.per_peer, s.min_parts) == (32, 32, 4)
+
+
+def test_network_sends_are_capped_by_their_channels(su):
+    """sendrecv over 2 nodes, 256 KiB: the cross-node sends take 2 channels (enqueue.cc:921-926)
+    at 14 GB/s each (paths.cc:918), below the 48 GB/s NIC; the time is NCCL's Simple launch
+    8.4 us + NET hop 14 us (tuning.cc:149-174) + 256 KiB / 28 GB/s."""
+    size = 256 << 10
+    row, _ = run_one(su, BenchConfig("sendrecv", gpus=16), size)
+    assert row.time_us == pytest.approx(8.4 + 14.0 + size / 28e3, rel=1e-3)
+    assert row.algorithm == "p2p/Simple"
+    # 1 GiB: 4 channels = 56 GB/s, so the NIC (48) binds: the calibration anchor stays
+    row, _ = run_one(su, BenchConfig("sendrecv", gpus=16), 1 << 30)
+    assert 47.5 < row.busbw_GBps < 48.5
+
+
+def test_sendrecv_protocol_is_per_send_not_per_rank(su):
+    # 64 KiB to one peer is Simple (> 1 channel x 16 KiB); it used to be judged by 64 KiB / n
+    assert plan(su, np.arange(16), "sendrecv", 64 << 10).protocol == "Simple"
+    assert plan(su, np.arange(16), "sendrecv", 16 << 10).protocol == "LL"
+
+
+def test_alltoall_runs_nccls_peers_per_step(su):
+    p = plan(su, np.arange(256), "alltoall", 1 << 20)
+    assert [ph.step.n_transfers // 256 for ph in p.schedule.phases if ph.step.n_transfers] == [128, 127]
+    assert len([ph for ph in plan(su, np.arange(64), "alltoall", 1 << 20).schedule.phases if ph.step.n_transfers]) == 1
+
+
+def test_low_latency_moe_puts_every_copy_at_once():
+    lay = moe.layout(128, 4, 256, 8, seed=0, local_size=8, bytes_per_token=100.0)
+    s = moe.dispatch_schedule(lay, "low_latency", local_size=8)
+    assert len([ph for ph in s.phases if ph.step.n_transfers]) == 1  # DeepEP: no rounds
+    d = moe.dispatch_schedule(lay, "direct", local_size=8, window=16)
+    assert len([ph for ph in d.phases if ph.step.n_transfers]) == 8  # NCCL-style windows when asked
