@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from netsim.astra import arith
-from netsim.astra.batched import batched_plan, run_batched
+from netsim.astra.batched import Interleaved, NotBatched, batched_plan, run_batched
 from netsim.astra.custom import CustomAlgorithm, load_custom_table
 from netsim.astra.engine import (AnalyticalLinks, AstraNetwork, Fabric, FlowLinks, HeapClock, MirrorFabric,
                                  SimPyClock, load_network)
@@ -276,9 +276,16 @@ def run_astra(workload, system, network, memory=None, comm_groups=None, *, model
     ctx = Context(system, network, memory, groups, model, num_queues_per_dim, injection_scale, rendezvous,
                   use_mirror)
     if use_mirror is None and engine in ("auto", "batched"):
-        chains, why_not = batched_plan(tables, ctx, groups, rendezvous)
-        if chains is not None:
-            return _run_batched(ctx, chains, notes, t0)
+        plan, why_not = batched_plan(tables, ctx, groups, rendezvous)
+        if plan is not None:
+            try:
+                return _run_batched(ctx, plan, notes, t0)
+            except (NotBatched, Interleaved) as exc:  # found while running: the event engine runs it
+                why_not = str(exc)
+                ctx = Context(system, network, memory, groups, model, num_queues_per_dim, injection_scale,
+                              rendezvous)
+                if engine == "auto":
+                    notes.append(f"the batched engine gave way to the event engine: {why_not}")
         if engine == "batched":
             raise InputError(f"the batched engine does not apply: {why_not}", source="--engine")
     ranks = [0] if use_mirror is not None else list(range(npus))
@@ -317,10 +324,10 @@ def run_astra(workload, system, network, memory=None, comm_groups=None, *, model
     return res
 
 
-def _run_batched(ctx: Context, chains: dict, notes: list[str], t0: float) -> AstraResult:
+def _run_batched(ctx: Context, plan, notes: list[str], t0: float) -> AstraResult:
     """Every rank at once (:mod:`netsim.astra.batched`); rank 0's Sys logs its rings and checks the lists."""
     Sys(0, ctx)
-    runs = run_batched(ctx, chains)
+    runs = run_batched(ctx, plan)
     res = _collect(ctx, runs, ctx.npus, False)
     res.engine = "batched"
     res.notes = notes + ctx.notes
