@@ -171,6 +171,9 @@ def test_generated_tables_equal_the_read_files(tmp_path):
     assert groups == json.loads((tmp_path / "comm_groups.json").read_text())
     for r, t in tables.items():
         _assert_tables_equal(t, read_et_table(tmp_path / f"llm.{r}.et"))
+    # ranks of one stage share their read-only per-node columns (one copy per stage)
+    assert tables[0].data_deps is tables[7].data_deps and not tables[0].data_deps.flags.writeable
+    assert tables[0].id is not tables[8].id  # another stage
     reps, _, replicas = generate_tables(TINY, symmetry="auto", **gen)
     assert sorted(reps) == replicas.reps.tolist() == [0, 1, 2, 3, 8, 9, 10, 11]
     for r in reps:

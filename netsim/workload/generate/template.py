@@ -56,6 +56,7 @@ class RankTemplate:
     keys: list[tuple[Any, ...]]  # distinct attribute keys of ``rep``, in order of first use
     heads: Heads | None = field(default=None, repr=False)
     parts: list[tuple[bytes, bytes, bytes]] | None = field(default=None, repr=False)  # see _split_block
+    shared: dict[str, Any] | None = field(default=None, repr=False)  # see shared_columns
 
     @classmethod
     def build(cls, plan, rep: int) -> "RankTemplate":
@@ -163,13 +164,31 @@ class RankTemplate:
         attr_columns["is_cpu_op"] = np.array([-1 if v is None else int(v) for v in columns["is_cpu_op"]], np.int8)
         attr_columns["involved_dim"] = np.array([-1 if v is None else dim_index.setdefault(v, len(dim_index))
                                                  for v in columns["involved_dim"]], np.int32)
-        c = self.cols
+        shared = self.shared_columns()
+        code = shared["attr_code"] if np.array_equal(remap, np.arange(remap.size)) else remap[self.cols.attr]
         return NodeTable(
-            source=source, metadata=EtMetadata(VERSION, {}), id=c.id.copy(), name=[c.names[i] for i in c.name.tolist()],
-            type=c.type.astype(np.int32), duration_micros=c.duration.copy(), attr_code=remap[c.attr],
-            attr_columns=attr_columns, pg_names=list(pg_index), involved_dims=list(dim_index),
-            data_ptr=c.data[1].copy(), data_deps=c.data[0].copy(), ctrl_ptr=c.ctrl[1].copy(),
-            ctrl_deps=c.ctrl[0].copy())
+            source=source, metadata=EtMetadata(VERSION, {}), id=shared["id"], name=list(shared["name"]),
+            type=shared["type"], duration_micros=shared["duration"], attr_code=code, attr_columns=attr_columns,
+            pg_names=list(pg_index), involved_dims=list(dim_index), data_ptr=shared["data_ptr"],
+            data_deps=shared["data_deps"], ctrl_ptr=shared["ctrl_ptr"], ctrl_deps=shared["ctrl_deps"])
+
+    def shared_columns(self) -> dict[str, Any]:
+        """The columns every rank of the stage has alike, built once; the arrays are read-only, since
+        the tables of all those ranks share them (netsim run --llm --symmetry none on 16,384 ranks
+        then holds one copy per stage instead of one per rank)."""
+        if self.shared is None:
+            c = self.cols
+            arrays = {"id": c.id, "type": c.type.astype(np.int32), "duration": c.duration, "attr_code": c.attr,
+                      "data_ptr": c.data[1], "data_deps": c.data[0], "ctrl_ptr": c.ctrl[1], "ctrl_deps": c.ctrl[0]}
+            self.shared = {k: _read_only(v) for k, v in arrays.items()}
+            self.shared["name"] = tuple(c.names[i] for i in c.name.tolist())
+        return self.shared
+
+
+def _read_only(a: np.ndarray) -> np.ndarray:
+    out = a.copy()
+    out.flags.writeable = False
+    return out
 
 
 def _split_block(key: tuple[Any, ...], memo: dict[Any, bytes]) -> tuple[bytes, bytes, bytes]:
