@@ -241,3 +241,14 @@ def test_progress_bar_counts_ranks(tmp_path, monkeypatch, capsys):
     write_llm_files(tmp_path, TINY, jobs=1, progress=True, tp=2, pp=2, dp=2, microbatches=2, seq=128)
     err = capsys.readouterr().err
     assert "write" in err and "4/8" in err and "8/8" in err and "rank" in err
+
+
+@pytest.mark.parametrize("name", ["comm_groups.json", "llm.9.et", "llm.3.et"])
+def test_folders_in_the_way_are_one_line_errors(tmp_path, capsys, name):
+    (tmp_path / name).mkdir()
+    argv = ["workload", "llm", "--llm", "llama3-8b", "--tp", "2", "--pp", "2", "--dp", "2", "--out", str(tmp_path),
+            "--overwrite", "-q"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert f"{name}: is a folder" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "comm_groups.json").is_file()

@@ -115,7 +115,13 @@ def write_llm_files(out_dir: str | os.PathLike, spec: Any, *, ranks: list[int] |
         raise InputError(f"expected a positive number of processes, got {jobs!r}", source="--jobs")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "comm_groups.json").unlink(missing_ok=True)  # the folder holds no complete workload until the end
+    groups_file = out / "comm_groups.json"
+    stale = _stale_files(out, set(selected))
+    for p in [groups_file, *stale]:
+        kind = kind_of(p)
+        if kind not in (None, "a regular file"):
+            raise InputError(f"is {kind}; netsim writes regular files only and does not replace it", source=str(p))
+    groups_file.unlink(missing_ok=True)  # the folder holds no complete workload until the end
     batches = _batches(plan, selected)
     jobs = max(1, min(jobs, len(batches), len(selected) // MIN_RANKS_PER_JOB))
     results: list[tuple[list[tuple[int, str]], int, int]] = []
@@ -124,8 +130,9 @@ def write_llm_files(out_dir: str | os.PathLike, spec: Any, *, ranks: list[int] |
             results.append(res)
             pbar.update(len(res[0]))
     files, size = _share_across_batches(out, [pair for res, _, _ in results for pair in res])
-    _remove_stale(out, set(selected))
-    with atomic_file(out / "comm_groups.json", "w") as fh:
+    for p in stale:
+        p.unlink(missing_ok=True)
+    with atomic_file(groups_file, "w") as fh:
         fh.write(json.dumps(plan.groups, indent=1) + "\n")
     return WriteReport(out / PREFIX, len(selected), files, sum(r[1] for r in results), size,
                        time.perf_counter() - t0, jobs)
@@ -259,13 +266,10 @@ def _share_across_batches(out: Path, keys: list[tuple[int, str]]) -> tuple[int, 
     return len(owner), sum(p.stat().st_size for p in owner.values())
 
 
-def _remove_stale(out: Path, keep: set[int]) -> None:
-    """Remove ``llm.<rank>.et`` files of a replaced workload (ranks not written now)."""
+def _stale_files(out: Path, keep: set[int]) -> list[Path]:
+    """``llm.<rank>.et`` files of a replaced workload (ranks not written now)."""
     pattern = re.compile(rf"{re.escape(PREFIX)}\.(\d+)\.et")
-    for p in out.iterdir():
-        m = pattern.fullmatch(p.name)
-        if m is not None and int(m.group(1)) not in keep:
-            p.unlink(missing_ok=True)
+    return sorted(p for p in out.iterdir() if (m := pattern.fullmatch(p.name)) is not None and int(m.group(1)) not in keep)
 
 
 def _remove_temp_files(out: Path) -> None:
