@@ -93,6 +93,10 @@ __all__ = [
     "MISSING", "CommType", "EtMetadata", "EtNode", "EtTrace", "NodeTable", "NodeType",
     "iter_nodes", "iter_records", "read_et", "read_et_table", "read_metadata", "write_et", "write_workload",
 ]
+# Also re-exported from the modules above (their home is there; listed so linters see them used).
+__all__ += ["NORMALIZED_ATTRS", "WRITE_MEMBERS", "AttrTypeError", "ChunkReader", "attr_record", "attr_to_python",
+            "chakra_classes", "chunk_nodes", "combine_attrs", "encode_node", "encode_varint", "frame_records",
+            "load_bytes", "metadata_record", "normalize_attr", "python_to_attr", "read_table", "write_attr"]
 
 # Read-time knobs, looked up on every read (tests shrink them to exercise chunking and memo resets).
 _CHUNK_BYTES = 8 << 20  # records are decoded in chunks of about this many bytes
