@@ -182,3 +182,15 @@ def test_real_trace_microbenchmark_ids_differ():
     b = simulate(topo, str(base / "all_reduce"), None, "analytical", symmetry="none")
     assert a.run.replicas is not None and a.run.replicas.reps.tolist() == [0]
     np.testing.assert_allclose(a.finish, b.finish, rtol=1e-9, atol=0)
+
+
+def test_scan_same_with_process_pool(llm):
+    one, two = scan_workload(llm[0], jobs=1), scan_workload(llm[0], jobs=2)
+    assert two.kept == {} and len(one.kept) == 16
+    np.testing.assert_array_equal(one.file_of, two.file_of)
+    assert [s.body for s in one.sigs] == [s.body for s in two.sigs] and one.sources == two.sources
+    for a, b in zip(one.sigs, two.sigs):
+        np.testing.assert_array_equal(a.src, b.src)
+        assert a.pg_names == b.pg_names
+    assert one.tables([5])[5] is one.kept[int(one.file_of[5])]
+    assert len(two.tables([5])[5]) == len(one.kept[int(one.file_of[5])])

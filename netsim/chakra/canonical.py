@@ -43,7 +43,6 @@ from pathlib import Path
 
 import numpy as np
 
-from netsim.errors import InputError
 from netsim.chakra.model import MISSING, NodeTable
 
 __all__ = ["TraceSig", "WorkloadScan", "scan_workload", "trace_sig"]
@@ -66,10 +65,14 @@ class TraceSig:
     declared: tuple = ()
 
 
-def _digest(h, arr) -> None:
-    a = np.ascontiguousarray(arr)
-    h.update(str(a.dtype).encode() + str(a.shape).encode())
-    h.update(a.tobytes())
+def _digest(h, arrays) -> None:
+    """Hash integer columns as one int64 buffer, each preceded by its length."""
+    parts = []
+    for a in arrays:
+        a = np.asarray(a)
+        parts.append(np.array([a.size], np.int64))
+        parts.append(a.astype(np.int64, copy=False).ravel())
+    h.update(np.concatenate(parts).tobytes())
 
 
 def dep_rows(t: NodeTable) -> tuple[np.ndarray, ...]:
@@ -95,18 +98,12 @@ def trace_sig(t: NodeTable) -> TraceSig:
 
     h = hashlib.blake2b(digest_size=16)
     h.update(repr((t.metadata.version, sorted(t.metadata.attrs.items(), key=lambda kv: kv[0]))).encode())
-    _digest(h, t.data_ptr)
-    _digest(h, t.ctrl_ptr)
-    for deps in dep_rows(t):
-        _digest(h, deps)
-    for col in (t.type, t.duration_micros, t.comm_type, t.comm_size, t.comm_tag, t.comm_priority, t.num_ops, t.tensor_size,
-                t.pg, t.is_cpu_op, t.involved_dim):
-        _digest(h, col)
+    src, dst = t.comm_src, t.comm_dst
+    _digest(h, (t.data_ptr, t.ctrl_ptr, *dep_rows(t), t.type, t.duration_micros, t.comm_type, t.comm_size,
+                t.comm_tag, t.comm_priority, t.num_ops, t.tensor_size, t.pg, t.is_cpu_op, t.involved_dim,
+                src != MISSING, dst != MISSING))
     h.update(repr(t.involved_dims).encode())
     h.update("\x00".join(t.name).encode("utf-8", "surrogatepass"))
-    src, dst = t.comm_src, t.comm_dst
-    _digest(h, src != MISSING)
-    _digest(h, dst != MISSING)
     return TraceSig(h.digest(), src[src != MISSING].copy(), dst[dst != MISSING].copy(), tuple(t.pg_names),
                     len(t), tuple(pg_declarations(t)))
 
@@ -171,12 +168,85 @@ class WorkloadScan:
         return len(keys)
 
 
-def scan_workload(path_or_prefix: str | os.PathLike, keep_nodes: int = KEEP_NODES) -> WorkloadScan:
+def _jobs(world: int, jobs: int | None) -> int:
+    if jobs is not None:
+        return max(1, int(jobs))
+    if world < PARALLEL_RANKS:
+        return 1
+    try:
+        return max(1, min(len(os.sched_getaffinity(0)), 8))
+    except AttributeError:  # not Linux
+        return max(1, min(os.cpu_count() or 1, 8))
+
+
+#: File sets with at least this many ranks are signed by a process pool (``jobs``).
+PARALLEL_RANKS = 1024
+
+
+def sign_files(paths: list[str], keep: bool = True
+               ) -> tuple[list[bytes], dict[bytes, tuple[TraceSig, str, NodeTable | None]]]:
+    """(content digest per file, digest -> (signature, first file, table or None unless ``keep``))
+    of some files, each distinct content decoded once."""
+    import gc
+
+    from netsim.chakra.decode import ChunkReader, read_table
+    from netsim.chakra.scan import load_bytes
+
+    digests, found = [], {}
+    shared: dict = {}  # attribute blocks decoded once for the whole slice (ranks share most of them)
+    was = gc.isenabled()
+    gc.disable()  # millions of acyclic objects: the cyclic GC would rescan them (as read_et_table)
+    try:
+        for f in paths:
+            data = load_bytes(f)
+            digest = hashlib.blake2b(data, digest_size=16).digest()
+            if digest not in found:
+                reader = ChunkReader(f, False, data=data)
+                reader.decoder.shared = shared
+                t = read_table(reader, False)
+                found[digest] = (trace_sig(t), str(f), t if keep else None)
+            digests.append(digest)
+    finally:
+        if was:
+            gc.enable()
+    return digests, found
+
+
+def _signed(paths: list[str], jobs: int):
+    """Yield sign_files results of consecutive slices of ``paths``, in order (tables kept only
+    in this process: workers would have to pickle them)."""
+    size = max(1, min(256, -(-len(paths) // (8 * jobs))))
+    slices = [paths[i:i + size] for i in range(0, len(paths), size)]
+    if jobs == 1:
+        yield from (sign_files(sl) for sl in slices)
+        return
+    import concurrent.futures as cf
+    import signal
+    from functools import partial
+
+    pool = cf.ProcessPoolExecutor(jobs, initializer=signal.signal, initargs=(signal.SIGINT, signal.SIG_IGN))
+    try:
+        futures = [pool.submit(partial(sign_files, keep=False), sl) for sl in slices]
+        for fut in futures:
+            yield fut.result()
+    except BaseException:
+        procs = list((getattr(pool, "_processes", None) or {}).values())
+        pool.shutdown(wait=False, cancel_futures=True)
+        for p in procs:
+            p.terminate()
+        raise
+    pool.shutdown(wait=True)
+
+
+def scan_workload(path_or_prefix: str | os.PathLike, keep_nodes: int = KEEP_NODES,
+                  jobs: int | None = None) -> WorkloadScan:
     """Signatures of every rank of a trace set (one ``.et`` file or ``<prefix>.<rank>.et``).
 
     Each file's bytes are hashed first; each distinct content is decoded once, its signature
-    taken, and its table kept while fewer than ``keep_nodes`` nodes are kept in all."""
-    from netsim.chakra import read_et_table
+    taken, and its table kept while fewer than ``keep_nodes`` nodes are kept in all.  ``jobs``
+    processes sign the files (default: the available cores, up to 8, from
+    :data:`PARALLEL_RANKS` ranks on; tables decoded by workers are not kept).  The result
+    does not depend on ``jobs``."""
     from netsim.chakra.inspect import discover_ranks
 
     found = discover_ranks(path_or_prefix)
@@ -186,20 +256,18 @@ def scan_workload(path_or_prefix: str | os.PathLike, keep_nodes: int = KEEP_NODE
     sigs: list[TraceSig] = []
     sources: list[str] = []
     kept: dict[int, NodeTable] = {}
-    budget = keep_nodes
-    for rank, f in enumerate(paths):
-        try:
-            digest = hashlib.blake2b(f.read_bytes(), digest_size=16).digest()
-        except OSError as exc:
-            raise InputError(f"cannot read trace file: {exc.strerror or exc}", source=str(f)) from exc
-        i = by_digest.get(digest)
-        if i is None:
-            t = read_et_table(f)
-            i = by_digest[digest] = len(sigs)
-            sigs.append(trace_sig(t))
-            sources.append(str(f))
-            if len(t) <= budget:
-                kept[i] = t
-                budget -= len(t)
-        file_of[rank] = i
+    budget, rank = keep_nodes, 0
+    for digests, new in _signed([str(p) for p in paths], _jobs(len(paths), jobs)):
+        for digest in digests:
+            i = by_digest.get(digest)
+            if i is None:
+                sig, source, t = new[digest]
+                i = by_digest[digest] = len(sigs)
+                sigs.append(sig)
+                sources.append(source)
+                if t is not None and len(t) <= budget:
+                    kept[i] = t
+                    budget -= len(t)
+            file_of[rank] = i
+            rank += 1
     return WorkloadScan(str(path_or_prefix), paths, file_of, sigs, sources, kept)

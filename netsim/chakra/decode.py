@@ -168,10 +168,11 @@ class ChunkReader:
     ``_CHUNK_BYTES`` / ``_MEMO_CAP`` knobs.
     """
 
-    def __init__(self, path: str | os.PathLike, with_other: bool, chunk_bytes: int, memo_cap: int):
+    def __init__(self, path: str | os.PathLike, with_other: bool, chunk_bytes: int = 8 << 20,
+                 memo_cap: int = 1 << 16, *, data: bytes | None = None):
         self.source = str(path)
         self.chunk_bytes = chunk_bytes
-        self.data = load_bytes(path)
+        self.data = load_bytes(path) if data is None else data  # data: the file's bytes, already read
         self.buf = np.frombuffer(self.data, np.uint8)
         self.decoder = _AttrDecoder(with_other, memo_cap)
         self.metadata, self.pos = self._read_metadata()
@@ -268,15 +269,17 @@ class ChunkReader:
         return names
 
     def _codes(self, a: list[int], b: list[int], ids: np.ndarray, index: int) -> np.ndarray:
-        """Attribute-block code per record: one slice and one dict lookup in the common case."""
-        get, data = self.decoder.memo.get, self.data
-        codes = np.array([get(data[i:j], -2) for i, j in zip(a, b)], np.int64)
-        for k in np.flatnonzero(codes == -2).tolist():
+        """Attribute-block code per record: each distinct block learnt once, in first-occurrence
+        order (which fixes the codes and the ``pg_names`` order), then one dict lookup per record."""
+        data, memo = self.data, self.decoder.memo
+        blocks = [data[i:j] for i, j in zip(a, b)]
+        for block in [bk for bk in dict.fromkeys(blocks) if bk not in memo]:
             try:
-                codes[k] = self.decoder.learn(data[a[k]:b[k]])
+                self.decoder.learn(block)
             except AttrTypeError as exc:
+                k = blocks.index(block)
                 raise self._error(str(exc), index + k, f".attr.{exc.name} (node id {ids[k]})") from exc
-        return codes
+        return np.array([memo[bk] for bk in blocks], np.int64)
 
     def _fallback(self, chunk: _Chunk, rows: list[int], starts: np.ndarray, ends: np.ndarray, index: int) -> None:
         """Re-parse ``rows`` with the protobuf Node class and patch the chunk."""
