@@ -194,3 +194,25 @@ def test_scan_same_with_process_pool(llm):
         assert a.pg_names == b.pg_names
     assert one.tables([5])[5] is one.kept[int(one.file_of[5])]
     assert len(two.tables([5])[5]) == len(one.kept[int(one.file_of[5])])
+
+
+def test_bad_file_one_line_also_from_workers(llm, tmp_path, capsys):
+    from netsim.cli import main
+
+    for f in Path(llm[0]).parent.iterdir():
+        shutil.copy(f, tmp_path / f.name)
+    (tmp_path / "llm.7.et").write_bytes(b"\x05abc")
+    for jobs in (1, 2):
+        with pytest.raises(InputError, match=r"llm\.7\.et: record\[0\]: truncated record"):
+            scan_workload(tmp_path / "llm", jobs=jobs)
+    assert main(["run", "--topology", SUPERPOD, "--workload", str(tmp_path / "llm"), "--comm-groups",
+                 str(tmp_path / "comm_groups.json")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "llm.7.et" in err[0] and "Traceback" not in err[0]
+
+
+def test_stragglers_and_placement_switch_it_off(llm):
+    a = simulate(SUPERPOD, str(llm[0]), str(llm[1]), "analytical", stragglers=["3:2"])
+    assert a.run.replicas is None and any(n.startswith("file symmetry off: stragglers") for n in a.notes)
+    b = simulate(SUPERPOD, str(llm[0]), str(llm[1]), "analytical", placement="strided:2")
+    assert b.run.replicas is None and any("placement is not packed" in n for n in b.notes)
