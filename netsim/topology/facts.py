@@ -30,6 +30,8 @@ from typing import Mapping
 SCALEUP_KINDS: tuple[str, ...] = ("nvswitch", "nvlink_mesh", "astra_multidim")
 #: Values of :attr:`TopologyFacts.scaleout` (``None``: no scale-out fabric).
 SCALEOUT_KINDS: tuple[str, ...] = ("fat_tree",)
+#: Values of :attr:`TopologyFacts.intra_node`: how GPUs of one node reach each other.
+INTRA_NODE_ROUTES: tuple[str, ...] = ("nvlink", "nic")
 
 
 @dataclass(frozen=True)
@@ -85,8 +87,30 @@ class TopologyFacts:
     scaleup_Bps_per_gpu: float = 0.0
     #: Scale-out fabric kind, one of :data:`SCALEOUT_KINDS`; ``None``: none.
     scaleout: str | None = None
-    #: Line rate of one GPU's scale-out egress (its NIC, or ASTRA-sim dims 1..), bytes/s per direction.
+    #: Line rate of one GPU's scale-out egress (its NICs' ports, its share of a shared NIC, or
+    #: ASTRA-sim dims 1..), bytes/s per direction: ``nic_port_Bps * nics_per_gpu / gpus_per_nic``.
+    #: PCIe caps are not in it (see :attr:`pcie_Bps_per_gpu`).
     scaleout_Bps_per_gpu: float = 0.0
+    #: Fat-tree: NIC ports each GPU sends through (several: flows spread by key, :mod:`~netsim.topology.hostio`).
+    nics_per_gpu: int = 1
+    #: Fat-tree: GPUs sharing one NIC.
+    gpus_per_nic: int = 1
+    #: Fat-tree: line rate of one NIC port, bytes/s per direction.
+    nic_port_Bps: float = 0.0
+    #: Fat-tree: line rate of a GPU's PCIe link (to its NIC, or to its PCIe switch).
+    pcie_Bps: float = 0.0
+    #: Fat-tree: PCIe switches per node (0: each GPU wired straight to its own NIC).
+    pcie_switches: int = 0
+    #: Fat-tree with PCIe switches: line rate of each NIC's PCIe link to its switch.
+    nic_pcie_Bps: float | None = None
+    #: Fat-tree: a GPU's share of the PCIe path to the fabric when every GPU sends at once:
+    #: ``min(pcie_Bps, nic_pcie_Bps * nics_per_gpu / gpus_per_nic)``; the scale-out egress of a
+    #: GPU is ``min(scaleout_Bps_per_gpu, pcie_Bps_per_gpu)`` (NCCL: a path's bandwidth is its
+    #: narrowest link, ``src/graph/paths.cc``).
+    pcie_Bps_per_gpu: float = 0.0
+    #: How GPUs of one node reach each other, one of :data:`INTRA_NODE_ROUTES`: ``nvlink`` (the
+    #: scale-up network) or ``nic`` (through their NICs and the fabric: pure-RDMA kernels).
+    intra_node: str = "nvlink"
     #: Smallest one-direction capacity across a balanced cut of the GPUs (``nan``: not computed).
     bisection_Bps: float = float("nan")
     #: Longest shortest route between two GPUs, in links.
@@ -130,5 +154,7 @@ class TopologyFacts:
         object.__setattr__(self, "dims", tuple(self.dims))
         if self.scaleup is not None and self.scaleup not in SCALEUP_KINDS:
             raise ValueError(f"scaleup must be one of {', '.join(SCALEUP_KINDS)}, got {self.scaleup!r}")
+        if self.intra_node not in INTRA_NODE_ROUTES:
+            raise ValueError(f"intra_node must be one of {', '.join(INTRA_NODE_ROUTES)}, got {self.intra_node!r}")
         if self.scaleout is not None and self.scaleout not in SCALEOUT_KINDS:
             raise ValueError(f"scaleout must be one of {', '.join(SCALEOUT_KINDS)}, got {self.scaleout!r}")

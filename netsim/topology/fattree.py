@@ -7,16 +7,20 @@ each parent (aggregated here into one link of ``p_i`` times the port rate).
 The user describes tiers the way switches are cabled (down ports, up ports,
 port rate, radix); :func:`fat_tree` derives ``m``, ``w`` and ``p``.
 
-Hosts are NICs, one per GPU.  A GPU's *position* under the leaves decides the
+Hosts are NICs: one per GPU, several per GPU or one per several GPUs behind PCIe switches
+(:mod:`netsim.topology.hostio`).  A NIC's *position* under the leaves decides the
 wiring: without rail optimisation a node's NICs sit side by side on one leaf
 (a top-of-rack design); with it, NIC *i* of every node of a scalable unit goes
-to the leaf of rail *i*, and the leaves of one rail are adjacent, so that a
-spine pod holds one rail of several scalable units (rail-aligned pods).
+to the leaf of rail *i* (rails follow NICs, not GPUs), and the leaves of one rail are
+adjacent, so that a spine pod holds one rail of several scalable units (rail-aligned pods).
 
 Routing is computed from coordinates: go up from the source NIC to the lowest
 common ancestor tier, choosing each parent by an ECMP hash of
-``(src, dst, key, tier)``, then down the unique path to the destination.
-GPUs of the same node talk over the node's own scale-up network.  The
+``(src, dst, key, tier)``, then down the unique path to the destination.  A GPU with several
+NICs picks one per transfer by its key (:meth:`~netsim.topology.hostio.NicLayout.local_nic`).
+GPUs of the same node talk over the node's own scale-up network, or, with
+``intra_node="nic"`` (pure-RDMA kernels), through their NICs and the fabric (a NIC shared by
+both GPUs loops the transfer back).  The
 ``adaptive`` and ``spray`` policies change only the parent choice; see
 :mod:`netsim.topology.policy`.
 """
@@ -28,7 +32,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from netsim.topology.facts import TopologyFacts, XgftLevel
+from netsim.topology.facts import INTRA_NODE_ROUTES, TopologyFacts, XgftLevel
+from netsim.topology.hostio import NicLayout, host_links, up_down_columns
 from netsim.topology.model import (NODE_KINDS, Topology, csr_from_columns, csr_merge,
                                    link_kind_id, mix_hash, node_kind_id)
 from netsim.topology.policy import adaptive_pick, with_routing
@@ -72,7 +77,7 @@ class Level:
 
 
 def rail_positions(n_nodes: int, g: int, per_leaf: int, rail: bool) -> tuple[np.ndarray, int]:
-    """Position of every rank's NIC under the leaves, and the number of position slots."""
+    """Position of every NIC under the leaves (``g``: NICs per node), and the number of position slots."""
     ranks = np.arange(n_nodes * g, dtype=np.int64)
     if not rail:
         return ranks, int(ranks.size)
@@ -131,11 +136,14 @@ class FatTreeRouter:
 
     def __init__(self, node: Topology, n_nodes: int, pos: np.ndarray, levels: list[Level],
                  link_base: dict[str, int], level_base: list[int], node_links: int, pxn: bool = False,
-                 policy: str = "ecmp"):
+                 policy: str = "ecmp", layout: NicLayout | None = None, intra_node: str = "nvlink"):
         self.node, self.g, self.n_nodes, self.pxn = node, node.n_gpus, n_nodes, pxn
-        self.pos, self.levels = pos, levels
+        self.pos, self.levels = pos, levels  # pos: per NIC id
         self.base, self.level_base, self.node_links = link_base, level_base, node_links
         self.H = n_nodes * self.g
+        self.layout = layout or NicLayout(self.g)
+        self.NN = n_nodes * self.layout.nics
+        self.intra_node = intra_node
         self.policy = policy
 
     def with_policy(self, policy: str) -> "FatTreeRouter":
@@ -159,10 +167,19 @@ class FatTreeRouter:
         """Memory held by the router (positions)."""
         return int(self.pos.nbytes)
 
-    def lca_level(self, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
-        """Tier (1 = leaf) of the lowest common ancestor of two ranks' NICs."""
-        ps, pd = self.pos[src], self.pos[dst]
-        k = np.full(src.shape, len(self.levels), dtype=np.int64)
+    def nic(self, rank: np.ndarray, key) -> np.ndarray:
+        """Global NIC id that rank ``rank``'s transfer with ``key`` uses."""
+        rank = np.asarray(rank, dtype=np.int64)
+        if self.layout.switches == 0:
+            return rank
+        return (rank // self.g) * self.layout.nics + self.layout.local_nic(rank % self.g, key)
+
+    def lca_level(self, src: np.ndarray, dst: np.ndarray, key=0) -> np.ndarray:
+        """Tier (1 = leaf) of the lowest common ancestor of two ranks' NICs (chosen by ``key``)."""
+        return self._lca(self.pos[self.nic(src, key)], self.pos[self.nic(dst, key)])
+
+    def _lca(self, ps: np.ndarray, pd: np.ndarray) -> np.ndarray:
+        k = np.full(ps.shape, len(self.levels), dtype=np.int64)
         for i in range(len(self.levels), 0, -1):
             same = (ps // self.levels[i - 1].M) == (pd // self.levels[i - 1].M)
             k[same] = i
@@ -174,16 +191,23 @@ class FatTreeRouter:
         <netsim.topology.model.Topology.routes>` (read under the ``adaptive`` policy only)."""
         key = np.zeros_like(src) if key is None else key
         same_node = (src // self.g) == (dst // self.g)
+        inter = ~same_node
         lengths = np.zeros(src.size, dtype=np.int64)
         parts = {}
+        if self.intra_node == "nic" and (same_node & (src != dst)).any():
+            via = same_node & (src != dst)
+            idx = np.flatnonzero(via)
+            ip, lk = self._fabric_routes(src[idx], dst[idx], key[idx], load)
+            parts["rdma"] = (idx, ip, lk)
+            lengths[idx] = np.diff(ip)
+            same_node = same_node & ~via
         if same_node.any():
             idx = np.flatnonzero(same_node)
-            ip, lk = self.node.routes(src[idx] % self.g, dst[idx] % self.g, key[idx])
-            lk = lk + np.repeat((src[idx] // self.g) * self.node_links, np.diff(ip))
+            ip, lk = self._node_routes(src[idx], dst[idx], key[idx])
             parts["node"] = (idx, ip, lk)
             lengths[idx] = np.diff(ip)
-        if (~same_node).any():
-            idx = np.flatnonzero(~same_node)
+        if inter.any():
+            idx = np.flatnonzero(inter)
             ip, lk = self._inter_node(src[idx], dst[idx], key[idx], load)
             parts["fabric"] = (idx, ip, lk)
             lengths[idx] = np.diff(ip)
@@ -193,17 +217,24 @@ class FatTreeRouter:
         """Fabric routes; with PXN, first hop over NVLink to the GPU on the destination's rail."""
         if not self.pxn:
             return self._fabric_routes(s, d, key, load)
-        relay = (s // self.g) * self.g + d % self.g
-        ip1, lk1 = self.routes(s, relay, key)  # same node: NVLink (empty when relay == s)
+        sl, dl = s % self.g, d % self.g
+        shared = self.layout.nic_group(sl) == self.layout.nic_group(dl)  # s can use d's rail itself
+        relay = (s // self.g) * self.g + np.where(shared, sl, dl)
+        ip1, lk1 = self._node_routes(s, relay, key)  # NVLink (empty when relay == s)
         ip2, lk2 = self._fabric_routes(relay, d, key, load)
         l1, l2 = np.diff(ip1), np.diff(ip2)
         rows = np.arange(s.size)
         return csr_merge(s.size, l1 + l2, [(rows, ip1, lk1), (rows, ip2, lk2)], offsets=[0, l1])
 
+    def _node_routes(self, s: np.ndarray, d: np.ndarray, key: np.ndarray):
+        """Routes between GPUs of one node over its scale-up network."""
+        ip, lk = self.node.routes(s % self.g, d % self.g, key)
+        return ip, lk + np.repeat((s // self.g) * self.node_links, np.diff(ip))
+
     def _fabric_routes(self, s: np.ndarray, d: np.ndarray, key: np.ndarray, load=None):
-        H, b = self.H, self.base
-        ps, pd = self.pos[s], self.pos[d]
-        k = self.lca_level(s, d)
+        ns, nd = self.nic(s, key), self.nic(d, key)
+        ps, pd = self.pos[ns], self.pos[nd]
+        k = self._lca(ps, pd)
         h = len(self.levels)
         up_cols, down_cols, valid = [], [], []
         B = np.zeros(s.size, dtype=np.int64)
@@ -218,9 +249,11 @@ class FatTreeRouter:
             down_cols.append(base + below.S * lv.w + cd * lv.w + bi)
             valid.append(k >= i)
             B = B * lv.w + bi
-        cols = [b["pcie"] + s, b["nic"] + s] + up_cols + down_cols[::-1] + [b["nic"] + H + d, b["pcie"] + H + d]
-        ok_all = np.ones(s.size, dtype=bool)
-        oks = [ok_all, ok_all] + valid + valid[::-1] + [ok_all, ok_all]
+        host_up, host_down = up_down_columns(self.layout, self.base, self.H, self.NN, s, d, ns, nd)
+        cols = host_up + up_cols + down_cols[::-1] + host_down
+        ok_all, fabric = np.ones(s.size, dtype=bool), ns != nd  # one NIC: loop back inside it
+        oks = ([ok_all] * (len(host_up) - 1) + [fabric] + [v & fabric for v in valid]
+               + [v & fabric for v in valid[::-1]] + [fabric] + [ok_all] * (len(host_down) - 1))
         return csr_from_columns(np.stack(cols, axis=1), np.stack(oks, axis=1))
 
     def _branches(self, w, s, d, key, i, uses, up0, down0, load) -> np.ndarray:
@@ -242,7 +275,9 @@ class FatTreeRouter:
 def fat_tree(node: Topology, n_nodes: int, tiers: list[Tier], *, nic_bw: float,
              nic_latency: float = 400e-9, pcie_bw: float = 63e9, pcie_latency: float = 100e-9,
              rail_optimized: bool = True, pxn: bool | None = None, routing: str = "ecmp",
-             name: str = "fat-tree") -> Topology:
+             name: str = "fat-tree", nics_per_gpu: int = 1, gpus_per_nic: int = 1,
+             gpus_per_switch: int | None = None, nic_pcie_bw: float | None = None,
+             switch_latency: float | None = None, intra_node: str = "nvlink") -> Topology:
     """Replicate ``node`` ``n_nodes`` times under a fat-tree of ``tiers``.
 
     Parameters
@@ -252,9 +287,9 @@ def fat_tree(node: Topology, n_nodes: int, tiers: list[Tier], *, nic_bw: float,
     tiers
         Leaf first.  The top tier's ``up`` is ignored.
     nic_bw
-        Bytes/s of each GPU's NIC (one NIC per GPU); the leaf's down ports run at this rate.
+        Bytes/s of each NIC port; the leaf's down ports run at this rate.
     nic_latency, pcie_bw, pcie_latency
-        The NIC traversal latency and the GPU<->NIC PCIe link.
+        The NIC traversal latency and each GPU's PCIe link (to its NIC, or to its PCIe switch).
     rail_optimized
         NIC *i* of every node on the leaf of rail *i* (see the module docstring).
     pxn
@@ -263,6 +298,14 @@ def fat_tree(node: Topology, n_nodes: int, tiers: list[Tier], *, nic_bw: float,
         traffic between nodes stays on one rail.  Default: on when rail-optimized.
     routing
         ``ecmp``, ``adaptive`` or ``spray`` (:mod:`netsim.topology.policy`).
+    nics_per_gpu, gpus_per_nic, gpus_per_switch
+        NICs per GPU, GPUs per NIC, GPUs per PCIe switch (:class:`~netsim.topology.hostio.NicLayout`).
+    nic_pcie_bw, switch_latency
+        Each NIC's PCIe link to its switch (default ``pcie_bw``) and the switch's traversal
+        latency (default ``pcie_latency``); used only when there are PCIe switches.
+    intra_node
+        ``nvlink`` (default) or ``nic``: GPUs of one node talk through their NICs and the fabric
+        (pure-RDMA kernels).
 
     >>> from netsim.topology.builders import hgx_h100
     >>> t = fat_tree(hgx_h100(), 4, [Tier("leaf", down=4, up=4), Tier("spine", down=8)], nic_bw=50e9)
@@ -271,48 +314,60 @@ def fat_tree(node: Topology, n_nodes: int, tiers: list[Tier], *, nic_bw: float,
     """
     if n_nodes < 1 or not tiers:
         raise ValueError("a fat-tree needs at least one node and one tier")
+    if intra_node not in INTRA_NODE_ROUTES:
+        raise ValueError(f"intra_node must be one of {', '.join(INTRA_NODE_ROUTES)}, got {intra_node!r}")
     g = node.n_gpus
-    pos, slots = rail_positions(n_nodes, g, tiers[0].down, rail_optimized)
+    lay = NicLayout.default(g, nics_per_gpu, gpus_per_nic, gpus_per_switch)
+    pos, slots = rail_positions(n_nodes, lay.nics, tiers[0].down, rail_optimized)
     levels = derive_levels(list(tiers), slots)
     H = n_nodes * g
-    arrays, link_base, level_base, node_base = _wire(node, n_nodes, tiers, levels, pos, H,
-                                                     nic_bw, nic_latency, pcie_bw, pcie_latency)
+    pcie = (pcie_bw, pcie_latency, pcie_bw if nic_pcie_bw is None else nic_pcie_bw,
+            pcie_latency if switch_latency is None else switch_latency)
+    arrays, link_base, level_base, node_base = _wire(node, n_nodes, tiers, levels, pos, lay,
+                                                     nic_bw, nic_latency, pcie)
     pxn = rail_optimized if pxn is None else pxn
-    router = FatTreeRouter(node, n_nodes, pos, levels, link_base, level_base, node.n_links, pxn)
-    facts = _fat_tree_facts(node, n_nodes, tiers, levels, nic_bw, rail_optimized, bool(pxn))
+    router = FatTreeRouter(node, n_nodes, pos, levels, link_base, level_base, node.n_links, pxn,
+                           layout=lay, intra_node=intra_node)
+    facts = _fat_tree_facts(node, n_nodes, tiers, levels, nic_bw, rail_optimized, bool(pxn), lay, pcie)
+    facts = replace(facts, intra_node=intra_node)
     gpus = (np.arange(H) // g) * node.n_nodes + node.gpus[np.arange(H) % g]
     topo = Topology(name=name, gpus=gpus.astype(np.int32), router=router, facts=facts,
                     node_kind=node_base, **arrays)
     return with_routing(topo, routing, source=None, field="routing")
 
 
-def _wire(node, n_nodes, tiers, levels, pos, H, nic_bw, nic_lat, pcie_bw, pcie_lat):
+def _wire(node, n_nodes, tiers, levels, pos, lay, nic_bw, nic_lat, pcie):
     """Node kinds and link arrays of the whole fabric, plus id bases for the router."""
     Tn, Lt, g = node.n_nodes, node.n_links, node.n_gpus
-    kinds = [np.tile(node.node_kind, n_nodes), np.full(H, node_kind_id("nic"), np.int8)]
+    H, NN, S = n_nodes * g, n_nodes * lay.nics, n_nodes * lay.switches
+    # PCIe switches are generic "switch" nodes (netsim.vocab.TIER_ORDER has no PCIe kind)
+    kinds = [np.tile(node.node_kind, n_nodes), np.full(NN, node_kind_id("nic"), np.int8),
+             np.full(S, node_kind_id("switch"), np.int8)]
     nic0 = Tn * n_nodes
-    sw0, first = [], nic0 + H
+    sw0, first = [], nic0 + NN + S
     for t, lv in zip(tiers, levels):
         sw0.append(first)
         kid = node_kind_id(t.name) if t.name in NODE_KINDS else node_kind_id("switch")
         kinds.append(np.full(lv.S, kid, np.int8))
         first += lv.S
     offs = np.repeat(np.arange(n_nodes, dtype=np.int64) * Tn, Lt)
-    src = [np.tile(node.link_src, n_nodes) + offs, None, None]
-    dst = [np.tile(node.link_dst, n_nodes) + offs, None, None]
+    src = [np.tile(node.link_src, n_nodes) + offs]
+    dst = [np.tile(node.link_dst, n_nodes) + offs]
     ranks = np.arange(H)
     gpu_node = (ranks // g) * Tn + node.gpus[ranks % g]
-    nic, leaf = nic0 + ranks, sw0[0] + pos // levels[0].M
-    src[1], dst[1] = np.concatenate([gpu_node, nic]), np.concatenate([nic, gpu_node])
-    src[2], dst[2] = np.concatenate([nic, leaf]), np.concatenate([leaf, nic])
-    bw = [np.tile(node.link_bw, n_nodes), np.full(2 * H, pcie_bw), np.full(2 * H, nic_bw)]
-    lat = [np.tile(node.link_lat, n_nodes), np.r_[np.full(H, nic_lat), np.full(H, pcie_lat)],
-           np.r_[np.full(H, tiers[0].latency), np.full(H, nic_lat)]]
-    kind = [np.tile(node.link_kind, n_nodes), np.full(2 * H, link_kind_id("pcie"), np.int8),
-            np.full(2 * H, link_kind_id("ib"), np.int8)]
-    width = [np.tile(node.link_width, n_nodes), np.ones(2 * H, np.int16), np.ones(2 * H, np.int16)]
-    link_base = {"pcie": Lt * n_nodes, "nic": Lt * n_nodes + 2 * H}
-    level_base, nxt = [], Lt * n_nodes + 4 * H
+    leaf = sw0[0] + pos // levels[0].M
+    pcie_bw, pcie_lat, nic_pcie_bw, sw_lat = pcie
+    rows, host_base = host_links(lay, n_nodes, gpu_node, nic0, nic0 + NN, leaf, tiers[0].latency,
+                                 nic_bw, nic_lat, pcie_bw, pcie_lat, nic_pcie_bw, sw_lat)
+    src += rows["src"]
+    dst += rows["dst"]
+    bw = [np.tile(node.link_bw, n_nodes)] + rows["bw"]
+    lat = [np.tile(node.link_lat, n_nodes)] + rows["lat"]
+    kind = [np.tile(node.link_kind, n_nodes)] + [np.full(n, link_kind_id(k), np.int8)
+                                                 for k, n in zip(rows["kind"], rows["n"])]
+    width = [np.tile(node.link_width, n_nodes)] + [np.ones(n, np.int16) for n in rows["n"]]
+    link_base = {k: Lt * n_nodes + v for k, v in host_base.items()}
+    level_base, nxt = [], Lt * n_nodes + sum(rows["n"])
     for i in range(1, len(levels)):
         lv, below, child = levels[i], levels[i - 1], tiers[i - 1]
         c = np.repeat(np.arange(below.S, dtype=np.int64), lv.w)
@@ -334,10 +389,10 @@ def _wire(node, n_nodes, tiers, levels, pos, H, nic_bw, nic_lat, pcie_bw, pcie_l
     return arrays, link_base, level_base, np.concatenate(kinds)
 
 
-def _fat_tree_facts(node, n_nodes, tiers, levels, nic_bw, rail, pxn) -> TopologyFacts:
+def _fat_tree_facts(node, n_nodes, tiers, levels, nic_bw, rail, pxn, lay, pcie) -> TopologyFacts:
     """The node's facts plus counts, oversubscription, bisection and diameter, from the structure."""
-    H = n_nodes * node.n_gpus
-    over, cap = {}, [H * nic_bw]  # cap[j]: total upward capacity out of level j
+    NN = n_nodes * lay.nics
+    over, cap = {}, [NN * nic_bw]  # cap[j]: total upward capacity out of level j
     for i, (t, lv) in enumerate(zip(tiers, levels)):
         if i + 1 < len(levels):
             down_bw = nic_bw if i == 0 else tiers[i - 1].up_bw
@@ -352,7 +407,12 @@ def _fat_tree_facts(node, n_nodes, tiers, levels, nic_bw, rail, pxn) -> Topology
         diameter = 4 + 2 * (top - 1)
     return replace(
         node.facts, nodes=n_nodes, scaleout="fat_tree", rail_optimized=bool(rail), pxn=pxn,
-        scaleout_Bps_per_gpu=float(nic_bw), tiers=len(tiers),
+        scaleout_Bps_per_gpu=float(nic_bw * lay.nics_per_gpu / lay.gpus_per_nic), tiers=len(tiers),
+        nics_per_gpu=lay.nics_per_gpu, gpus_per_nic=lay.gpus_per_nic, nic_port_Bps=float(nic_bw),
+        pcie_Bps=float(pcie[0]), pcie_switches=lay.switches,
+        nic_pcie_Bps=float(pcie[2]) if lay.switches else None,
+        pcie_Bps_per_gpu=float(min(pcie[0], (pcie[2] if lay.switches else pcie[0])
+                                   * lay.nics_per_gpu / lay.gpus_per_nic)),
         switches={t.name: lv.S for t, lv in zip(tiers, levels)},
         oversubscription=over, bisection_Bps=float(bisection), diameter_hops=int(diameter),
         xgft=tuple(XgftLevel(lv.m, lv.w, lv.p) for lv in levels),

@@ -20,14 +20,15 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Callable
 
-import numpy as np
 from netsim import inputs, units
 from netsim.errors import InputError
 from netsim.topology.astra_yaml import is_astra_network, parse_astra_network
 from netsim.topology.builders import NVLINK_HOP_LATENCY_S, GPU_PRESETS, SCALEUP_PRESETS, nvlink_mesh, nvswitch_domain
+from netsim.topology.efficiency import DEFAULT_EFFICIENCY, NVLINK_EFFICIENCY, _efficiency, apply_efficiency  # noqa: F401
 from netsim.topology.facts import TopologyFacts
 from netsim.topology.fattree import Tier, fat_tree
-from netsim.topology.model import LINK_KINDS, MAX_GPUS, MAX_LINKS, Topology  # noqa: F401 (limits re-exported)
+from netsim.topology.hostio import nic_layout
+from netsim.topology.model import LINK_KINDS, MAX_GPUS, MAX_LINKS, Topology  # noqa: F401 (re-exported)
 from netsim.topology.multidim import DIM_KINDS, Dim, check_dims_size, multi_dim
 
 
@@ -40,6 +41,11 @@ def _time(v, src, f):
     return units.parse_time(v, source=src, field=f)
 
 
+def _pcie(v, src, f):
+    from netsim.topology.hostio import parse_pcie_field
+    return parse_pcie_field(v, src, f, _bw)
+
+
 # Ranges of counts (checked before anything is allocated; limits.md-style sources in each comment).
 #: GPUs per scale-up domain: GB200 NVL576 is the largest announced NVLink domain; the domain's
 #: table router does an all-pairs BFS (576 GPUs: ~18 s, 1024: ~105 s).
@@ -48,6 +54,8 @@ MAX_NODE_GPUS = 576
 MAX_LINKS_PER_GPU = 1024
 #: Ports per switch (down, up, radix): the largest shipping switch ASICs have 512 ports.
 MAX_PORTS = 4096
+#: NIC ports per GPU: ConnectX-8 has "up to 8 ports" (NVIDIA, Hot Chips 2025); twice that.
+MAX_NICS_PER_GPU = 16
 
 
 def _int_in(lo: int, hi: int, note: str):
@@ -168,6 +176,31 @@ class TierSpec:
     oversubscription: float | None = _opt(_ratio)
 
 
+def _intra(v, src, f):
+    from netsim.topology.facts import INTRA_NODE_ROUTES
+    if v not in INTRA_NODE_ROUTES:
+        raise InputError(f"expected one of {', '.join(INTRA_NODE_ROUTES)}, got {v!r}", source=src, field=f)
+    return v
+
+
+@dataclass(frozen=True)
+class PcieSwitchSpec:
+    """PCIe switches between GPUs and NICs (:mod:`netsim.topology.hostio`).
+
+    gpus: GPUs per switch (default: the GPUs of one NIC, or one GPU and its NICs).
+    nic_bw: each NIC's PCIe link to the switch, per direction (default: ``pcie_bw``).
+    latency: to traverse the switch (default: ``pcie_latency``).
+    """
+
+    gpus: int | None = _opt(_int_in(1, MAX_NODE_GPUS, "GPUs per scale-up domain"))
+    nic_bw: float | None = _opt(_pcie)
+    latency: float | None = _opt(_time)
+
+
+def _pcie_switch(v, src, f):
+    return _from_mapping(PcieSwitchSpec, v, src, f)
+
+
 def _tiers(v, src, f):
     if not isinstance(v, list) or not v:
         raise InputError("expected a non-empty list of tiers (leaf first)", source=src, field=f)
@@ -179,10 +212,16 @@ class ScaleOutSpec:
     """The InfiniBand fabric between scale-up domains.
 
     kind: only ``fat_tree``.
-    nic_bw: per-GPU NIC rate (one NIC per GPU).
+    nic_bw: line rate of each NIC port (the leaf's down ports).
+    nics_per_gpu: NIC ports each GPU owns (GB300 + ConnectX-8: 2 x 400G); flows spread over them.
+    gpus_per_nic: GPUs sharing one NIC behind a PCIe switch (AWS p4d: 2 A100 per 100G EFA).
     nic_latency: seconds to traverse a NIC.
-    pcie_bw: GPU<->NIC PCIe bandwidth per direction.
+    pcie_bw: each GPU's PCIe link (to its NIC, or its PCIe switch), per direction; a bandwidth
+        or ``gen4x16``-style (the PCIe specification's rate).
     pcie_latency: seconds for the PCIe hop.
+    pcie_switch: PCIe switches between GPUs and NICs (implied when a NIC is not one GPU's alone).
+    intra_node: ``nvlink`` (default) or ``nic``: GPUs of one node talk through their NICs
+        and the fabric (pure-RDMA kernels).
     rail_optimized: NIC *i* of every node on the leaf of rail *i*.
     pxn: NCCL PXN routing (NVLink to the GPU on the destination's rail first); default = rail_optimized.
     routing: path choice among equal-cost paths: ecmp (static hash), adaptive or spray (docs/topology.md).
@@ -191,9 +230,13 @@ class ScaleOutSpec:
 
     kind: str = _opt(_str, "fat_tree")
     nic_bw: float = _opt(_bw, 50e9)
+    nics_per_gpu: int = _opt(_int_in(1, MAX_NICS_PER_GPU, "NIC ports per GPU"), 1)
+    gpus_per_nic: int = _opt(_int_in(1, MAX_NODE_GPUS, "GPUs per scale-up domain"), 1)
     nic_latency: float = _opt(_time, 400e-9)
-    pcie_bw: float = _opt(_bw, 63e9)
+    pcie_bw: float = _opt(_pcie, 63e9)
     pcie_latency: float = _opt(_time, 100e-9)
+    pcie_switch: PcieSwitchSpec | None = _opt(_pcie_switch)
+    intra_node: str = _opt(_intra, "nvlink")
     rail_optimized: bool = _opt(_bool, True)
     pxn: bool | None = _opt(_bool)
     routing: str = _opt(_routing, "ecmp")
@@ -222,34 +265,6 @@ def _node(v, src, f):
 
 def _scale_out(v, src, f):
     return _from_mapping(ScaleOutSpec, v, src, f)
-
-
-#: Achievable data rate / line rate per link kind (``efficiency:`` in a topology file).
-#: NVLink: NCCL's effective per-link bandwidth over the per-link line rate (NCCL
-#: ``src/graph/topo.h`` v2.30.7-1 lines 20-24: SM70/SM80 20.0, SM90 20.6, SM100 40.1 GB/s per 25/25/50
-#: GB/s link):
-#: packet headers, flow control and the GPU's copy engines.  InfiniBand: ~48 GB/s per NDR
-#: 400G NIC (nccl-tests#290, #267: 46-49 GB/s; IB headers alone cost 0.6 % at 4 KiB MTU, the
-#: rest is RDMA/PCIe DMA overhead).  RoCE: ib_write_bw 380-385 Gb/s on 400G.  PCIe: 63 GB/s
-#: per Gen5 x16 direction is already a data rate.
-NVLINK_EFFICIENCY = {"V100": 20.0 / 25, "A100": 20.0 / 25, "H100": 20.6 / 25, "B200": 40.1 / 50,
-                     "GB200": 40.1 / 50}
-DEFAULT_EFFICIENCY = {"ib": 0.96, "ethernet": 0.955, "pcie": 1.0}
-
-
-def _efficiency(v, src, f):
-    if not isinstance(v, dict):
-        raise InputError("expected a mapping of link kind to efficiency, e.g. {nvlink: 0.82, ib: 0.96}",
-                         source=src, field=f)
-    out = {}
-    for kind, e in v.items():
-        if kind not in ("nvlink", "ib", "ethernet", "pcie"):
-            raise InputError(f"expected one of nvlink, ib, ethernet, pcie, got {kind!r}", source=src,
-                             field=f"{f}.{kind}")
-        if isinstance(e, bool) or not isinstance(e, (int, float)) or not 0 < e <= 1:
-            raise InputError(f"expected a number in (0, 1], got {e!r}", source=src, field=f"{f}.{kind}")
-        out[kind] = float(e)
-    return out
 
 
 @dataclass(frozen=True)
@@ -386,16 +401,6 @@ def build_topology(spec: TopologySpec, source: str = "<topology>") -> Topology:
     return apply_efficiency(topo, eff)
 
 
-def apply_efficiency(topo: Topology, eff: dict[str, float]) -> Topology:
-    """Scale every link's bandwidth by its kind's efficiency; line rates stay in ``facts``
-    (whose :attr:`~netsim.topology.facts.TopologyFacts.link_efficiency` records ``eff``)."""
-    factor = np.ones(len(LINK_KINDS))
-    for kind, e in eff.items():
-        factor[LINK_KINDS.index(kind)] = e
-    facts = replace(topo.facts, link_efficiency=eff)
-    return replace(topo, link_bw=topo.link_bw * factor[topo.link_kind], facts=facts)
-
-
 def _build(spec: TopologySpec, source: str) -> Topology:
     if spec.dims is not None:
         dims = [Dim(d.kind, d.npus, d.bw, d.latency) for d in spec.dims]
@@ -414,18 +419,26 @@ def _build(spec: TopologySpec, source: str) -> Topology:
     for i, t in enumerate(so.tiers):
         tiers.append(_tier(t, down_bw, source, f"scale_out.tiers[{i}]"))
         down_bw = tiers[-1].up_bw
-    _check_fat_tree_size(node, spec.nodes, tiers, so.rail_optimized, source)
+    lay = nic_layout(so.nics_per_gpu, so.gpus_per_nic, so.pcie_switch is not None,
+                     so.pcie_switch.gpus if so.pcie_switch else None, node.n_gpus, source)
+    _check_fat_tree_size(node, spec.nodes, tiers, so.rail_optimized, source, lay.nics)
+    sw = so.pcie_switch or PcieSwitchSpec()
     try:
         return fat_tree(node, spec.nodes, tiers, nic_bw=so.nic_bw, nic_latency=so.nic_latency,
                         pcie_bw=so.pcie_bw, pcie_latency=so.pcie_latency,
-                        rail_optimized=so.rail_optimized, pxn=so.pxn, routing=so.routing, name=spec.name)
+                        rail_optimized=so.rail_optimized, pxn=so.pxn, routing=so.routing, name=spec.name,
+                        nics_per_gpu=lay.nics_per_gpu, gpus_per_nic=lay.gpus_per_nic,
+                        gpus_per_switch=lay.gpus_per_switch, nic_pcie_bw=sw.nic_bw,
+                        switch_latency=sw.latency, intra_node=so.intra_node)
     except ValueError as exc:
         raise InputError(f"cannot wire {spec.nodes} nodes: {exc}", source=source,
                          field="scale_out.tiers") from None
 
 
-def _check_fat_tree_size(node: Topology, n_nodes: int, tiers: list[Tier], rail: bool, source: str) -> None:
-    """Refuse, before wiring, a fabric beyond :data:`MAX_GPUS` GPUs or :data:`MAX_LINKS` links."""
+def _check_fat_tree_size(node: Topology, n_nodes: int, tiers: list[Tier], rail: bool, source: str,
+                         nics: int | None = None) -> None:
+    """Refuse, before wiring, a fabric beyond :data:`MAX_GPUS` GPUs or :data:`MAX_LINKS` links
+    (``nics``: NICs per node, default one per GPU)."""
     from netsim.topology.fattree import derive_levels, rail_positions
 
     gpus = n_nodes * node.n_gpus
@@ -433,10 +446,10 @@ def _check_fat_tree_size(node: Topology, n_nodes: int, tiers: list[Tier], rail: 
         raise InputError(f"{n_nodes} nodes x {node.n_gpus} GPUs = {gpus:,} GPUs; netsim handles at most "
                          f"{MAX_GPUS:,}", source=source, field="nodes")
     try:
-        levels = derive_levels(tiers, rail_positions(n_nodes, node.n_gpus, tiers[0].down, rail)[1])
+        levels = derive_levels(tiers, rail_positions(n_nodes, nics or node.n_gpus, tiers[0].down, rail)[1])
     except ValueError:
         return  # the builder names the problem
-    links = n_nodes * node.n_links + 4 * gpus
+    links = n_nodes * node.n_links + 4 * gpus + 4 * n_nodes * (nics or 0)
     for i, lv in enumerate(levels):
         up = levels[i + 1].w if i + 1 < len(levels) else 0
         links += 2 * lv.S * (lv.m + up)
