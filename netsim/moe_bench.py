@@ -148,7 +148,6 @@ def validated(cfg: MoEConfig, topo: Topology) -> MoEConfig:
 
 def load_ints(path: str, flag: str) -> np.ndarray:
     """An integer array from .npy or .csv (commas, ``#`` comments)."""
-    from netsim.collectives.skew import load_matrix  # noqa: F401  (same file conventions)
     p = Path(path)
     if not p.is_file():
         raise InputError("no such file (expected .npy or .csv)", source=str(path))

@@ -33,8 +33,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from netsim.collectives.schedule import Step
-
 __all__ = ["contended_links", "components", "StepShare", "Lockstep", "RTOL"]
 
 #: Relative slack of the time comparisons (see the module docstring).
@@ -46,6 +44,7 @@ def contended_links(n_links: int, n: int, steps) -> np.ndarray | None:
     (``(step, (indptr, links))`` items, ranks local to an ``n``-rank schedule), or ``None``
     when there is no such link.
 
+    >>> from netsim.collectives.schedule import Step
     >>> st = Step(np.array([0, 1]), np.array([1, 2]), np.ones(2))
     >>> contended_links(3, 3, [(st, (np.array([0, 1, 2]), np.array([0, 1])))]) is None
     True
