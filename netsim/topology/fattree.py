@@ -404,7 +404,7 @@ def _fat_tree_facts(node, n_nodes, tiers, levels, nic_bw, rail, pxn, lay, pcie) 
         bisection, diameter = node.facts.bisection_Bps, node.facts.diameter_hops
     else:
         bisection = min(cap[:top]) / 2
-        diameter = 4 + 2 * (top - 1)
+        diameter = 4 + 2 * (top - 1) + (2 if lay.switches else 0)  # + GPU->switch, switch->GPU
     return replace(
         node.facts, nodes=n_nodes, scaleout="fat_tree", rail_optimized=bool(rail), pxn=pxn,
         scaleout_Bps_per_gpu=float(nic_bw * lay.nics_per_gpu / lay.gpus_per_nic), tiers=len(tiers),

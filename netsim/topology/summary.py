@@ -22,7 +22,8 @@ def summarize(topo: Topology) -> dict:
     kinds = Counter(NODE_KINDS[k] for k in topo.node_kind.tolist())
     link_kinds = np.bincount(topo.link_kind, minlength=len(LINK_KINDS))
     f = topo.facts
-    switches = sum(v for k, v in kinds.items() if k not in ("gpu", "nic"))
+    pcie_switches = f.pcie_switches * f.nodes if f.scaleout == "fat_tree" else 0
+    switches = sum(v for k, v in kinds.items() if k not in ("gpu", "nic")) - pcie_switches
     out = {
         "name": topo.name,
         "gpus": topo.n_gpus,
@@ -44,6 +45,12 @@ def summarize(topo: Topology) -> dict:
         out["oversubscription"] = dict(f.oversubscription)
         out["rail_optimized"] = f.rail_optimized
         out["routing"] = topo.routing
+        out["nics"] = int(kinds.get("nic", 0))
+        out["nics_per_gpu"], out["gpus_per_nic"] = f.nics_per_gpu, f.gpus_per_nic
+        out["nic_port_GBps"] = round(f.nic_port_Bps / 1e9, 3)
+        out["pcie_switches"] = int(pcie_switches)
+        out["pcie_GBps_per_gpu"] = round(f.pcie_Bps_per_gpu / 1e9, 3)
+        out["intra_node"] = f.intra_node
     if f.dims:
         out["dims"] = [{"kind": d.kind, "npus": d.npus, "bw_GBps": round(d.bw_Bps / 1e9, 4),
                         "latency_ns": round(d.latency_s * 1e9, 3)} for d in f.dims]
@@ -69,8 +76,15 @@ def format_summary(s: dict) -> str:
     if "oversubscription" in s:
         ratios = ", ".join(f"{k} {v:g}:1" for k, v in s["oversubscription"].items()) or "none"
         lines.append(f"oversubscr.   {ratios}" + ("  (rail-optimized)" if s.get("rail_optimized") else ""))
+    if "nics" in s:
+        share = (f"{s['nics_per_gpu']} per GPU" if s["nics_per_gpu"] > 1 else
+                 f"1 per {s['gpus_per_nic']} GPUs" if s["gpus_per_nic"] > 1 else "1 per GPU")
+        lines.append(f"NICs          {s['nics']:,} ({share}, {s['nic_port_GBps']:g} GB/s per port); PCIe "
+                     f"{s['pcie_GBps_per_gpu']:g} GB/s per GPU" + (f", {s['pcie_switches']:,} PCIe switches"
+                                                                    if s["pcie_switches"] else ""))
     if "routing" in s:
-        lines.append(f"routing       {s['routing']} (scale-out fabric)")
+        lines.append(f"routing       {s['routing']} (scale-out fabric)"
+                     + ("; same-node traffic through the NICs" if s.get("intra_node") == "nic" else ""))
     if "dims" in s:
         lines.append("dims          " + " x ".join(
             f"{d['kind']}({d['npus']}, {d['bw_GBps']:g} GB/s, {d['latency_ns']:g} ns)" for d in s["dims"]))
