@@ -60,26 +60,69 @@ SYSTEM = {"scheduling-policy": "LIFO", "endpoint-delay": 10, "active-chunks-per-
           "collective-optimization": "localBWAware", "local-mem-bw": 1600}
 
 
-def make_inputs(root: Path, n: int, uneven: bool) -> dict:
-    """Workload, network and system files for ``n`` NPUs; return their paths."""
+def group_sizes(n: int) -> list[int]:
+    """Comm groups of different sizes filling ``n`` ranks: 2, 4, 8, ... up to n/8, repeated (the rest in one)."""
+    cycle = [2 ** k for k in range(1, max(2, n.bit_length() - 3))]
+    sizes, left, k = [], n, 0
+    while left > 0:
+        size = min(cycle[k % len(cycle)], left)
+        if left - size == 1:
+            size += 1
+        sizes.append(size)
+        left -= size
+        k += 1
+    return sizes
+
+
+def make_inputs(root: Path, n: int, shape: str) -> dict:
+    """Workload, network, system (and comm-group) files for ``n`` NPUs; return their paths.
+
+    ``uneven``: compute of rank-dependent length, then a 1 MiB world all-reduce;
+    ``symmetric``: the all-reduce alone; ``groups``: compute, a 1 MiB all-reduce on the rank's
+    comm group (:func:`group_sizes`: groups of different sizes side by side), compute, a
+    256 KiB all-gather on it; ``groups+world``: then compute and a 1 MiB world all-reduce."""
     from netsim.chakra import EtNode, write_workload
     from netsim.chakra.schema import NodeType
 
-    d = root / f"n{n}{'u' if uneven else 's'}"
+    comp, coll = int(NodeType.COMP_NODE), int(NodeType.COMM_COLL_NODE)
+    d = root / f"n{n}{shape}"
     d.mkdir(parents=True, exist_ok=True)
+    groups, of = {}, {}
+    if shape.startswith("groups"):
+        r0 = 0
+        for k, size in enumerate(group_sizes(n)):
+            groups[str(k + 1)] = list(range(r0, r0 + size))
+            of.update({r: str(k + 1) for r in range(r0, r0 + size)})
+            r0 += size
     per = []
     for r in range(n):
-        ar = EtNode(1, "All-Reduce", int(NodeType.COMM_COLL_NODE), comm_type=0, comm_size=1 << 20, is_cpu_op=False,
-                    data_deps=(0,) if uneven else ())
-        per.append([EtNode(0, "compute", int(NodeType.COMP_NODE), duration_micros=(r * 37) % 101), ar]
-                   if uneven else [ar])
+        if shape == "symmetric":
+            per.append([EtNode(1, "All-Reduce", coll, comm_type=0, comm_size=1 << 20, is_cpu_op=False)])
+            continue
+        nodes = [EtNode(0, "compute", comp, duration_micros=(r * 37) % 101)]
+        if shape == "uneven":
+            steps = [(0, 1 << 20, None)]
+        else:
+            steps = [(0, 1 << 20, of[r]), (2, 1 << 18, of[r])] + ([(0, 1 << 20, None)] if shape == "groups+world" else [])
+        for k, (ctype, size, pg) in enumerate(steps):
+            last = nodes[-1].id
+            nodes.append(EtNode(last + 1, f"coll{k}", coll, data_deps=(last,), comm_type=ctype, comm_size=size,
+                                is_cpu_op=False, pg_name=pg))
+            if shape != "uneven":
+                nodes.append(EtNode(last + 2, f"compute{k}", comp, data_deps=(last + 1,),
+                                    duration_micros=(r * 53 + k) % 29))
+        per.append(nodes)
     write_workload(d / "wl", per)
     (d / "network.yml").write_text(f"topology: [ Switch ]\nnpus_count: [ {n} ]\nbandwidth: [ 50.0 ]\n"
                                    "latency: [ 500.0 ]\n")
     (d / "system.json").write_text(json.dumps(SYSTEM, indent=2))
     (d / "memory.json").write_text(json.dumps({"memory-type": "NO_MEMORY_EXPANSION"}))
-    return {"workload": str(d / "wl"), "system": str(d / "system.json"), "network": str(d / "network.yml"),
-            "memory": str(d / "memory.json")}
+    out = {"workload": str(d / "wl"), "system": str(d / "system.json"), "network": str(d / "network.yml"),
+           "memory": str(d / "memory.json"), "groups": None}
+    if groups:
+        (d / "groups.json").write_text(json.dumps(groups))
+        out["groups"] = str(d / "groups.json")
+    return out
 
 
 class Case:
@@ -93,36 +136,39 @@ class Case:
         from netsim.astra import run_astra  # imports outside the timed call
 
         c0, w0 = time.process_time(), time.perf_counter()
-        res = run_astra(p["workload"], p["system"], p["network"], p["memory"], model=self.model, engine=self.engine)
+        res = run_astra(p["workload"], p["system"], p["network"], p["memory"], p["groups"], model=self.model,
+                        engine=self.engine)
         cpu, wall = time.process_time() - c0, time.perf_counter() - w0
         return {"cpu_s": cpu, "run_s": wall, "engine": res.engine, "messages": res.stats["messages"],
-                "finish": res.finish.tolist(), "exposed": res.exposed.tolist(), "finish_max": int(res.finish.max())}
+                "finish": res.finish.tolist(), "exposed": res.exposed.tolist(), "finish_max": int(res.finish.max()),
+                "lines": sorted(res.lines())}
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--npus", type=int, nargs="*", default=[64, 256, 1024])
+    ap.add_argument("--shapes", nargs="+", default=["uneven", "groups", "groups+world"],
+                    choices=["uneven", "groups", "groups+world"], help="workloads run at --npus sizes")
     ap.add_argument("--symmetric", type=int, nargs="*", default=[4096], help="every rank alike, these sizes")
     ap.add_argument("--check", type=int, nargs="*", default=[], help="also run the event engine and compare")
     ap.add_argument("--models", nargs="+", default=["analytical", "congestion-aware"])
     args = ap.parse_args(argv)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        plan = [(n, True) for n in args.npus] + [(n, False) for n in args.symmetric]
-        for n, uneven in plan:
-            paths = make_inputs(Path(tmp), n, uneven)
+        plan = [(n, shape) for shape in args.shapes for n in args.npus] + [(n, "symmetric") for n in args.symmetric]
+        for n, shape in plan:
+            paths = make_inputs(Path(tmp), n, shape)
             for model in args.models:
-                engines = ["auto"] + (["full"] if n in args.check and uneven else [])
+                engines = ["auto"] + (["full"] if n in args.check and shape != "symmetric" else [])
                 got = {}
                 for engine in engines:
                     row = run_case(Case(paths, model, engine))
                     got[engine] = row
-                    rows.append({**row, "npus": n, "model": model, "workload": "uneven" if uneven else "symmetric",
+                    rows.append({**row, "npus": n, "model": model, "workload": shape,
                                  "us_per_msg": row["run_s"] / row["messages"] * 1e6})
                 if "full" in got:
-                    same = got["full"]["finish"] == got["auto"]["finish"] and \
-                        got["full"]["exposed"] == got["auto"]["exposed"]
-                    assert same, f"{n} NPUs {model}: batched != event engine"
+                    same = all(got["full"][k] == got["auto"][k] for k in ("finish", "exposed", "lines"))
+                    assert same, f"{n} NPUs {model} {shape}: {got['auto']['engine']} != event engine"
                     rows[-1]["same"] = "yes"
     print_table(rows, [("npus", "NPUs", "d"), ("model", "model", "s"), ("workload", "workload", "s"),
                        ("engine", "engine", "s"), ("messages", "messages", ",d"), ("finish_max", "last finish ns", ",d"),
