@@ -26,7 +26,8 @@ NVLINK_EFFICIENCY = {"V100": 20.0 / 25, "A100": 20.0 / 25, "H100": 20.6 / 25, "B
 DEFAULT_EFFICIENCY = {"ib": 0.96, "ethernet": 0.955, "pcie": 1.0}
 
 
-def _efficiency(v, src, f):
+def parse_efficiency(v, src, f):
+    """The ``efficiency:`` mapping of a topology file, validated (link kind -> (0, 1])."""
     if not isinstance(v, dict):
         raise InputError("expected a mapping of link kind to efficiency, e.g. {nvlink: 0.82, ib: 0.96}",
                          source=src, field=f)

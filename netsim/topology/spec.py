@@ -24,7 +24,8 @@ from netsim import inputs, units
 from netsim.errors import InputError
 from netsim.topology.astra_yaml import is_astra_network, parse_astra_network
 from netsim.topology.builders import NVLINK_HOP_LATENCY_S, GPU_PRESETS, SCALEUP_PRESETS, nvlink_mesh, nvswitch_domain
-from netsim.topology.efficiency import DEFAULT_EFFICIENCY, NVLINK_EFFICIENCY, _efficiency, apply_efficiency  # noqa: F401
+from netsim.topology.efficiency import DEFAULT_EFFICIENCY, NVLINK_EFFICIENCY, apply_efficiency  # noqa: F401
+from netsim.topology.efficiency import parse_efficiency as _efficiency
 from netsim.topology.facts import TopologyFacts
 from netsim.topology.fattree import Tier, fat_tree
 from netsim.topology.hostio import nic_layout
