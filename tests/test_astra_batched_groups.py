@@ -78,10 +78,13 @@ def workload(n: int, rng: random.Random, *, cross: bool, world: bool, contiguous
     return per, {name: g for name, g in names.values()}
 
 
-def run_both(root: Path, per, groups, kind: str, model: str, sysc):
-    n = len(per)
+def run_both(root: Path, per, groups, kind: str, model: str, sysc, dims=None):
+    """``dims``: [(kind, npus, GiB/s, ns)] of a multi-dimensional network (default: 1-D ``kind``)."""
+    dims = dims or [(kind, len(per), 50, 500)]
     write_workload(root / "w", per)
-    (root / "n.yml").write_text(f"topology: [{kind}]\nnpus_count: [{n}]\nbandwidth: [50]\nlatency: [500]\n")
+    cols = [", ".join(str(d[k]) for d in dims) for k in range(4)]
+    (root / "n.yml").write_text(f"topology: [{cols[0]}]\nnpus_count: [{cols[1]}]\nbandwidth: [{cols[2]}]\n"
+                                f"latency: [{cols[3]}]\n")
     (root / "g.json").write_text(json.dumps(groups))
     args = (root / "w", sysc, root / "n.yml")
     ref = run_astra(*args, comm_groups=root / "g.json", model=model, engine="full")
@@ -121,6 +124,35 @@ def test_congestion_aware_groups_equal_full(seed, n, kind, cross, world, splits)
     check(ref, new)
     if kind == "FullyConnected" or not (cross or world):
         assert new.engine == "batched"  # one sender per link: nothing to check
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10**6), shape=st.sampled_from([(2, 3), (4, 2), (3, 4), (2, 2, 3), (4, 4)]),
+       kinds=st.lists(st.sampled_from(["Ring", "Switch", "FullyConnected"]), min_size=3, max_size=3),
+       splits=st.sampled_from([1, 4]), chunks=st.sampled_from([1, 2]))
+def test_analytical_sub_groups_on_multi_dimensional_networks(seed, shape, kinds, splits, chunks):
+    """Sub-group rings on 2-D / 3-D networks: a message costs its first differing dimension's delay."""
+    rng = random.Random(seed)
+    n = int(np.prod(shape))
+    per, groups = workload(n, rng, cross=rng.random() < 0.5, world=False)
+    groups = {k: g for k, g in groups.items() if len(g) < n}
+    dims = [(kinds[d], k, rng.choice([25, 50, 200]), rng.choice([0, 100, 500])) for d, k in enumerate(shape)]
+    sysc = system(chunks, splits, **{k: ["ring"] * len(shape) for k in ("all-reduce-implementation",
+                                                                        "all-gather-implementation",
+                                                                        "reduce-scatter-implementation")})
+    with tempfile.TemporaryDirectory() as tmp:
+        ref, new = run_both(Path(tmp), per, groups, "", "analytical", sysc, dims)
+    assert_same(ref, new)
+
+
+def test_world_collective_on_a_multi_dimensional_network_is_not_batched(tmp_path):
+    per = [[EtNode(0, "c", COMP, duration_micros=r),
+            EtNode(1, "ar", COLL, data_deps=(0,), comm_type=0, comm_size=4096, is_cpu_op=False)] for r in range(4)]
+    write_workload(tmp_path / "w", per)
+    (tmp_path / "n.yml").write_text("topology: [Ring, Ring]\nnpus_count: [2, 2]\nbandwidth: [50, 50]\n"
+                                    "latency: [500, 500]\n")
+    with pytest.raises(Exception, match="world-group collective on a multi-dimensional network"):
+        run_astra(tmp_path / "w", system(), tmp_path / "n.yml", engine="batched")
 
 
 @pytest.mark.parametrize("seed", range(4))

@@ -3,8 +3,10 @@
 Where it applies (:func:`batched_plan` says why not otherwise) the event engine's
 timeline has a closed recurrence, so the same integer-ns results come from arrays:
 
-* a 1-D ASTRA-sim network, model ``analytical`` or ``congestion-aware``, one queue per
-  dimension, no rendezvous, no custom collectives, no roofline or replay-only, a
+* an ASTRA-sim network YAML, model ``analytical`` or ``congestion-aware`` (1-D only, as
+  ASTRA-sim's); on a multi-dimensional network only sub-group collectives (a sub-group
+  runs one flat ring; a message costs the delay of the first dimension where its ends
+  differ, so nothing is per dimension); one queue per dimension, no rendezvous, no custom collectives, no roofline or replay-only, a
   non-zero endpoint delay;
 * every rank's trace is a *chain* (its data-dependency DAG has exactly one topological
   order), of COMP nodes and ALL_REDUCE / ALL_GATHER / REDUCE_SCATTER collectives with
@@ -165,8 +167,8 @@ def batched_plan(tables: dict, ctx, groups: dict, rendezvous: bool) -> tuple[Pla
     cfg, net = ctx.system, ctx.network
     if ctx.model not in ("analytical", "congestion-aware"):
         return None, f"it needs the analytical or congestion-aware model (got {ctx.model})"
-    if len(net.dims) != 1:
-        return None, "the network is not a 1-D ASTRA-sim network YAML"
+    if not net.dims:
+        return None, "the network is not an ASTRA-sim network YAML"
     if rendezvous or ctx.queues_per_dim != 1 or ctx.endpoint_delay <= 0:
         return None, "rendezvous, several queues per dimension or a 0 ns endpoint delay"
     if cfg.custom or cfg.per_node_custom or cfg.roofline_enabled or cfg.replay_only:
@@ -196,6 +198,9 @@ def batched_plan(tables: dict, ctx, groups: dict, rendezvous: bool) -> tuple[Pla
             if not rings[name].local and not dim0:
                 return None, "a collective not on dimension 0"
             used.add((op, size, name))
+    if len(net.dims) > 1 and any(not rings[u[2]].local for u in used):
+        return None, ("a world-group collective on a multi-dimensional network (its phases pipeline across "
+                      "dimensions)")
     for r, ch in chains.items():
         for _op, _size, name, _dim0 in ch.colls.values():
             if rings[name].local and r not in rings[name].index:

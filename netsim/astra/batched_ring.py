@@ -16,6 +16,9 @@ per-link FIFOs carry over from one batch to the next:
   one and its first message reaches the switch no later than the link's last one.
 * Ring (neighbours one hop apart only) and FullyConnected: one link per (sender,
   receiver) pair; only the sender uses it.
+
+Congestion-unaware delays follow ASTRA-sim's multi-dimensional rule (the first dimension
+where sender and receiver differ), so sub-group rings also run on multi-dimensional networks.
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ class RingBatch:
         d = ctx.network.dims[0]
         self.ctx, self.kind, self.n, self.lat, self.bw = ctx, d.kind, d.npus, d.latency, d.bw
         self.congestion = ctx.model == "congestion-aware"
-        n = self.n
+        n = ctx.npus
         self.up_free = np.zeros(n, dtype=np.int64)  # Switch: up-link of rank u
         self.down_free = np.zeros(n, dtype=np.int64)  # Switch: down-link to rank v
         self.down_last = np.full(n, -1, dtype=np.int64)  # latest arrival at the switch for v
@@ -48,18 +51,27 @@ class RingBatch:
         self.steps = 0
 
     # ---------------------------------------------------------------- delays
-    def _hops(self, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
-        if self.kind == "Ring":
-            cw = (dst - src) % self.n
-            return np.minimum(cw, self.n - cw)
-        return np.full(src.shape, 1 if self.kind == "FullyConnected" else 2, dtype=np.int64)
-
     def _delays(self, src: np.ndarray, dst: np.ndarray, msg: int) -> np.ndarray:
-        """Congestion-unaware delay per message, :func:`arith.message_ns` per distinct hop count."""
-        hops = self._hops(src, dst)
-        uniq, inv = np.unique(hops, return_inverse=True)
-        vals = np.array([arith.message_ns(msg, int(h), self.lat, self.bw) for h in uniq.tolist()], dtype=np.int64)
-        return vals[inv.reshape(hops.shape)]
+        """Congestion-unaware delay per message, on the first dimension where the ranks differ
+        (:meth:`AstraNetwork.delay_ns`), :func:`arith.message_ns` per distinct hop count."""
+        out = np.full(src.shape, -1, dtype=np.int64)
+        s, d = src.copy(), dst.copy()
+        for dim in self.ctx.network.dims:
+            a, b = s % dim.npus, d % dim.npus
+            here = (a != b) & (out < 0)
+            if np.any(here):
+                if dim.kind == "Ring":
+                    cw = (b - a) % dim.npus
+                    hops = np.minimum(cw, dim.npus - cw)[here]
+                else:
+                    hops = np.full(int(np.count_nonzero(here)), 1 if dim.kind == "FullyConnected" else 2)
+                uniq, inv = np.unique(hops, return_inverse=True)
+                vals = [arith.message_ns(msg, int(h), dim.latency, dim.bw) for h in uniq.tolist()]
+                out[here] = np.array(vals, dtype=np.int64)[inv.reshape(hops.shape)]
+            s, d = s // dim.npus, d // dim.npus
+        if np.any(out < 0):
+            raise ValueError("a ring sends a message from an NPU to itself")
+        return out
 
     # ------------------------------------------------------------ collective
     def collective(self, op: str, size: int, p: int, ranks: np.ndarray, pred: np.ndarray, start: np.ndarray,
