@@ -18,9 +18,9 @@ body: they only declare groups, which :func:`~netsim.chakra.groups.load_groups` 
 checks across every file.
 
 :func:`scan_workload` reads a ``<prefix>.<rank>.et`` set keeping one signature per distinct
-file content (bytes are hashed first; identical files are decoded once) and, within a node
-budget, the decoded tables; the rest are decoded again only when a run needs them
-(:meth:`WorkloadScan.tables`), so memory scales with the traces kept, not the ranks.
+file content (bytes are hashed first; identical files are signed once, mostly straight from
+their bytes, :mod:`netsim.chakra.fastsig`) and no table: a run decodes only the tables it
+simulates (:meth:`WorkloadScan.tables`), so memory scales with the traces kept, not the ranks.
 
 >>> import os, tempfile
 >>> from netsim.chakra import EtNode, NodeType, write_workload
@@ -47,11 +47,6 @@ from netsim.chakra.model import MISSING, NodeTable
 
 __all__ = ["TraceSig", "WorkloadScan", "scan_workload", "trace_sig"]
 
-#: Decoded nodes :func:`scan_workload` keeps in memory by default (about 100 bytes each, names
-#: included); beyond it tables are dropped after their signature is taken and read again on demand.
-KEEP_NODES = 2_000_000
-
-
 @dataclass(frozen=True, eq=False)
 class TraceSig:
     """A trace up to a renaming of ranks and groups (see the module docstring)."""
@@ -63,6 +58,9 @@ class TraceSig:
     nodes: int
     #: ``## process_group:init ##`` declarations: (node id, node name, inputs.values) per row.
     declared: tuple = ()
+    #: Taken from the bytes (:mod:`netsim.chakra.fastsig`): equal bodies prove equality, unequal
+    #: ones do not (compare :meth:`WorkloadScan.full_sig` then).
+    fast: bool = False
 
 
 def _digest(h, arrays) -> None:
@@ -121,7 +119,8 @@ class WorkloadScan:
     file_of: np.ndarray
     sigs: list[TraceSig]
     sources: list[str]
-    kept: dict[int, NodeTable] = field(default_factory=dict)  # distinct content -> table (within budget)
+    kept: dict[int, NodeTable] = field(default_factory=dict)  # distinct content -> table, read on demand
+    fulls: dict[int, TraceSig] = field(default_factory=dict)  # distinct content -> decoded signature
 
     @property
     def world(self) -> int:
@@ -139,6 +138,15 @@ class WorkloadScan:
 
     def sig(self, rank: int) -> TraceSig:
         return self.sigs[int(self.file_of[rank])]
+
+    def full_sig(self, rank: int) -> TraceSig:
+        """Rank's signature from its decoded table (read once per distinct content)."""
+        i = int(self.file_of[rank])
+        if not self.sigs[i].fast:
+            return self.sigs[i]
+        if i not in self.fulls:
+            self.fulls[i] = trace_sig(self.tables([rank])[rank])
+        return self.fulls[i]
 
     def declarations(self) -> list[tuple[str, tuple]]:
         """(source, process-group declarations) of every distinct content that has some."""
@@ -183,17 +191,17 @@ def _jobs(world: int, jobs: int | None) -> int:
 PARALLEL_RANKS = 1024
 
 
-def sign_files(paths: list[str], keep: bool = True
-               ) -> tuple[list[bytes], dict[bytes, tuple[TraceSig, str, NodeTable | None]]]:
-    """(content digest per file, digest -> (signature, first file, table or None unless ``keep``))
-    of some files, each distinct content decoded once."""
+def sign_files(paths: list[str], fast: bool = True) -> tuple[list[bytes], dict[bytes, tuple[TraceSig, str]]]:
+    """(content digest per file, digest -> (signature, first file)) of some files: each distinct
+    content signed once, from its bytes where :func:`~netsim.chakra.fastsig.fast_sig` can (and
+    ``fast``), else decoded."""
     import gc
 
     from netsim.chakra.decode import ChunkReader, read_table
+    from netsim.chakra.fastsig import fast_sig
     from netsim.chakra.scan import load_bytes
 
-    digests, found = [], {}
-    shared: dict = {}  # attribute blocks decoded once for the whole slice (ranks share most of them)
+    digests, found, memo = [], {}, {}
     was = gc.isenabled()
     gc.disable()  # millions of acyclic objects: the cyclic GC would rescan them (as read_et_table)
     try:
@@ -201,10 +209,10 @@ def sign_files(paths: list[str], keep: bool = True
             data = load_bytes(f)
             digest = hashlib.blake2b(data, digest_size=16).digest()
             if digest not in found:
-                reader = ChunkReader(f, False, data=data)
-                reader.decoder.shared = shared
-                t = read_table(reader, False)
-                found[digest] = (trace_sig(t), str(f), t if keep else None)
+                sig = fast_sig(data, str(f), memo) if fast else None
+                if sig is None:
+                    sig = trace_sig(read_table(ChunkReader(f, False, data=data), False))
+                found[digest] = (sig, str(f))
             digests.append(digest)
     finally:
         if was:
@@ -212,21 +220,22 @@ def sign_files(paths: list[str], keep: bool = True
     return digests, found
 
 
-def _signed(paths: list[str], jobs: int):
-    """Yield sign_files results of consecutive slices of ``paths``, in order (tables kept only
-    in this process: workers would have to pickle them)."""
+def _signed(paths: list[str], jobs: int, fast: bool):
+    """Yield sign_files results of consecutive slices of ``paths``, in order."""
+    from functools import partial
+
     size = max(1, min(256, -(-len(paths) // (8 * jobs))))
     slices = [paths[i:i + size] for i in range(0, len(paths), size)]
+    task = partial(sign_files, fast=fast)
     if jobs == 1:
-        yield from (sign_files(sl) for sl in slices)
+        yield from map(task, slices)
         return
     import concurrent.futures as cf
     import signal
-    from functools import partial
 
     pool = cf.ProcessPoolExecutor(jobs, initializer=signal.signal, initargs=(signal.SIGINT, signal.SIG_IGN))
     try:
-        futures = [pool.submit(partial(sign_files, keep=False), sl) for sl in slices]
+        futures = [pool.submit(task, sl) for sl in slices]
         for fut in futures:
             yield fut.result()
     except BaseException:
@@ -238,15 +247,13 @@ def _signed(paths: list[str], jobs: int):
     pool.shutdown(wait=True)
 
 
-def scan_workload(path_or_prefix: str | os.PathLike, keep_nodes: int = KEEP_NODES,
-                  jobs: int | None = None) -> WorkloadScan:
+def scan_workload(path_or_prefix: str | os.PathLike, jobs: int | None = None, fast: bool = True) -> WorkloadScan:
     """Signatures of every rank of a trace set (one ``.et`` file or ``<prefix>.<rank>.et``).
 
-    Each file's bytes are hashed first; each distinct content is decoded once, its signature
-    taken, and its table kept while fewer than ``keep_nodes`` nodes are kept in all.  ``jobs``
-    processes sign the files (default: the available cores, up to 8, from
-    :data:`PARALLEL_RANKS` ranks on; tables decoded by workers are not kept).  The result
-    does not depend on ``jobs``."""
+    Each file's bytes are hashed first and each distinct content signed once (from its bytes
+    where it can, ``fast``; else decoded).  No table is kept: :meth:`WorkloadScan.tables` reads
+    the ones a run needs.  ``jobs`` processes sign the files (default: the available cores, up
+    to 8, from :data:`PARALLEL_RANKS` ranks on).  The result does not depend on ``jobs``."""
     from netsim.chakra.inspect import discover_ranks
 
     found = discover_ranks(path_or_prefix)
@@ -255,19 +262,15 @@ def scan_workload(path_or_prefix: str | os.PathLike, keep_nodes: int = KEEP_NODE
     file_of = np.empty(len(paths), dtype=np.int64)
     sigs: list[TraceSig] = []
     sources: list[str] = []
-    kept: dict[int, NodeTable] = {}
-    budget, rank = keep_nodes, 0
-    for digests, new in _signed([str(p) for p in paths], _jobs(len(paths), jobs)):
+    rank = 0
+    for digests, new in _signed([str(p) for p in paths], _jobs(len(paths), jobs), fast):
         for digest in digests:
             i = by_digest.get(digest)
             if i is None:
-                sig, source, t = new[digest]
+                sig, source = new[digest]
                 i = by_digest[digest] = len(sigs)
                 sigs.append(sig)
                 sources.append(source)
-                if t is not None and len(t) <= budget:
-                    kept[i] = t
-                    budget -= len(t)
             file_of[rank] = i
             rank += 1
-    return WorkloadScan(str(path_or_prefix), paths, file_of, sigs, sources, kept)
+    return WorkloadScan(str(path_or_prefix), paths, file_of, sigs, sources)

@@ -170,6 +170,8 @@ class Finder:
             p = perms[s]
             for r, q in zip(comp[0].tolist(), comp[s].tolist()):
                 a, b = scan.sig(r), scan.sig(q)
+                if a.body != b.body and (a.fast or b.fast):  # bytes differ: compare the decoded traces
+                    a, b = scan.full_sig(r), scan.full_sig(q)
                 why = self._differ(a, b, p, image, global_ids, s)
                 if why is not None:
                     count += 1
