@@ -17,27 +17,37 @@ Usage::
 ``--check N ...`` also runs the event engine (``--engine full``, the reference) at those
 sizes and asserts the batched results equal it to the ns (1,024 NPUs take it 1-3 min).
 
-Measured on the shared 2-core machine (other jobs running, so wall > CPU), wall incl. the
-child's imports; the event engine (``full``) is today's reference:
+Measured on the shared 2-core machine (other jobs running, so wall > CPU), wall and CPU of the
+``run_astra`` call (reading the 1 trace per rank included: about 0.45 CPU s at 1,024 distinct
+traces, the engine itself ~0.2 s there); ``== full``: finish, exposed and every printed line equal
+the event engine's.  ``uneven`` and ``symmetric`` rows: see git history of this table (73e091f).
 
-=====  ================  =========  =========  ===========  ======  =====  ====  =========
-NPUs   model             workload   engine     messages     wall s  CPU s  MB    µs/msg
-=====  ================  =========  =========  ===========  ======  =====  ====  =========
-64     analytical        uneven     batched         32,256    0.86   0.04    44  (imports)
-64     analytical        uneven     full            32,256    1.27   0.25    44  39
-64     congestion-aware  uneven     batched         32,256    0.43   0.04    44  13
-64     congestion-aware  uneven     full            32,256    1.20   0.38    45  37
-256    analytical        uneven     batched        522,240    0.89   0.08    45  1.7
-256    analytical        uneven     full           522,240   10.70   3.54    48  20
-256    congestion-aware  uneven     batched        522,240    1.09   0.09    44  2.1
-256    congestion-aware  uneven     full           522,240   17.62   6.24    48  34
-1024   analytical        uneven     batched      8,380,416    1.02   0.15    48  0.12
-1024   congestion-aware  uneven     batched      8,380,416    0.83   0.18    48  0.10
-4096   analytical        symmetric  symmetric       32,760    1.05   0.26    47  (one rank)
-4096   congestion-aware  symmetric  batched    134,184,960    1.93   0.71    61  0.014
-=====  ================  =========  =========  ===========  ======  =====  ====  =========
+=====  ================  ============  =======  =========  ======  =====  ====  ======  ======
+NPUs   model             workload      engine   messages   wall s  CPU s  MB    µs/msg  == full
+=====  ================  ============  =======  =========  ======  =====  ====  ======  ======
+64     analytical        groups        batched      3,552    0.04   0.04    44    12    yes
+64     analytical        groups        full         3,552    0.14   0.08    45    38
+64     congestion-aware  groups        batched      3,552    0.09   0.05    44    24    yes
+64     congestion-aware  groups        full         3,552    0.14   0.10    45    40
+256    analytical        groups        batched     62,688    0.26   0.18    46    4.1   yes
+256    analytical        groups        full        62,688    1.08   0.68    52    17
+256    congestion-aware  groups        batched     62,688    0.23   0.17    46    3.6   yes
+256    congestion-aware  groups        full        62,688    1.95   1.02    52    31
+1024   analytical        groups        batched  1,036,512    1.61   0.81    54    1.55
+1024   congestion-aware  groups        batched  1,036,512    1.68   0.83    54    1.62
+64     analytical        groups+world  batched     35,808    0.10   0.05    44    2.8   yes
+64     congestion-aware  groups+world  full*       35,808    0.62   0.43    46    17    yes
+256    analytical        groups+world  batched    584,928    0.25   0.17    47    0.42  yes
+256    analytical        groups+world  full       584,928    6.17   4.25    54    11
+256    congestion-aware  groups+world  full*      584,928   13.00   7.71    55    22    yes
+1024   analytical        groups+world  batched  9,416,928    2.90   0.87    56    0.31
+1024   congestion-aware  groups+world  full*    9,416,928  436.33 184.25    91    46
+=====  ================  ============  =======  =========  ======  =====  ====  ======  ======
 
-Batched equals full to the ns at 64 and 256 (``== full``); messages = chunks x 2(p-1) x p.
+``groups``: group sizes 2, 4, ..., n/8 repeated (64 NPUs: 2, 4, 8; 1,024: 2 ... 128), every group
+running side by side.  ``full*``: ``auto`` tried the batched engine, found a Switch down-link fed by
+two rings at overlapping times (a rank's group ring, then the world ring) and ran the event engine
+(a note says so).  Messages: chunks x 2(p-1) (all-reduce) or (p-1) (all-gather) x p per group.
 """
 
 from __future__ import annotations
