@@ -18,8 +18,8 @@ Usage::
 sizes and asserts the batched results equal it to the ns (1,024 NPUs take it 1-3 min).
 
 Measured on the shared 2-core machine (other jobs running, so wall > CPU), wall and CPU of the
-``run_astra`` call (reading the 1 trace per rank included: about 0.45 CPU s at 1,024 distinct
-traces, the engine itself ~0.2 s there); ``== full``: finish, exposed and every printed line equal
+``run_astra`` call (reading one trace per rank included: 0.57 of 0.67 CPU s for 1,024 distinct
+traces measured apart, the batched engine itself 0.08 s there); ``== full``: finish, exposed and every printed line equal
 the event engine's.  ``uneven`` and ``symmetric`` rows: see git history of this table (73e091f).
 
 =====  ================  ============  =======  =========  ======  =====  ====  ======  ======
