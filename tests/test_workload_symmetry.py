@@ -127,6 +127,31 @@ def test_reservation_conflict_reruns_event_driven(tmp_path, superpod):
     np.testing.assert_allclose(a.finish, b.finish, rtol=1e-12)
 
 
+def test_conflict_repeats_the_whole_family_event_driven(tmp_path, superpod):
+    # groups {0, 8} and {1, 9} are one family (two members, stride 8); only {0, 8} meets a send on
+    # its links, yet the repeat runs both event-driven (a symmetric job's siblings would conflict
+    # too), while {2, 3} (stride 1) stays off the event queue; the result equals the reference
+    size = 64 << 20
+    send = EtNode(2, "send", int(NodeType.COMM_SEND_NODE), comm_src=0, comm_dst=8, comm_tag=7, comm_size=size,
+                  is_cpu_op=False)
+    recv = EtNode(2, "recv", int(NodeType.COMM_RECV_NODE), comm_src=0, comm_dst=8, comm_tag=7, comm_size=size,
+                  is_cpu_op=False)
+    idle = [EtNode(1, "c", int(NodeType.COMP_NODE), duration_micros=1)]
+    per_rank = [idle] * 16
+    per_rank[0], per_rank[8] = [_coll(1, size, "1"), send], [_coll(1, size, "1"), recv]
+    per_rank[1] = per_rank[9] = [_coll(1, size, "2")]
+    per_rank[2] = per_rank[3] = [_coll(1, size, "3")]
+    write_workload(tmp_path / "w", per_rank)
+    tables = read_workload(str(tmp_path / "w"))
+    groups = CommGroups({"1": [0, 8], "2": [1, 9], "3": [2, 3]}, 16)
+    fast = WorkloadRun(superpod, tables, groups, "flow", streams=2)
+    a = fast.run()
+    assert sum("repeated with them event-driven" in n for n in a.notes) == 1  # one repeat
+    assert fast.colls.stats == {"fixed": 1, "event": 2}
+    b = WorkloadRun(superpod, tables, groups, "flow", streams=2, fast=False).run()
+    np.testing.assert_allclose(a.finish, b.finish, rtol=1e-12)
+
+
 def test_link_guard():
     g = LinkGuard(6)
     load = np.zeros(6, dtype=np.int32)

@@ -13,7 +13,8 @@ executed in one of two ways:
   network.  On the flow network only when nothing else crosses its links while it runs:
   its links must be idle when the first member arrives and are reserved until it ends
   (:class:`~netsim.workload.replicas.LinkGuard`); a flow that touches a reserved link
-  marks the instance, and the runner simulates the workload again with it event-driven,
+  marks the instance's :func:`family` (its communicator's size and member strides), and the
+  runner simulates the workload again with every collective of that family event-driven,
   until no reservation is violated;
 * **event-driven** (:class:`~netsim.collectives.executor.CollectiveRun`): transfers start
   as both their ends arrive and share links max-min fairly with everything else.
@@ -102,6 +103,18 @@ class NcclSchedules:
         return sched
 
 
+def family(members: tuple) -> tuple:
+    """The family of a communicator: its size and the rank strides between its members.  The
+    communicators of one parallel dimension (every data-parallel group, every tensor-parallel
+    group) form one family; when one of them meets other traffic off the event queue, the others
+    do too in a symmetric job, so the runner's repeat runs the whole family event-driven.
+
+    >>> family((3, 11, 19, 27)) == family((4, 12, 20, 28)) != family((0, 1, 2, 3))
+    True
+    """
+    return ("family", len(members), tuple(np.diff(np.asarray(members, dtype=np.int64)).tolist()))
+
+
 class FixedRun:
     """A symmetric collective evaluated in one vectorized pass once its last member arrives.
 
@@ -152,6 +165,8 @@ class Instances:
         self.gpus = None if gpus is None else np.asarray(gpus, dtype=np.int64)
         if replicas is not None and self.gpus is not None and not np.array_equal(self.gpus, np.arange(self.gpus.size)):
             raise ValueError("replica symmetry needs the packed placement (rank r on GPU r)")
+        # families (see family()) of collectives that shared links while evaluated off the event
+        # queue in an earlier run: every instance of them runs event-driven
         self.event_only, self.fast = event_only, fast
         self.items: dict[tuple, dict] = {}
         self.mirrored = Mirrored(net, replicas) if replicas is not None else None
@@ -216,7 +231,7 @@ class Instances:
                 "group": group, "rep_of": {}, "left": {}, "t_first": {}, "members": members}
         on_done = lambda loc, t: self._done(inst, loc, t)  # noqa: E731
         fixed = None
-        if self.fast and ctype in SYMMETRIC and key not in self.event_only:
+        if self.fast and ctype in SYMMETRIC and family(members) not in self.event_only:
             fixed = self._fixed(sched, members, kind, on_done, key)
         if fixed is not None:
             inst["run"] = fixed
@@ -239,10 +254,11 @@ class Instances:
         rankmap, prepared, links = prep
         release = inexact = None
         if self.guard is not None:
-            inexact = lambda: self.guard.conflicts.add(key)  # noqa: E731
+            fam = family(members)
+            inexact = lambda: self.guard.conflicts.add(fam)  # noqa: E731
             if not self.guard.idle(links, self.net.link_load, self.env.now):
                 return None
-            ticket = self.guard.hold(links, key)
+            ticket = self.guard.hold(links, fam)
             release = lambda t: self.guard.release(ticket, links, t)  # noqa: E731
         return FixedRun(self.net, sched, rankmap, len(members), on_done, prepared, release, inexact)
 
