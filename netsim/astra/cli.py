@@ -70,7 +70,8 @@ def _astra_parser(prog: str, required: bool = True) -> _Parser:
                    help="network model (default analytical: ASTRA-sim's congestion-unaware backend)")
     p.add_argument("--engine", default="auto", choices=["auto", "full", "symmetric", "batched"],
                    help="full: every rank event by event; symmetric: one rank of a rank-symmetric run; batched: "
-                        "all ranks as arrays (chains of compute and world ring collectives); auto: the fastest exact")
+                        "all ranks as arrays (chains of compute and ring collectives on the world or comm groups); auto: the "
+                        "fastest exact")
     p.add_argument("--out", default=None, help="also write the results dataset (Parquet) to this folder")
     p.add_argument("--overwrite", action="store_true", help="replace this run in --out")
     p.add_argument("-q", "--quiet", action="store_true",

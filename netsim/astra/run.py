@@ -14,7 +14,9 @@ Engines: ``full`` simulates every rank.  ``symmetric`` (chosen automatically whe
 is exact: analytical model, identical per-rank traces, world-group collectives with
 ring / direct / halvingDoubling, no point-to-point traffic) simulates rank 0 only and
 mirrors its peers through the network's symmetry (:class:`~netsim.astra.engine.MirrorFabric`),
-so a 4,096-NPU ring costs what one rank costs.
+so a 4,096-NPU ring costs what one rank costs.  ``batched`` (:mod:`netsim.astra.batched`) runs
+every rank at once as arrays where traces are chains of compute and ring collectives on the world
+or on comm groups; it hands the run to ``full`` (with a note) where it finds it would not be exact.
 """
 
 from __future__ import annotations
