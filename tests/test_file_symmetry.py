@@ -270,3 +270,11 @@ def test_fast_signatures_agree_with_decoded(llm, tmp_path):
         fast, full = _verdict(mutated, groups)
         assert fast == full, what
         assert (fast[0] is not None) == (what == "id"), (what, fast[1])
+
+
+def test_tp_equal_to_dp_prefers_data_parallel_replicas(tmp_path):
+    # TP2 DP2: TP and DP groups both have 2 ranks; the DP groups (wider spacing) span the replicas
+    prefix = write_llm_workload(tmp_path, TINY, tp=2, pp=1, dp=2, microbatches=2, seq=512)
+    a, b = _both(prefix, tmp_path / "comm_groups.json", model="analytical")
+    assert a.run.replicas.reps.tolist() == [0, 1]
+    np.testing.assert_allclose(a.finish, b.finish, rtol=1e-9, atol=0)

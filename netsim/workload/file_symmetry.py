@@ -132,17 +132,17 @@ class Finder:
             local = [g.members[i] for key, ids in g.families.items() if key not in split for i in ids]
             comp = _decompose(scan.world, _components(scan.world, edges, local))
             if comp is not None:
-                tried.setdefault(comp.shape[0], (comp, split))
+                tried.setdefault(comp.shape[0], []).append((comp, split))
         if not tried:
             self.failures.append("the ranks do not split into two or more equal replicas (ranks joined by a "
                                  "send/recv or a group form one replica, whichever groups are taken to span "
                                  "replicas)")
             return None
         for k in sorted(tried, reverse=True):
-            comp, split = tried[k]
-            rep = self._check(comp, {i for key in split for i in g.families[key]})
-            if rep is not None:
-                return rep
+            for comp, split in tried[k]:
+                rep = self._check(comp, {i for key in split for i in g.families[key]})
+                if rep is not None:
+                    return rep
         return None
 
     def _check(self, comp: np.ndarray, global_ids: set) -> Replicas | None:
