@@ -5,7 +5,11 @@ and, unless disabled, ``ctrl_deps``; ids missing from the file are ignored and
 counted).  Ready nodes issue in file order onto three lanes, at most one node
 in flight per lane, as ASTRA-sim does (``streams`` raises that limit): the CPU lane (``is_cpu_op`` compute and
 host-side comm nodes), the GPU compute lane, and the GPU comm lane (collectives
-and sends).  Receives, memory and metadata nodes take no lane.
+and sends).  Receives, memory and metadata nodes take no lane.  A trace whose
+GlobalMetadata says ``comm_streams: "communicator"`` (the LLM generator's) gets one comm
+lane per communicator and one per send peer instead, as PyTorch runs them (ProcessGroupNCCL
+gives every process group its own NCCL stream, and point-to-point pairs their own
+communicator); ``comm_streams="one"`` / ``"communicator"`` forces either.
 
 * **Collectives** match across ranks by communicator (its identity: the group name, so two
   groups with the same members are two communicators, as in NCCL) and per-communicator
@@ -50,6 +54,7 @@ from netsim.workload.collectives import SYMMETRIC, Instances, NcclSchedules, col
 from netsim.workload.deadlock import Unmatched
 from netsim.chakra.groups import CommGroups
 from netsim.workload.replicas import Replicas
+from netsim.workload.streams import COMM_STREAMS, comm_lanes
 
 CPU, GPU, COMM = 0, 1, 2
 
@@ -75,8 +80,8 @@ class _Rank:
     children: list[list[int]]
     indeg: np.ndarray
     lane_of: np.ndarray = None  # lane of every node (-1: none)
-    queues: list = field(default_factory=lambda: [deque(), deque(), deque(), deque()])  # ready: per lane, lane-less
-    lanes: list = field(default_factory=lambda: [0, 0, 0])  # nodes in flight per lane
+    queues: list = None  # ready nodes: one deque per lane, then the lane-less ones (index -1)
+    lanes: list = None  # nodes in flight per lane
     waiting: dict = field(default_factory=dict)  # node -> what it waits for
     done: int = 0
     finish: float = 0.0
@@ -142,10 +147,18 @@ class WorkloadRun:
     def __init__(self, topo: Topology, tables: dict[int, NodeTable], groups: CommGroups,
                  model: str = "flow", *, ctrl_deps: bool = True, streams: int = 1,
                  schedule_fn=None, network=None, compute_scale=None, launch_delay=None,
-                 replicas: Replicas | None = None, event_only=(), fast: bool = True, placement=None):
+                 replicas: Replicas | None = None, event_only=(), fast: bool = True, placement=None,
+                 comm_streams: str | None = None):
         if streams < 1:
             raise InputError(f"expected at least 1 stream per lane, got {streams}", source="--streams")
         self.streams = streams
+        if comm_streams is None:  # what the traces say (every rank's GlobalMetadata), else ASTRA-sim's rule
+            said = {str(t.metadata.attrs.get("comm_streams", "one")) for t in tables.values()}
+            comm_streams = said.pop() if len(said) == 1 else "one"
+        if comm_streams not in COMM_STREAMS:
+            raise InputError(f"expected one of {', '.join(COMM_STREAMS)}, got {comm_streams!r}",
+                             source="comm_streams")
+        self.comm_streams = comm_streams
         n = replicas.world if replicas is not None else len(tables)
         if n > topo.n_gpus:
             raise InputError(f"the workload has {n} ranks but the topology only {topo.n_gpus} GPUs",
@@ -204,6 +217,8 @@ class WorkloadRun:
         self.ranks = []
         for r, (t, children, indeg, lanes) in self._tables.items():
             st = _Rank(r, t, children, indeg.copy(), lanes)
+            n_lanes = int(lanes.max(initial=COMM)) + 1
+            st.queues, st.lanes = [deque() for _ in range(n_lanes + 1)], [0] * n_lanes
             st.scale = float(self.compute_scale[r])
             self._ready(st, np.flatnonzero(indeg == 0).tolist())
             self.ranks.append(st)
@@ -258,7 +273,8 @@ class WorkloadRun:
                 children[j].append(i)
                 indeg[i] += 1
         _check_acyclic(t, children, indeg.copy())
-        return t, children, indeg, _lanes(t)
+        lanes = _lanes(t)
+        return t, children, indeg, comm_lanes(t, lanes, COMM) if self.comm_streams == "communicator" else lanes
 
     # ------------------------------------------------------------ execution
     def run(self) -> WorkloadResult:
@@ -324,7 +340,7 @@ class WorkloadRun:
         free = st.queues[-1]
         while free:
             self._start(st, free.popleft(), None)
-        for lane in (CPU, GPU, COMM):
+        for lane in range(len(st.lanes)):
             q = st.queues[lane]
             while q and st.lanes[lane] < self.streams:
                 st.lanes[lane] += 1
@@ -334,7 +350,7 @@ class WorkloadRun:
         t, now = st.table, self.env.now
         typ = int(t.type[i])
         done = lambda: self._finish(st, i, lane, now)  # noqa: E731
-        if typ == NodeType.COMM_COLL_NODE and lane == COMM:
+        if typ == NodeType.COMM_COLL_NODE and lane is not None and lane >= COMM:
             self._collective(st, i, done)
         elif typ == NodeType.COMM_SEND_NODE:
             self._send(st, i, done)
