@@ -38,8 +38,9 @@ CONFIGS = [
 def _reference(tmp_path, cfg):
     """The plain writer's folder: {file name: bytes}, groups of hard-linked names, comm groups."""
     cfg = dict(cfg)
-    nodes, groups = generate_llm(cfg.pop("spec"), **cfg)
-    paths = write_workload(tmp_path / "ref" / "llm", nodes)
+    spec = cfg.pop("spec")
+    nodes, groups = generate_llm(spec, **cfg)
+    paths = write_workload(tmp_path / "ref" / "llm", nodes, metadata_attrs=plan_llm(spec, **cfg).metadata)
     return _contents(paths), groups
 
 

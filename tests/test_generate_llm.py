@@ -11,6 +11,7 @@ from netsim.chakra.schema import CommType, NodeType
 from netsim.workload.cli import simulate
 from netsim.workload.generate import MODEL_PRESETS, ModelSpec, generate_llm, load_model_spec, write_llm_workload
 from netsim.workload.generate.llm import stage_layers, one_f_one_b
+from netsim.workload.generate.plan import plan_llm
 
 from llm_closed_form import Shape, compute_per_rank, node_counts, one_f_one_b_iteration, roofline
 
@@ -148,17 +149,42 @@ def test_bad_arguments():
 
 
 def test_dp_gradient_buckets_overlap_backward():
+    """Megatron's buckets: filled in backward order (LM head first, input embedding last), each
+    reduced as soon as it holds bucket_params parameters, off the chain (nothing waits for it)."""
+    from netsim.workload.generate.plan import bucket_params
+
     per_rank, groups = generate_llm(SMALL, tp=1, pp=1, dp=2, microbatches=2, seq=64)
     nodes = per_rank[0]
-    dp = [n for n in nodes if n.name.startswith("dp.grad_allreduce.L")]
-    assert len(dp) == SMALL.layers  # one bucket per layer, in the last microbatch's backward
+    dp = [n for n in nodes if n.name.startswith("dp.grad_allreduce")]
+    cap, embed = bucket_params(2), SMALL.vocab * SMALL.hidden
+    layer = SMALL.attn_params + SMALL.mlp_params
+    sizes = [n.comm_size // 2 for n in dp]  # parameters (2-byte gradients)
+    assert sum(sizes) == 2 * embed + SMALL.layers * layer
+    assert all(s >= cap for s in sizes[:-1]) and sizes[0] == embed + layer  # LM head + one layer fill the first
     dp_ids = {n.id for n in dp}
     later = [n for n in nodes if n.id > min(dp_ids) and n.id not in dp_ids]
     assert later and not any(set(n.data_deps) & dp_ids for n in later)  # nothing waits for them
-    assert all(n.data_deps for n in dp)  # each starts when its layer's backward is done
+    assert all(n.data_deps for n in dp)  # each starts when its last layer's backward is done
 
 
 # ----------------------------------------------------------------------------- closed forms
+def _buckets(plan, stage: int) -> int:
+    """Gradient reductions of a 1F1B stage: stages after the first reduce everything at once; the
+    first fills max(40M, 1M * group)-parameter buckets in backward order (Megatron's defaults)."""
+    if stage > 0:
+        return 1
+    spec, pp, group = plan.cost.spec, plan.lay.pp, plan.lay.dp * plan.lay.cp
+    layers = list(plan.chunks[0])[::-1]
+    grads = [spec.vocab * spec.hidden] * (pp == 1) + [plan.cost.layer_params(x) for x in layers] + \
+        [spec.vocab * spec.hidden]
+    n, fill = 0, 0
+    for k, g in enumerate(grads):
+        fill += g
+        if fill >= max(40_000_000, 1_000_000 * group) or k == len(grads) - 1:
+            n, fill = n + 1, 0
+    return n
+
+
 @pytest.mark.parametrize("spec,tp,pp,dp,cp,ep", [
     (SMALL, 2, 2, 2, 1, 1), (SMALL, 1, 4, 1, 1, 1), (SMALL, 2, 1, 2, 2, 1), (SMALL, 1, 2, 1, 2, 1),
     (SMALL_MOE, 2, 2, 2, 1, 2), (SMALL_MOE, 1, 1, 4, 1, 4), (SMALL_MOE, 1, 2, 2, 1, 1),
@@ -172,8 +198,11 @@ def test_node_counts_per_rank_follow_the_parallelism(spec, tp, pp, dp, cp, ep):
         got = dict.fromkeys(kinds.values(), 0)
         for n in nodes:
             got[kinds[NodeType(n.type)]] += 1
-        expect = node_counts(spec.layers, tp=tp, pp=pp, dp=dp, cp=cp, microbatches=m, stage=r // (tp * cp * dp),
+        stage = r // (tp * cp * dp)
+        expect = node_counts(spec.layers, tp=tp, pp=pp, dp=dp, cp=cp, microbatches=m, stage=stage,
                              moe_ep=ep if spec.experts else None)
+        if dp * cp > 1:  # node_counts has one bucket per layer; the generator fills Megatron's buckets
+            expect["coll"] += _buckets(plan_llm(spec, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, microbatches=m, seq=128), stage) - (spec.layers // pp + (stage in (0, pp - 1)))
         assert got == expect, r
     # groups: one per TP, CP and DP x CP line of the layout and per EP block
     world = tp * cp * dp * pp

@@ -223,7 +223,8 @@ class RunRecorder:
         r = self.result
         return dataset.runs_row(self.config, wall_time_s=float(r.wall_time_s), makespan_ns=self.makespan * 1e9,
                                 n_ranks=self.n, n_ops=len(r.ops), notes="\n".join(r.notes),
-                                unknown_dep_refs=int(r.unknown_deps))
+                                unknown_dep_refs=int(r.unknown_deps),
+                                comm_streams=getattr(self.run, "comm_streams", "one"))  # comm-lane policy run
 
     def frames(self) -> dict:
         """All five tables as pandas DataFrames (``run_id`` added)."""

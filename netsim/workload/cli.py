@@ -64,6 +64,7 @@ def register_cli(sub) -> None:
     gen.add_argument("--schedule", default=None, help="as in `netsim workload llm --schedule`")
     gen.add_argument("--recompute", default=None, choices=["none", "selective", "full"],
                      help="as in `netsim workload llm --recompute`")
+    add_overlap_arguments(gen, None)
     gen.add_argument("--symmetry", default="auto", choices=["auto", "none"],
                      help="auto: simulate one data-parallel replica standing for all (exact when they "
                      "see the same fabric; with --workload, when the files prove it; docs/workloads.md); "
@@ -98,6 +99,7 @@ def register_cli(sub) -> None:
                      "attention in the backward, full re-runs every layer's forward (default none)")
     llm.add_argument("--vpp", type=int, default=None,
                      help="model chunks per stage for --schedule interleaved (default 2)")
+    add_overlap_arguments(llm, True)
     llm.add_argument("--out", required=True, help="output folder: llm.<rank>.et and comm_groups.json")
     llm.add_argument("--overwrite", action="store_true", help="replace an existing workload in --out")
     llm.add_argument("--ranks", default=None, metavar="SPEC",
@@ -165,6 +167,22 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def add_overlap_arguments(p, default) -> None:
+    """Megatron's overlap switches (docs/workloads.md, "Overlap"); ``default`` None leaves them to the
+    generator (``netsim run --llm``), True sets the generator's defaults (``netsim workload llm``)."""
+    p.add_argument("--no-overlap-grad-reduce", dest="overlap_grad_reduce", action="store_false",
+                   default=None if default is None else True,
+                   help="reduce the gradients after the whole backward (Megatron without --overlap-grad-reduce); "
+                   "default: Megatron's buckets, reduced during the last microbatch's backward")
+    p.add_argument("--tp-comm-overlap", action="store_true", default=None if default is None else False,
+                   help="pipeline every TP block's all-reduce with its compute in 4 pieces (Megatron "
+                   "--tp-comm-overlap, Transformer Engine userbuffers)")
+    p.add_argument("--comm-streams", default=None if default is None else "communicator",
+                   choices=["communicator", "one"],
+                   help="communicator (default): one comm stream per communicator and per send peer, as "
+                   "PyTorch runs them; one: ASTRA-sim's single comm lane (every collective exposed)")
+
+
 def _generator_kwargs(args: argparse.Namespace) -> dict:
     """The generator's keyword arguments given on the command line (``--llm``)."""
     import inspect
@@ -174,7 +192,7 @@ def _generator_kwargs(args: argparse.Namespace) -> dict:
     params = inspect.signature(generate_llm).parameters
     kw = {}
     for key in ("tp", "pp", "dp", "ep", "cp", "microbatches", "seq", "micro_batch", "vpp", "global_batch",
-                "schedule", "recompute"):
+                "schedule", "recompute", "overlap_grad_reduce", "tp_comm_overlap", "comm_streams"):
         value = getattr(args, key, None)
         if value is None:
             continue
@@ -204,7 +222,8 @@ def _cmd_llm(args: argparse.Namespace) -> int:
                           tp=args.tp, pp=args.pp, dp=args.dp, ep=args.ep, cp=args.cp,
                           microbatches=args.microbatches, global_batch=args.global_batch, seq=args.seq,
                           micro_batch=args.micro_batch, schedule=args.schedule, vpp=args.vpp,
-                          recompute=args.recompute)
+                          recompute=args.recompute, overlap_grad_reduce=args.overlap_grad_reduce,
+                          tp_comm_overlap=args.tp_comm_overlap, comm_streams=args.comm_streams)
     world = args.tp * args.cp * args.pp * args.dp
     which = f"{rep.ranks} of {world} ranks" if rep.ranks != world else f"{world} ranks"
     print(f"wrote {which}: {rep.prefix}.<rank>.et and {out / 'comm_groups.json'}  ({rep.nodes:,} nodes, "

@@ -80,7 +80,8 @@ def simulate_llm(topology, spec, *, model: str = "flow", symmetry: str = "auto",
                      "as shifted copies on the fabric; generated and simulated every rank")
     tables, groups, replicas = generate_tables(spec, symmetry=symmetry, **gen)
     name = spec if isinstance(spec, str) else getattr(spec, "name", str(spec))
-    label = {"workload": f"llm:{name}", "llm": dict(sorted(gen.items())), "symmetry": symmetry}
+    label = {"workload": f"llm:{name}", "llm": dict(sorted(gen.items())), "symmetry": symmetry,
+             "overlap": overlap_settings(gen)}
     schedules = None
     if moe is not None:
         from netsim.workload.moe_run import schedules_factory
@@ -90,6 +91,16 @@ def simulate_llm(topology, spec, *, model: str = "flow", symmetry: str = "auto",
                     seed=seed, placement=placement, engine=engine, routing=routing, out=out, overwrite=overwrite,
                     replicas=replicas, label=label, notes=notes, overrides=overrides, progress=progress,
                     schedules=schedules, compute_efficiency=compute_efficiency)
+
+
+def overlap_settings(gen: dict) -> dict:
+    """Every overlap setting of a generator call, defaults included (recorded in the ``runs`` table)."""
+    import inspect
+
+    from netsim.workload.generate.plan import plan_llm
+
+    params = inspect.signature(plan_llm).parameters
+    return {k: gen.get(k, params[k].default) for k in ("overlap_grad_reduce", "tp_comm_overlap", "comm_streams")}
 
 
 def _packed(placement, gen: dict) -> bool:

@@ -98,7 +98,8 @@ def _selected_ranks(ranks: Iterable[int] | None, world: int) -> list[int] | None
 def generate_llm(spec: ModelSpec | str, *, tp: int, pp: int, dp: int, ep: int = 1, cp: int = 1,
                  microbatches: int | None = None, global_batch: int | None = None, seq: int, micro_batch: int = 1,
                  dtype_bytes: int = 2, schedule: str = "1f1b", vpp: int | None = None,
-                 ranks: Iterable[int] | None = None, recompute: str = "none",
+                 ranks: Iterable[int] | None = None, recompute: str = "none", overlap_grad_reduce: bool = True,
+                 tp_comm_overlap: bool = False, comm_streams: str = "communicator",
                  ) -> tuple[list[list[EtNode]] | dict[int, list[EtNode]], dict[str, list[int]]]:
     """Build one training iteration for every rank (or for ``ranks``).
 
@@ -127,6 +128,11 @@ def generate_llm(spec: ModelSpec | str, *, tp: int, pp: int, dp: int, ep: int = 
     recompute
         Activation recomputation: ``"none"`` (default), ``"selective"`` or ``"full"``
         (Megatron-LM's granularities; see the module docstring).
+    overlap_grad_reduce, tp_comm_overlap, comm_streams
+        Megatron's overlap switches and the comm-lane policy the traces declare (docs/workloads.md,
+        "Overlap"): gradient buckets reduced during the backward (default) or after it; TP
+        all-reduces pipelined with their compute (off by default); ``"communicator"`` (default: one
+        comm stream per communicator and send peer, as PyTorch) or ``"one"`` (ASTRA-sim's lane).
 
     Returns
     -------
@@ -148,7 +154,8 @@ def generate_llm(spec: ModelSpec | str, *, tp: int, pp: int, dp: int, ep: int = 
     """
     plan = plan_llm(spec, tp=tp, pp=pp, dp=dp, ep=ep, cp=cp, microbatches=microbatches, global_batch=global_batch,
                     seq=seq, micro_batch=micro_batch, dtype_bytes=dtype_bytes, schedule=schedule, vpp=vpp,
-                    recompute=recompute)
+                    recompute=recompute, overlap_grad_reduce=overlap_grad_reduce, tp_comm_overlap=tp_comm_overlap,
+                    comm_streams=comm_streams)
     selected = _selected_ranks(ranks, plan.world)
     build = range(plan.world) if selected is None else selected
     nodes = {r: plan.nodes(r) for r in build}

@@ -9,7 +9,7 @@ returns an :class:`LLMPlan` (layout, costs, schedule, groups) that builds any ra
 >>> plan = plan_llm(ModelSpec("tiny", layers=2, hidden=256, ffn=1024, heads=4, vocab=1000),
 ...                 tp=2, pp=2, dp=2, microbatches=2, seq=128)
 >>> plan.world, plan.stage(5), len(plan.nodes(5))
-(8, 1, 26)
+(8, 1, 25)
 """
 
 from __future__ import annotations
@@ -24,12 +24,23 @@ from netsim.workload.generate.presets import load_model_spec
 from netsim.workload.generate.ranks import Costs, Layout, layout_groups, rank_nodes
 from netsim.workload.generate.schedules import stage_layers
 
-__all__ = ["LLMPlan", "MAX_WORLD", "RECOMPUTE", "SCHEDULES", "check_positive", "plan_llm"]
+__all__ = ["COMM_STREAMS", "LLMPlan", "MAX_WORLD", "RECOMPUTE", "SCHEDULES", "bucket_params", "check_positive",
+           "plan_llm"]
 
 #: Pipeline schedules of :func:`generate_llm`.
 SCHEDULES = ("1f1b", "interleaved")
 #: Activation recomputation of :func:`generate_llm` (Megatron-LM's ``--recompute-granularity``).
 RECOMPUTE = ("none", "selective", "full")
+#: Comm-lane policies a generated trace declares (netsim.workload.streams.COMM_STREAMS).
+COMM_STREAMS = ("communicator", "one")
+
+
+def bucket_params(dp: int) -> int:
+    """Megatron-LM's default gradient bucket, in parameters, for a reduction group of ``dp`` ranks:
+    ``max(40_000_000, 1_000_000 * dp)`` (``megatron/core/distributed/distributed_data_parallel.py``
+    lines 133-134, NVIDIA/Megatron-LM d98e8a6: larger groups get larger buckets so that ring chunks
+    stay bandwidth-bound)."""
+    return max(40_000_000, 1_000_000 * dp)
 
 
 def check_positive(**kw: int) -> None:
@@ -120,6 +131,12 @@ class LLMPlan:
         return rank_nodes(rank, self.lay, self.member[rank], self.cost, list(self.chunks), self.vpp,
                           self.microbatches)
 
+    @property
+    def metadata(self) -> dict[str, str]:
+        """GlobalMetadata attributes of every rank's trace: the comm-lane policy when it is not
+        ASTRA-sim's single lane (:mod:`netsim.workload.streams`)."""
+        return {} if self.cost.comm_streams == "one" else {"comm_streams": self.cost.comm_streams}
+
     def for_ranks(self, ranks: Iterable[int]) -> "LLMPlan":
         """A copy that knows only ``ranks``' groups (small to send to a worker process)."""
         return replace(self, groups=None, member={r: self.member[r] for r in ranks})
@@ -128,7 +145,8 @@ class LLMPlan:
 def plan_llm(spec: ModelSpec | str, *, tp: int, pp: int, dp: int, ep: int = 1, cp: int = 1,
              microbatches: int | None = None, global_batch: int | None = None, seq: int, micro_batch: int = 1,
              dtype_bytes: int = 2, schedule: str = "1f1b", vpp: int | None = None,
-             recompute: str = "none") -> LLMPlan:
+             recompute: str = "none", overlap_grad_reduce: bool = True, tp_comm_overlap: bool = False,
+             comm_streams: str = "communicator") -> LLMPlan:
     """Check a generator call (the arguments of :func:`generate_llm` but ``ranks``) and plan it.
 
     Raises
@@ -140,6 +158,12 @@ def plan_llm(spec: ModelSpec | str, *, tp: int, pp: int, dp: int, ep: int = 1, c
     if recompute not in RECOMPUTE:
         raise InputError(f"expected one of {', '.join(RECOMPUTE)}, got {recompute!r}", source="argument",
                          field="recompute")
+    if comm_streams not in COMM_STREAMS:
+        raise InputError(f"expected one of {', '.join(COMM_STREAMS)}, got {comm_streams!r}", source="argument",
+                         field="comm_streams")
+    for key, val in (("overlap_grad_reduce", overlap_grad_reduce), ("tp_comm_overlap", tp_comm_overlap)):
+        if not isinstance(val, bool):
+            raise InputError(f"expected true or false, got {val!r}", source="argument", field=key)
     check_positive(tp=tp, pp=pp, dp=dp, ep=ep, cp=cp, seq=seq, micro_batch=micro_batch, dtype_bytes=dtype_bytes)
     microbatches = _microbatches(microbatches, global_batch, dp, micro_batch, pp)
     vpp = _virtual_stages(schedule, vpp, pp, microbatches)
@@ -162,7 +186,7 @@ def plan_llm(spec: ModelSpec | str, *, tp: int, pp: int, dp: int, ep: int = 1, c
     lay = Layout(tp, cp, dp, pp)
     groups, member = layout_groups(lay, ep)
     cost = Costs(spec, tp, cp, micro_batch * seq // cp, seq, dtype_bytes, spec.experts // ep if spec.is_moe else 0,
-                 recompute)
+                 recompute, overlap_grad_reduce, tp_comm_overlap, comm_streams, bucket_params(dp * cp))
     return LLMPlan(lay, cost, tuple(stage_layers(spec.layers, pp * vpp)), vpp, microbatches, groups, member)
 
 

@@ -87,13 +87,20 @@ class Builder:
     def __init__(self) -> None:
         self.nodes: list[EtNode] = []
         self.tail = 0  # id of the chain's last node (side branches hang off it)
+        self.pending_join: list[int] = []  # side nodes the next node also waits for (join)
 
     def _add(self, side: bool = False, **kw: Any) -> None:
         nid = len(self.nodes) + 1
         deps = (self.tail,) if self.tail else ()
+        if not side and self.pending_join:
+            deps, self.pending_join = deps + tuple(self.pending_join), []
         self.nodes.append(EtNode(id=nid, data_deps=deps, **kw))
         if not side:
             self.tail = nid
+
+    def join(self, ids: list[int]) -> None:
+        """Make every node in ``ids`` (side branches included) a dependency of the next node."""
+        self.pending_join = [i for i in ids if i != self.tail]
 
     def comp(self, name: str, ops: int, weight_bytes: int) -> None:
         self._add(name=name, type=int(NodeType.COMP_NODE), num_ops=int(ops), tensor_size=max(int(weight_bytes), 1),
@@ -125,6 +132,10 @@ class Costs:
     dtype_bytes: int
     local_experts: int
     recompute: str = "none"  # activation recomputation: none, selective or full (generate_llm)
+    overlap_grad_reduce: bool = True  # Megatron --overlap-grad-reduce: buckets reduced during the backward
+    tp_comm_overlap: bool = False  # Megatron --tp-comm-overlap: TP collectives pipelined with their GEMMs
+    comm_streams: str = "communicator"  # comm-lane policy the traces declare (netsim.workload.streams)
+    bucket_params: int = 40_000_000  # gradient bucket in parameters (plan.bucket_params)
 
     def ops(self, params: int) -> int:  # forward operations of a block with ``params`` weights, split over TP
         return 2 * self.tokens * params // self.tp
@@ -160,6 +171,13 @@ class Costs:
         return s.attn_params + s.mlp_params
 
 
+#: Pieces a TP block's compute and all-reduce are cut into under ``tp_comm_overlap``: Transformer
+#: Engine's default ``num_splits`` for its "pipeline" userbuffers method (GEMM + reduce-scatter of
+#: proj_fprop / fc2_fprop), ``transformer_engine/pytorch/module/base.py`` line 387 (NVIDIA/
+#: TransformerEngine d0067d0: ``tp_size if method == "ring_exchange" else 4``).
+TP_SPLITS = 4
+
+
 def rank_nodes(r: int, lay: Layout, g: dict[str, str], cost: Costs, chunks: list[range], vpp: int,
                 microbatches: int) -> list[EtNode]:
     """The node chain of rank ``r`` (``g``: its group id per kind)."""
@@ -179,9 +197,27 @@ def rank_nodes(r: int, lay: Layout, g: dict[str, str], cost: Costs, chunks: list
         if "tp" in g:
             b.coll(name, CommType.ALL_REDUCE, act, g["tp"])
 
+    def block(name: str, ops: int, weight_bytes: int, ar_name: str) -> None:
+        """A block's compute, then its TP all-reduce; under ``tp_comm_overlap`` both cut into
+        TP_SPLITS pieces, piece k of the all-reduce right after piece k of the compute, off the
+        chain, so only the last piece's all-reduce is exposed (TE userbuffers' "pipeline")."""
+        if not (cost.tp_comm_overlap and "tp" in g):
+            b.comp(name, ops, weight_bytes)
+            tp_ar(ar_name)
+            return
+        pieces = []
+        for k in range(TP_SPLITS):
+            b.comp(f"{name}.split{k}", ops // TP_SPLITS + (k < ops % TP_SPLITS), max(weight_bytes // TP_SPLITS, 1))
+            b.coll(f"{ar_name}.split{k}", CommType.ALL_REDUCE, act // TP_SPLITS + (k < act % TP_SPLITS), g["tp"],
+                   side=True)
+            pieces.append(len(b.nodes))
+        b.join(pieces)
+
     def mlp(name: str, mult: int, layer: int) -> None:
         if not spec.moe_layer(layer):
-            b.comp(f"{name}.mlp", mult * cost.ops(spec.mlp_params), cost.weights(spec.mlp_params))
+            block(f"{name}.mlp", mult * cost.ops(spec.mlp_params), cost.weights(spec.mlp_params),
+                  f"{name}.mlp_allreduce")
+            return
         else:
             b.comp(f"{name}.router", mult * 2 * cost.tokens * spec.router_params, spec.router_params * cost.dtype_bytes)
             if spec.shared_experts:  # every token, where it is (DeepSeekMoE's shared experts)
@@ -200,16 +236,37 @@ def rank_nodes(r: int, lay: Layout, g: dict[str, str], cost: Costs, chunks: list
             b.coll(f"{name}.cp_allgather_kv", CommType.ALL_GATHER, cost.kv, g["cp"])
         # selective recomputation re-runs the core attention before its backward (Korthikanti et al.)
         redo = cost.score_ops if not forward and cost.recompute == "selective" else 0
-        b.comp(f"{name}.attn", (1 if forward else 2) * cost.attn_ops + redo, cost.weights(spec.attn_params))
+        ops, weights = (1 if forward else 2) * cost.attn_ops + redo, cost.weights(spec.attn_params)
         if not forward and "cp" in g:
+            b.comp(f"{name}.attn", ops, weights)
             b.coll(f"{name}.cp_reducescatter_kv", CommType.REDUCE_SCATTER, cost.kv * lay.cp, g["cp"])
-        tp_ar(f"{name}.attn_allreduce")
+            tp_ar(f"{name}.attn_allreduce")
+        else:
+            block(f"{name}.attn", ops, weights, f"{name}.attn_allreduce")
 
     if vpp == 1:
         order = [(phase, m, stage) for phase, m in one_f_one_b(stage, pp, microbatches)]
     else:
         order = interleaved_order(stage, pp, microbatches, vpp)
     last_mb = microbatches - 1
+    # Megatron's buckets: filled in backward order and reduced when full; one bucket per model chunk on
+    # stages after the first and on chunks after a rank's first (distributed_data_parallel.py 164-171,
+    # megatron/training dist_utils.py 358); all of a chunk's gradients in one reduction after the
+    # backward without overlap_grad_reduce (bucket_size None, distributed_data_parallel.py 136-137).
+    overlap = cost.overlap_grad_reduce and "dp" in g
+    pending = [0]  # parameters of the bucket being filled
+
+    def grads(params: int, ch: int, chunk_done: bool) -> None:
+        pending[0] += params
+        split = stage == 0 and ch // pp == 0
+        if overlap and pending[0] and (chunk_done or (split and pending[0] >= cost.bucket_params)):
+            b.coll(f"dp.grad_allreduce.c{ch}.b{len(buckets)}", CommType.ALL_REDUCE,
+                   pending[0] * cost.dtype_bytes // cost.tp, g["dp"], side=True)
+            buckets.append(pending[0])
+            pending[0] = 0
+
+    buckets: list[int] = []
+    chunk_params = [0] * nchunks
     for phase, m, ch in order:
         mb = f"mb{m}" if vpp == 1 else f"mb{m}.c{ch}"
         if phase == "F":
@@ -225,6 +282,9 @@ def rank_nodes(r: int, lay: Layout, g: dict[str, str], cost: Costs, chunks: list
         else:
             if ch == nchunks - 1:
                 b.comp(f"mb{m}.bwd.lm_head", 2 * cost.ops(embed), cost.weights(embed))
+                if m == last_mb:  # the output layer's gradients are the first ready
+                    grads(embed, ch, False)
+                    chunk_params[ch] += embed
             else:
                 b.recv(f"{mb}.recv_grad", peer(ch + 1), tag(m, ch, 1), act, r)
             for layer in reversed(chunks[ch]):
@@ -233,13 +293,16 @@ def rank_nodes(r: int, lay: Layout, g: dict[str, str], cost: Costs, chunks: list
                     mlp(f"mb{m}.bwd.L{layer}.recompute", 1, layer)
                 mlp(f"mb{m}.bwd.L{layer}", 2, layer)
                 attention(f"mb{m}.bwd.L{layer}", False)
-                if m == last_mb and "dp" in g:  # gradient bucket ready: reduce it during backward
-                    b.coll(f"dp.grad_allreduce.L{layer}", CommType.ALL_REDUCE,
-                           cost.weights(cost.layer_params(layer)), g["dp"], side=True)
+                if m == last_mb:  # this layer's gradients are ready
+                    grads(cost.layer_params(layer), ch, False)
+                    chunk_params[ch] += cost.layer_params(layer)
+            if m == last_mb:  # the input embedding's gradients come last; the chunk's backward is done
+                grads(embed if ch == 0 else 0, ch, True)
+                chunk_params[ch] += embed if ch == 0 else 0
             if ch > 0:
                 b.send(f"{mb}.send_grad", peer(ch - 1), tag(m, ch - 1, 1), act, r)
-    first, last = stage == 0, stage == pp - 1
-    if "dp" in g and (first or last):  # embedding / LM-head gradients, after the last backward
-        b.coll("dp.grad_allreduce.embed", CommType.ALL_REDUCE, cost.weights(embed * (int(first) + int(last))),
-               g["dp"])
+    if "dp" in g and not overlap:  # one synchronous reduction per chunk after the whole backward
+        for ch in sorted({c for _, _, c in order}, reverse=True):
+            b.coll(f"dp.grad_allreduce.c{ch}", CommType.ALL_REDUCE, chunk_params[ch] * cost.dtype_bytes // cost.tp,
+                   g["dp"])
     return b.nodes

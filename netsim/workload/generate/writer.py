@@ -193,7 +193,7 @@ def write_batch(task: tuple) -> tuple[list[tuple[int, str]], int, int]:
     tpl = RankTemplate.build(plan, ranks[0])
     if len(ranks) > 1:
         tpl.check(plan, ranks[-1])
-    head = metadata_record(VERSION, None)
+    head = metadata_record(VERSION, plan.metadata or None)
     # A rank's bytes are a function of the heads, the attribute codes and its blocks: hash those.
     base = hashlib.blake2b(b"".join(tpl.head_pieces().pieces), digest_size=16)
     base.update(tpl.cols.attr.tobytes())
