@@ -209,8 +209,10 @@ def sign_files(paths: list[str], fast: bool = True) -> tuple[list[bytes], dict[b
             data = load_bytes(f)
             digest = hashlib.blake2b(data, digest_size=16).digest()
             if digest not in found:
-                sig = fast_sig(data, str(f), memo) if fast else None
-                if sig is None:
+                quick = fast_sig(data, str(f), memo) if fast else None
+                if quick is not None:
+                    sig = TraceSig(*quick, fast=True)
+                else:
                     sig = trace_sig(read_table(ChunkReader(f, False, data=data), False))
                 found[digest] = (sig, str(f))
             digests.append(digest)

@@ -55,10 +55,9 @@ def _block(block: bytes, memo: dict) -> tuple | None:
     return tuple(kept), found.get("comm_src"), found.get("comm_dst"), found.get("pg_name")
 
 
-def fast_sig(data: bytes, source: str, memo: dict):
-    """The fast :class:`~netsim.chakra.canonical.TraceSig` of a file's (decompressed) bytes, or None."""
-    from netsim.chakra.canonical import TraceSig
-
+def fast_sig(data: bytes, source: str, memo: dict) -> tuple | None:
+    """(body, src, dst, group names in slot order, nodes) of a file's (decompressed) bytes, the
+    fields of a fast :class:`~netsim.chakra.canonical.TraceSig`, or None."""
     try:
         starts, ends, _ = frame_records(data, 0, 0, len(data), source)
     except Exception:  # noqa: BLE001 - the decoder reports it, with its own message
@@ -99,5 +98,4 @@ def fast_sig(data: bytes, source: str, memo: dict):
     hsh.update(np.concatenate([lens, code, pg, src != _MISSING, dst != _MISSING, sendrecv]).astype(np.int64)
                .tobytes())
     hsh.update(repr(list(canon)).encode())
-    return TraceSig(hsh.digest(), src[src != _MISSING], dst[dst != _MISSING], tuple(slots), int(s.size),
-                    (), fast=True)
+    return hsh.digest(), src[src != _MISSING], dst[dst != _MISSING], tuple(slots), int(s.size)
