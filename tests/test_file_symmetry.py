@@ -278,3 +278,19 @@ def test_tp_equal_to_dp_prefers_data_parallel_replicas(tmp_path):
     a, b = _both(prefix, tmp_path / "comm_groups.json", model="analytical")
     assert a.run.replicas.reps.tolist() == [0, 1]
     np.testing.assert_allclose(a.finish, b.finish, rtol=1e-9, atol=0)
+
+
+def test_real_traces_3d_torus_and_ring_of_sends():
+    # T3D: 8 ranks, three two-rank all-reduces (group "0" = [0, 1] is a subgroup); the custom ring
+    # all-reduce: every rank sends to the next, so the ranks form one replica and nothing is de-duplicated
+    base = _real("shuoshuc__astra-sim-artifacts", "examples", "T3D-analytical")
+    topo, groups = str(base / "inputs" / "network.yml"), str(base / "inputs" / "comm_group.json")
+    a = simulate(topo, str(base / "trace" / "trace"), groups, "analytical")
+    b = simulate(topo, str(base / "trace" / "trace"), groups, "analytical", symmetry="none")
+    assert a.run.replicas is not None and a.run.replicas.count >= 2
+    np.testing.assert_allclose(a.finish, b.finish, rtol=1e-9, atol=0)
+    ring = _real("astra-sim__astra-sim", "examples", "system", "custom_collectives",
+                 "custom_ring_allreduce_8npus_1MB")
+    c = simulate(str(_real("astra-sim__astra-sim", "examples", "network", "analytical", "Ring_8npus.yml")),
+                 str(ring / "custom_allreduce"), None, "analytical")
+    assert c.run.replicas is None and any("do not split" in n for n in c.notes), c.notes

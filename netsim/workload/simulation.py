@@ -118,7 +118,7 @@ def simulate(topology, workload, comm_groups=None, model: str = "flow", ctrl_dep
     plan = plan_faults(spec, topo, world, model, gpus=gpus)
     if scan is not None:
         replicas, note = _file_replicas(scan, groups, gpus, bool(stragglers) or faults is not None)
-        notes = [*notes, note]
+        notes = [*notes, note] if note else notes
         tables = scan.tables(None if replicas is None else replicas.reps)
         del scan
         for table in {id(t): t for t in tables.values()}.values():
@@ -174,8 +174,8 @@ def _file_replicas(scan, groups, gpus, faulty: bool):
     from netsim.topology.placement import is_packed
     from netsim.workload.file_symmetry import find_replicas
 
-    if scan.world < 2:
-        return None, "file symmetry: a single rank, nothing to de-duplicate"
+    if scan.world < 2:  # nothing to de-duplicate, nothing to say
+        return None, None
     if not is_packed(np.asarray(gpus)):
         return None, ("file symmetry off: the placement is not packed, so replicas would not be shifted copies "
                       "on the fabric; simulated every rank")
