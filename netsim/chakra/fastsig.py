@@ -75,19 +75,19 @@ def fast_sig(data: bytes, source: str, memo: dict) -> tuple | None:
         return None
     attr_a = h["attr_a"]
     blocks = [data[a:b] for a, b in zip(attr_a.tolist(), e.tolist())]
-    distinct = dict.fromkeys(blocks)
+    distinct: dict[bytes, int] = {}
+    which = np.array([distinct.setdefault(b, len(distinct)) for b in blocks], np.int64)
     canon: dict[tuple, int] = {}
-    for block in distinct:
+    slots: dict[str, int] = {}
+    table = np.empty((len(distinct), 4), np.int64)  # per distinct block: canonical id, src, dst, pg slot
+    for k, block in enumerate(distinct):
         parsed = _block(block, memo)
         if parsed is None:
             return None
-        distinct[block] = (canon.setdefault(parsed[0], len(canon)), *parsed[1:])
-    per = [distinct[b] for b in blocks]
-    code = np.array([p[0] for p in per], np.int64)
-    src = np.array([_MISSING if p[1] is None else p[1] for p in per], np.int64)
-    dst = np.array([_MISSING if p[2] is None else p[2] for p in per], np.int64)
-    slots: dict[str, int] = {}
-    pg = np.array([-1 if p[3] is None else slots.setdefault(p[3], len(slots)) for p in per], np.int64)
+        kept, bsrc, bdst, bpg = parsed
+        table[k] = (canon.setdefault(kept, len(canon)), _MISSING if bsrc is None else bsrc,
+                    _MISSING if bdst is None else bdst, -1 if bpg is None else slots.setdefault(bpg, len(slots)))
+    code, src, dst, pg = table[which].T if which.size else np.zeros((4, 0), np.int64)
     # the decoder drops comm_type on SEND/RECV: a comm_type there must not make bodies differ
     sendrecv = np.isin(types, list(SEND_RECV_TYPES))
     hsh = hashlib.blake2b(digest_size=16, person=b"netsim-fast")
