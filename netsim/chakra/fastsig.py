@@ -23,7 +23,7 @@ import numpy as np
 from google.protobuf.message import DecodeError
 
 from netsim.chakra.model import SEND_RECV_TYPES
-from netsim.chakra.scan import byte_ranges, frame_records, scan_heads, split_attrs
+from netsim.chakra.scan import frame_records, scan_heads, split_attrs
 from netsim.chakra.schema import AttrTypeError, NodeType, chakra_classes, normalize_attr
 
 _RENAMED = ("comm_src", "comm_dst", "pg_name")
@@ -93,8 +93,7 @@ def fast_sig(data: bytes, source: str, memo: dict) -> tuple | None:
     hsh = hashlib.blake2b(digest_size=16, person=b"netsim-fast")
     hsh.update(data[starts[0]:ends[0]])
     lens = attr_a - s
-    src_idx, _ = byte_ranges(s, lens)
-    hsh.update(buf[src_idx].tobytes())
+    hsh.update(b"".join([data[a:b] for a, b in zip(s.tolist(), attr_a.tolist())]))
     hsh.update(np.concatenate([lens, code, pg, src != _MISSING, dst != _MISSING, sendrecv]).astype(np.int64)
                .tobytes())
     hsh.update(repr(list(canon)).encode())
