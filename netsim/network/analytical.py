@@ -39,8 +39,11 @@ from netsim.astra import arith
 from netsim.network.base import DoneCallback, Network
 from netsim.network.maxmin import drain_alone
 
-#: Most max-min solves spent on one step's sharing (:func:`step_alone_rates`).
+#: Exact max-min solves spent on one step's sharing (:func:`step_alone_rates`) ...
 STEP_SOLVES = 8
+#: ... then at most this many solves, each once the flows left have shrunk by the same factor
+#: (:func:`~netsim.network.maxmin.drain_alone`'s ``shrink_rounds``).
+SHRINK_SOLVES = 16
 
 
 class AnalyticalNetwork(Network):
@@ -144,7 +147,8 @@ def step_alone_rates(indptr: np.ndarray, links: np.ndarray, nbytes: np.ndarray, 
                      cap: np.ndarray | None = None, parts: int = 1) -> np.ndarray:
     """Average rate (B/s) of each transfer of one step run alone: ``bytes / drain time`` in the
     fluid max-min model of the step's transfers starting together
-    (:func:`~netsim.network.maxmin.drain_alone`, at most :data:`STEP_SOLVES` solves; flows
+    (:func:`~netsim.network.maxmin.drain_alone`: :data:`STEP_SOLVES` exact solves, then up to
+    :data:`SHRINK_SOLVES` solves each once the flows left have shrunk by the same factor; flows
     left after that keep their last rates).  ``parts`` > 1: the transfers are that many
     equal consecutive blocks that do not share links (each gets its own copy of the links).
     Transfers with no bytes or no links get ``inf``.
@@ -157,5 +161,5 @@ def step_alone_rates(indptr: np.ndarray, links: np.ndarray, nbytes: np.ndarray, 
     if parts > 1 and links.size:  # blocks never share: give each its own copy of the links
         block = np.repeat(np.arange(nbytes.size) // (nbytes.size // parts), np.diff(indptr))
         links, capacity = links + block * capacity.size, np.tile(capacity, parts)
-    drain = drain_alone(indptr, links, nbytes, capacity, cap, STEP_SOLVES)[0]
+    drain = drain_alone(indptr, links, nbytes, capacity, cap, STEP_SOLVES, SHRINK_SOLVES)[0]
     return np.where(drain > 0, nbytes / np.where(drain > 0, drain, 1.0), np.inf)
