@@ -57,13 +57,13 @@ class RankTemplate:
     heads: Heads | None = field(default=None, repr=False)
     parts: list[tuple[bytes, bytes, bytes]] | None = field(default=None, repr=False)  # see _split_block
     shared: dict[str, Any] | None = field(default=None, repr=False)  # see shared_columns
-    meta: dict[str, Any] = field(default_factory=dict)  # GlobalMetadata attributes (LLMPlan.metadata)
+    metadata_attrs: dict[str, Any] = field(default_factory=dict)  # GlobalMetadata attributes (LLMPlan.metadata)
 
     @classmethod
     def build(cls, plan, rep: int) -> "RankTemplate":
         """Template from rank ``rep`` of ``plan`` (a :class:`~netsim.workload.generate.llm.LLMPlan`)."""
         tpl = cls.from_nodes(rep, plan.member[rep], plan.nodes(rep))
-        tpl.meta = dict(plan.metadata)
+        tpl.metadata_attrs = dict(plan.metadata)
         return tpl
 
     @classmethod
@@ -170,7 +170,7 @@ class RankTemplate:
         shared = self.shared_columns()
         code = shared["attr_code"] if np.array_equal(remap, np.arange(remap.size)) else remap[self.cols.attr]
         return NodeTable(
-            source=source, metadata=EtMetadata(VERSION, dict(self.meta)), id=shared["id"], name=list(shared["name"]),
+            source=source, metadata=EtMetadata(VERSION, dict(self.metadata_attrs)), id=shared["id"], name=list(shared["name"]),
             type=shared["type"], duration_micros=shared["duration"], attr_code=code, attr_columns=attr_columns,
             pg_names=list(pg_index), involved_dims=list(dim_index), data_ptr=shared["data_ptr"],
             data_deps=shared["data_deps"], ctrl_ptr=shared["ctrl_ptr"], ctrl_deps=shared["ctrl_deps"])
