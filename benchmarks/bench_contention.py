@@ -12,9 +12,15 @@ E4  the analytical model as a bound (each step timed alone, links shared as in t
     its time against the busiest link's bytes / rate and against the flow model, beside the old
     contention-free alpha-beta timing, on random placements (4:1 tree); then its cost at scale
     (all-to-all on h100-superpod-1024, and the design study's 4k all-to-all at 7:1).
+E5  (only with ``--e2e``: long) the issue's end-to-end iterations on the flow model, beside the
+    analytical model: Llama-3-405B TP8 PP16 interleaved (vpp 2, seq 8192) on llama3-24k at DP4
+    (16 microbatches) and DP64 (32 microbatches, the target: <= 180 CPU-s), and a DeepSeek-V3-like
+    iteration (PP16, DP128, EP64, 16 microbatches) on h100-fat-tree-16k (target <= 300 CPU-s); how
+    many runs the workload runner needed (off-queue collectives that met other traffic repeat the
+    run with their family event-driven).
 
 Each case runs in a fresh process; CPU seconds are the process's user+system time.
-Run: python benchmarks/bench_contention.py [--quick]
+Run: python benchmarks/bench_contention.py [--quick] [--e2e]
 """
 
 from __future__ import annotations
@@ -152,7 +158,37 @@ def _e4(op, algo, size, placement, where, gpus):
     return out
 
 
+def e5_case(label, topo, model, gen):
+    return partial(_e5, label, topo, model, gen)
+
+
+def _e5(label, topo, model, gen):
+    from netsim.workload.llmrun import simulate_llm
+    t0 = time.process_time()
+    res = simulate_llm(str(ROOT / "topologies" / topo), model=model, **gen)
+    return {"case": f"E5 {label}", "model": model, "runs": 1 + sum("repeated with" in n for n in res.notes),
+            "event_colls": res.run.colls.stats["event"], "fixed_colls": res.run.colls.stats["fixed"],
+            "iteration_ms": float(res.finish.max()) * 1e3, "cpu_s": time.process_time() - t0}
+
+
+def e2e() -> None:
+    llama = dict(spec="llama3-405b", tp=8, pp=16, schedule="interleaved", vpp=2, seq=8192)
+    cases = [("Llama-3-405B TP8 PP16 DP4 mb16", "llama3-24k.yaml", dict(llama, dp=4, microbatches=16)),
+             ("Llama-3-405B TP8 PP16 DP64 mb32", "llama3-24k.yaml", dict(llama, dp=64, microbatches=32)),
+             ("DeepSeek-V3 PP16 DP128 EP64 mb16", "h100-fat-tree-16k.yaml",
+              dict(spec="deepseek-v3", tp=1, pp=16, dp=128, ep=64, microbatches=16))]
+    rows = [run_case(e5_case(label, topo, model, dict(gen))) for label, topo, gen in cases
+            for model in ("analytical", "flow")]
+    print_table(rows, [("case", "case", "s"), ("model", "model", "s"), ("runs", "runs", "d"),
+                       ("fixed_colls", "off-queue colls", ","), ("event_colls", "event-driven colls", ","),
+                       ("iteration_ms", "iteration ms", ".1f"), ("cpu_s", "CPU s", ".1f"),
+                       ("wall_s", "wall s", ".1f"), ("peak_rss_MB", "peak RSS MB", ".0f")])
+
+
 def main() -> None:
+    if "--e2e" in sys.argv:
+        e2e()
+        return
     quick = "--quick" in sys.argv
     seeds = [0, 1] if quick else [0, 1, 2, 3, 4]
     rows = []
