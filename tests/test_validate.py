@@ -22,6 +22,8 @@ def test_records_are_sourced_and_runnable():
     assert len(recs) >= 30
     assert len(BY_ID) == len(recs), "ids are unique"
     assert KINDS <= {r["kind"] for r in recs}
+    assert validate.ANCHORS <= set(BY_ID), "anchor ids name records"
+    assert sum(not r["anchor"] for r in recs) >= 30, "at least 30 held-out points"
     for r in recs:
         assert r["published"] > 0 and r["unit"] and r["desc"], r["id"]
         # a source names a URL or a paper with its table
