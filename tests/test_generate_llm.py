@@ -153,7 +153,7 @@ def test_dp_gradient_buckets_overlap_backward():
     reduced as soon as it holds bucket_params parameters, off the chain (nothing waits for it)."""
     from netsim.workload.generate.plan import bucket_params
 
-    per_rank, groups = generate_llm(SMALL, tp=1, pp=1, dp=2, microbatches=2, seq=64)
+    per_rank, groups = generate_llm(SMALL, tp=1, pp=1, dp=2, microbatches=2, seq=64, overlap_grad_reduce=True)
     nodes = per_rank[0]
     dp = [n for n in nodes if n.name.startswith("dp.grad_allreduce")]
     cap, embed = bucket_params(2), SMALL.vocab * SMALL.hidden
@@ -191,7 +191,8 @@ def _buckets(plan, stage: int) -> int:
 ])
 def test_node_counts_per_rank_follow_the_parallelism(spec, tp, pp, dp, cp, ep):
     m = 3
-    per_rank, groups = generate_llm(spec, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, microbatches=m, seq=128)
+    per_rank, groups = generate_llm(spec, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, microbatches=m, seq=128,
+                                    overlap_grad_reduce=True)
     kinds = {NodeType.COMP_NODE: "comp", NodeType.COMM_COLL_NODE: "coll", NodeType.COMM_SEND_NODE: "send",
              NodeType.COMM_RECV_NODE: "recv"}
     for r, nodes in enumerate(per_rank):
@@ -202,7 +203,8 @@ def test_node_counts_per_rank_follow_the_parallelism(spec, tp, pp, dp, cp, ep):
         expect = node_counts(spec.layers, tp=tp, pp=pp, dp=dp, cp=cp, microbatches=m, stage=stage,
                              moe_ep=ep if spec.experts else None)
         if dp * cp > 1:  # node_counts has one bucket per layer; the generator fills Megatron's buckets
-            expect["coll"] += _buckets(plan_llm(spec, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, microbatches=m, seq=128), stage) - (spec.layers // pp + (stage in (0, pp - 1)))
+            expect["coll"] += _buckets(plan_llm(spec, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, microbatches=m, seq=128,
+                                                 overlap_grad_reduce=True), stage) - (spec.layers // pp + (stage in (0, pp - 1)))
         assert got == expect, r
     # groups: one per TP, CP and DP x CP line of the layout and per EP block
     world = tp * cp * dp * pp

@@ -34,7 +34,7 @@ def _overlaps(a, b):
 def runs():
     out = {}
     for label, kw in {"communicator": {}, "one": {"comm_streams": "one"}}.items():
-        out[label] = simulate_llm(DGX, TINY, symmetry="none", **JOB, **kw)
+        out[label] = simulate_llm(DGX, TINY, symmetry="none", overlap_grad_reduce=True, **JOB, **kw)
     return out
 
 
@@ -97,8 +97,8 @@ def test_tp_comm_overlap_runs_compute_pieces_under_the_allreduce_pieces():
 
 
 def test_no_overlap_grad_reduce_is_one_reduction_on_the_chain_after_the_backward():
-    on, _ = generate_llm(TINY, tp=1, pp=1, dp=2, microbatches=2, seq=512, ranks=[0])
-    off, _ = generate_llm(TINY, tp=1, pp=1, dp=2, microbatches=2, seq=512, ranks=[0], overlap_grad_reduce=False)
+    on, _ = generate_llm(TINY, tp=1, pp=1, dp=2, microbatches=2, seq=512, ranks=[0], overlap_grad_reduce=True)
+    off, _ = generate_llm(TINY, tp=1, pp=1, dp=2, microbatches=2, seq=512, ranks=[0])  # Megatron's default
     on, off = on[0], off[0]
     red = [n for n in off if n.name.startswith("dp.grad_allreduce")]
     assert len(red) == 1 and red[0] is off[-1] and red[0].data_deps == (off[-2].id,)

@@ -170,10 +170,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
 def add_overlap_arguments(p, default) -> None:
     """Megatron's overlap switches (docs/workloads.md, "Overlap"); ``default`` None leaves them to the
     generator (``netsim run --llm``), True sets the generator's defaults (``netsim workload llm``)."""
-    p.add_argument("--no-overlap-grad-reduce", dest="overlap_grad_reduce", action="store_false",
-                   default=None if default is None else True,
-                   help="reduce the gradients after the whole backward (Megatron without --overlap-grad-reduce); "
-                   "default: Megatron's buckets, reduced during the last microbatch's backward")
+    p.add_argument("--overlap-grad-reduce", action="store_true", default=None if default is None else False,
+                   help="reduce gradients in Megatron's buckets during the last microbatch's backward, on their "
+                   "own stream (Megatron --overlap-grad-reduce; default, as in Megatron: one reduction per model "
+                   "chunk after the whole backward). Exact on the flow model, but buckets that share links with "
+                   "other traffic are simulated event by event: much slower at scale")
     p.add_argument("--tp-comm-overlap", action="store_true", default=None if default is None else False,
                    help="pipeline every TP block's all-reduce with its compute in 4 pieces (Megatron "
                    "--tp-comm-overlap, Transformer Engine userbuffers)")

@@ -98,7 +98,7 @@ def _selected_ranks(ranks: Iterable[int] | None, world: int) -> list[int] | None
 def generate_llm(spec: ModelSpec | str, *, tp: int, pp: int, dp: int, ep: int = 1, cp: int = 1,
                  microbatches: int | None = None, global_batch: int | None = None, seq: int, micro_batch: int = 1,
                  dtype_bytes: int = 2, schedule: str = "1f1b", vpp: int | None = None,
-                 ranks: Iterable[int] | None = None, recompute: str = "none", overlap_grad_reduce: bool = True,
+                 ranks: Iterable[int] | None = None, recompute: str = "none", overlap_grad_reduce: bool = False,
                  tp_comm_overlap: bool = False, comm_streams: str = "communicator",
                  ) -> tuple[list[list[EtNode]] | dict[int, list[EtNode]], dict[str, list[int]]]:
     """Build one training iteration for every rank (or for ``ranks``).

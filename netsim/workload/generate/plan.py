@@ -145,7 +145,7 @@ class LLMPlan:
 def plan_llm(spec: ModelSpec | str, *, tp: int, pp: int, dp: int, ep: int = 1, cp: int = 1,
              microbatches: int | None = None, global_batch: int | None = None, seq: int, micro_batch: int = 1,
              dtype_bytes: int = 2, schedule: str = "1f1b", vpp: int | None = None,
-             recompute: str = "none", overlap_grad_reduce: bool = True, tp_comm_overlap: bool = False,
+             recompute: str = "none", overlap_grad_reduce: bool = False, tp_comm_overlap: bool = False,
              comm_streams: str = "communicator") -> LLMPlan:
     """Check a generator call (the arguments of :func:`generate_llm` but ``ranks``) and plan it.
 

@@ -132,7 +132,9 @@ class Costs:
     dtype_bytes: int
     local_experts: int
     recompute: str = "none"  # activation recomputation: none, selective or full (generate_llm)
-    overlap_grad_reduce: bool = True  # Megatron --overlap-grad-reduce: buckets reduced during the backward
+    # Megatron --overlap-grad-reduce: buckets reduced during the backward; off by default as in Megatron
+    # (megatron/core/distributed/distributed_data_parallel_config.py: overlap_grad_reduce = False)
+    overlap_grad_reduce: bool = False
     tp_comm_overlap: bool = False  # Megatron --tp-comm-overlap: TP collectives pipelined with their GEMMs
     comm_streams: str = "communicator"  # comm-lane policy the traces declare (netsim.workload.streams)
     bucket_params: int = 40_000_000  # gradient bucket in parameters (plan.bucket_params)
