@@ -132,8 +132,8 @@ class WorkloadRun:
     the representatives; the other ranks are their translations (ignored when faults
     make ranks differ, or when ``placement`` is not the identity: replicas are then not
     shifted copies of each other on the fabric).  ``placement``: topology GPU of every
-    job rank (default: rank r on GPU r).  ``event_only``: collective instances
-    ``(members, seq)`` always simulated event by event; ``fast=False``: all of them (the
+    job rank (default: rank r on GPU r).  ``event_only``: collective families
+    (:func:`~netsim.workload.collectives.family`) always simulated event by event; ``fast=False``: all of them (the
     event-driven reference, ``engine="event"``).  ``schedule_fn(comm_type, comm_size,
     gpus)`` gets the topology GPUs of a collective's members; one with a ``named`` method is
     called ``named(comm_type, comm_size, gpus, node_name)`` instead (the first member's node name;
