@@ -6,6 +6,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from netsim.chakra import EtNode, NodeType, read_et, write_et, write_workload
 from netsim.chakra.canonical import scan_workload
@@ -294,3 +296,31 @@ def test_real_traces_3d_torus_and_ring_of_sends():
     c = simulate(str(_real("astra-sim__astra-sim", "examples", "network", "analytical", "Ring_8npus.yml")),
                  str(ring / "custom_allreduce"), None, "analytical")
     assert c.run.replicas is None and any("do not split" in n for n in c.notes), c.notes
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 10_000))
+def test_components_match_a_breadth_first_search(seed):
+    from collections import deque
+
+    from netsim.workload.file_symmetry import _components
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 40))
+    e = int(rng.integers(0, 50))
+    a, b = rng.integers(0, n, e), rng.integers(0, n, e)
+    local = [rng.permutation(n)[:int(rng.integers(1, n + 1))] for _ in range(int(rng.integers(0, 3)))]
+    adj = [set() for _ in range(n)]
+    for x, y in list(zip(a.tolist(), b.tolist())) + [(int(m[i]), int(m[i + 1])) for m in local for i in range(m.size - 1)]:
+        adj[x].add(y)
+        adj[y].add(x)
+    ref, k = [-1] * n, 0
+    for start in range(n):  # components numbered by their lowest rank
+        if ref[start] < 0:
+            ref[start], queue = k, deque([start])
+            while queue:
+                for y in adj[queue.popleft()]:
+                    if ref[y] < 0:
+                        ref[y] = k
+                        queue.append(y)
+            k += 1
+    assert _components(n, (a, b), local).tolist() == ref

@@ -78,16 +78,33 @@ def _p2p_edges(scan) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _components(world: int, edges: tuple, local: list[np.ndarray]) -> np.ndarray:
-    from scipy.sparse import coo_matrix
-    from scipy.sparse.csgraph import connected_components
+    """Connected component of every rank (undirected edges ``edges`` plus each member list of
+    ``local`` chained), numbered 0, 1, ... in the order of each component's lowest rank.
 
+    >>> _components(5, (np.array([3]), np.array([1])), [np.array([4, 2])]).tolist()
+    [0, 1, 2, 1, 2]
+    """
     a, b = [edges[0]], [edges[1]]
     for m in local:
         a.append(m[:-1])
         b.append(m[1:])
-    a, b = np.concatenate(a), np.concatenate(b)
-    graph = coo_matrix((np.ones(a.size, np.int8), (a, b)), shape=(world, world))
-    return connected_components(graph, directed=False)[1]
+    a, b = np.concatenate(a).astype(np.int64), np.concatenate(b).astype(np.int64)
+    label = np.arange(world, dtype=np.int64)
+    while True:  # hook each edge's ends onto the smaller label, then jump pointers to the roots
+        low = np.minimum(label[a], label[b])
+        new = label.copy()
+        np.minimum.at(new, label[a], low)
+        np.minimum.at(new, label[b], low)
+        while True:
+            jumped = new[new]
+            if np.array_equal(jumped, new):
+                break
+            new = jumped
+        new = new[label]
+        if np.array_equal(new, label):
+            break
+        label = new
+    return np.unique(label, return_inverse=True)[1].reshape(-1)
 
 
 def _splits(fam: dict) -> list[tuple]:
