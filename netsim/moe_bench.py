@@ -187,10 +187,14 @@ def load_expert_map(path: str, n_tokens: int, topk: int, experts: int) -> np.nda
 
 
 def moe_local_size(topo: Topology, ranks: np.ndarray, algo: str) -> tuple[int, str]:
-    """(GPUs per node for the schedules, algorithm that runs)."""
+    """(GPUs per node for the schedules, algorithm that runs).  A job inside one scale-up domain
+    smaller than the domain (8 GPUs of an NVL72) is one node of its own size."""
     from netsim.collectives.plan import node_aligned
 
     g = max(1, topo.gpus_per_node)
+    nodes = np.asarray(ranks, dtype=np.int64) // g
+    if 0 < nodes.size < g and (nodes == nodes[0]).all():
+        g = int(nodes.size)
     aligned = node_aligned(ranks, g)
     if algo == "auto":
         return (g, "node_limited") if aligned else (g, "direct")
@@ -202,8 +206,10 @@ def moe_local_size(topo: Topology, ranks: np.ndarray, algo: str) -> tuple[int, s
 
 def build_layout(topo: Topology, cfg: MoEConfig) -> moe.MoELayout:
     """Route ``cfg``'s batch and place its experts (token size: the op's)."""
+    from netsim.topology.placement import place
+
     n = cfg.gpus
-    g = max(1, topo.gpus_per_node)
+    g = moe_local_size(topo, place(cfg.placement, n, topo.n_gpus), "direct")[0]
     if isinstance(cfg.placement_experts, str) and cfg.placement_experts in ("contiguous", "round_robin"):
         spec = cfg.placement_experts
     else:

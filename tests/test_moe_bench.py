@@ -212,3 +212,22 @@ def test_direct_all_reduce_in_bench():
     assert s.phases[0].step.reduce and not s.phases[-1].step.reduce
     rows = bench(DGX, "all_reduce", [1 << 28], algo="direct", model="analytical")
     assert rows[0].algorithm.startswith("direct/") and rows[0].busbw_GBps > 300  # a crossbar: ring's volume
+
+
+@pytest.mark.parametrize("op", ["moe_dispatch", "moe_combine"])
+def test_a_job_inside_a_larger_nvlink_domain_is_one_node_of_its_size(op):
+    # 8 GPUs of an NVL72 rack ran into "local_size 72 must divide 8"; they are one 8-GPU node:
+    # the same time as a rack built with 8 GPUs (the switch is non-blocking either way)
+    import yaml
+
+    from netsim.topology.spec import build_topology, parse_spec
+    rack = load_topology(TOPOLOGIES / "gb200-nvl72.yaml")
+    doc = yaml.safe_load((TOPOLOGIES / "gb200-nvl72.yaml").read_text())
+    doc["node"]["gpus"] = 8
+    small = build_topology(parse_spec(doc, "gb200-8"), "gb200-8")
+    cfg = MoEConfig(op, gpus=8, tokens=512)
+    a = run_moe(rack, moe_bench.validated(cfg, rack)).summary
+    b = run_moe(small, moe_bench.validated(cfg, small)).summary
+    assert a["time_us"] == pytest.approx(b["time_us"], rel=1e-12) and a["time_us"] > 0
+    assert main(["bench", "--topology", str(TOPOLOGIES / "gb200-nvl72.yaml"), "--op", op, "--gpus", "8",
+                 "-q"]) == 0
