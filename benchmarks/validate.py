@@ -210,11 +210,6 @@ def command(rec: dict) -> str:
     if s["run"] == "bench":
         return (f"netsim bench --topology topologies/{s['topology']} --op {s['op']} -b {s['bytes']} -e {s['bytes']} "
                 f"--gpus {s['gpus']} --algo {s['algo']} --model {s['model']}{sets}")
-    if s["run"] == "moe" and s["sets"]:
-        # `netsim bench --op moe_*` does not take --set yet: the Python call it would make
-        return (f"run_moe(load_topology_set('topologies/{s['topology']}', {s['sets']!r}), MoEConfig({s['op']!r}, "
-                f"tokens={s['tokens']}, algo={s['algo']!r}, mode={s['mode']!r}, experts={s['experts']}, "
-                f"max_nodes={s['max_nodes']}, gpus={s['gpus']}, model={s['model']!r}))")
     if s["run"] == "moe":
         mode = " --mode low_latency" if s["mode"] == "low_latency" else ""
         return (f"netsim bench --topology topologies/{s['topology']} --gpus {s['gpus']} --op {s['op']} "

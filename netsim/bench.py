@@ -279,8 +279,6 @@ def _cmd_bench_or_moe(args: argparse.Namespace) -> int:
     from netsim import moe_bench
     if str(args.op).strip().lower() in moe_bench.OPS:
         args.op = str(args.op).strip().lower()
-        if args.sets:
-            raise InputError(f"not available with --op {args.op} yet (use a topology file)", source="--set")
         return moe_bench.cmd(args)
     return _cmd_bench(args)
 

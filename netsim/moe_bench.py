@@ -353,18 +353,24 @@ def format_table(results: list[MoEResult], topo_name: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def run_config(r: MoEResult, topology: str) -> dict:
-    """The run's config as the dataset records it (``run_id`` hashes it)."""
-    return {"command": "bench", "topology": str(topology), **asdict(r.config)}
+def _config(cfg: MoEConfig, topology: str, sets: dict | None = None) -> dict:
+    return {"command": "bench", "topology": str(topology), **asdict(cfg), **({"set": sets} if sets else {})}
 
 
-def write_dataset(out_dir, r: MoEResult, topology: str, wall_time_s: float, *, overwrite: bool = False) -> str:
+def run_config(r: MoEResult, topology: str, sets: dict | None = None) -> dict:
+    """The run's config as the dataset records it (``run_id`` hashes it); ``sets``: the ``--set``
+    items applied to the topology (part of the run's identity, as for the other bench ops)."""
+    return _config(r.config, topology, sets)
+
+
+def write_dataset(out_dir, r: MoEResult, topology: str, wall_time_s: float, *, overwrite: bool = False,
+                  sets: dict | None = None) -> str:
     """``--out DIR``: collectives (one row), links, ranks, experts and runs tables."""
     import pandas as pd
 
     from netsim.results import dataset
 
-    cfg = run_config(r, topology)
+    cfg = run_config(r, topology, sets)
     run_id = dataset.run_id_for(cfg)
     s = r.summary
     coll = pd.DataFrame([{"seq": 0, "op": s["op"], "algorithm": s["algorithm"], "group": "world",
@@ -431,18 +437,18 @@ def cmd(args: argparse.Namespace) -> int:
     """``netsim bench --op moe_dispatch|moe_combine``."""
     import time
 
+    from netsim.cli_options import load_topology_set, parse_sets
     from netsim.results import dataset
-    from netsim.topology.spec import load_topology
 
     if args.skew_matrix:
         raise InputError("--skew-matrix applies to alltoall; MoE ops take --skew or --expert-map",
                          source="--skew-matrix")
     to_dataset = bool(args.out) and not str(args.out).endswith(".parquet")
-    topo = load_topology(args.topology)
+    sets = parse_sets(args.sets)
+    topo = load_topology_set(args.topology, args.sets)
     cfg = validated(config_from_args(args), topo)
     if to_dataset:
-        dataset.check_writable(args.out, dataset.run_id_for(
-            {"command": "bench", "topology": str(args.topology), **asdict(cfg)}), args.overwrite)
+        dataset.check_writable(args.out, dataset.run_id_for(_config(cfg, args.topology, sets)), args.overwrite)
     elif args.out and Path(args.out).exists() and not args.overwrite:
         raise InputError("exists; pass --overwrite to replace it", source=str(args.out))
     t0 = time.perf_counter()
@@ -450,10 +456,10 @@ def cmd(args: argparse.Namespace) -> int:
     wall = time.perf_counter() - t0
     print(format_table([res], topo.name), end="")
     if args.json_path:
-        _write_json(args.json_path, {"config": run_config(res, args.topology), "results": [res.summary]},
+        _write_json(args.json_path, {"config": run_config(res, args.topology, sets), "results": [res.summary]},
                     args.overwrite)
     if to_dataset:
-        write_dataset(args.out, res, args.topology, wall, overwrite=args.overwrite)
+        write_dataset(args.out, res, args.topology, wall, overwrite=args.overwrite, sets=sets)
     elif args.out:
         import pandas as pd
 

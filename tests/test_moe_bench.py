@@ -231,3 +231,22 @@ def test_a_job_inside_a_larger_nvlink_domain_is_one_node_of_its_size(op):
     assert a["time_us"] == pytest.approx(b["time_us"], rel=1e-12) and a["time_us"] > 0
     assert main(["bench", "--topology", str(TOPOLOGIES / "gb200-nvl72.yaml"), "--op", op, "--gpus", "8",
                  "-q"]) == 0
+
+
+def test_set_applies_to_moe_ops_and_is_recorded(tmp_path):
+    # --set edits the topology for MoE ops too (it was refused): same time as the edited topology
+    # built through the sweep path, a different time from the plain file, and the JSON records it
+    import json
+
+    from netsim.sweep.topo import load_with_overrides
+    path = str(TOPOLOGIES / "dgx-h100.yaml")
+    edited = load_with_overrides(path, {"node.link_bw": "40GB/s"})
+    cfg = MoEConfig("moe_dispatch", gpus=8, tokens=256)
+    want = run_moe(edited, moe_bench.validated(cfg, edited)).summary["time_us"]
+    plain = run_moe(load_topology(path), moe_bench.validated(cfg, load_topology(path))).summary["time_us"]
+    out = tmp_path / "r.json"
+    assert main(["bench", "--topology", path, "--op", "moe_dispatch", "--gpus", "8", "--tokens", "256",
+                 "--set", "node.link_bw=40GB/s", "-J", str(out), "-q"]) == 0
+    doc = json.loads(out.read_text())
+    assert doc["config"]["set"] == {"node.link_bw": "40GB/s"}
+    assert doc["results"][0]["time_us"] == pytest.approx(want, rel=1e-12) and want < 0.9 * plain
