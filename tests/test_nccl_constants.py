@@ -169,3 +169,17 @@ def test_ll_channels_share_ll_max_bw_whatever_runs():
     c = [x for x in nccl.candidates("all_reduce", 32 << 10, info) if x.label == "ring/LL"][0]
     assert c.channels == 1 and c.channel_cap_GBps == 141.0  # 32 KiB < 2 x 512 x 8 x 8: enqueue.cc keeps 1
     assert nccl.channel_cap(c, info, 24) == pytest.approx(141.0 / 24)  # --channels 24: they share it
+
+
+def test_scale_out_bandwidth_is_the_narrowest_link_of_the_path():
+    # NCCL times a path at its narrowest link (paths.cc): a 400G NIC behind a PCIe Gen4 x16 link
+    # (31.5 GB/s) is a 31.5 GB/s path; behind Gen5 x16 (63 GB/s) the NIC's 50 GB/s decides
+    from conftest import TOPOLOGIES
+    from netsim.sweep.topo import load_with_overrides
+    path = str(TOPOLOGIES / "h100-superpod-1su.yaml")
+    ranks = np.arange(16)
+    gen5 = nccl.CommInfo.from_topology(load_topology(path), ranks)
+    gen4 = nccl.CommInfo.from_topology(load_with_overrides(path, {"scale_out.pcie_bw": "gen4x16"}), ranks)
+    eff = load_topology(path).facts.link_efficiency.get("ib", 1.0)
+    assert gen5.bw_inter == pytest.approx(50.0 * eff)
+    assert gen4.bw_inter == pytest.approx(31.5077 * eff, rel=1e-4)

@@ -140,6 +140,9 @@ class CommInfo:
         up = float(topo.facts.scaleup_Bps_per_gpu or _gpu_egress(topo, int(ranks[0])))
         bw_intra = up * eff.get("nvlink", 1.0) / 1e9
         nic_line = float(topo.facts.scaleout_Bps_per_gpu) / 1e9
+        pcie = float(topo.facts.pcie_Bps_per_gpu) / 1e9
+        if 0 < pcie < nic_line:  # a path's bandwidth is its narrowest link (NCCL src/graph/paths.cc)
+            nic_line = pcie
         nic = nic_line * eff.get("ib", 1.0)
         model = str(topo.facts.gpu_model)
         arch = _ARCH.get(model, "hopper")
