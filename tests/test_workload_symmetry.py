@@ -104,27 +104,36 @@ def _coll(i, size, pg):
                   pg_name=pg, is_cpu_op=False)
 
 
-def test_reservation_conflict_reruns_event_driven(tmp_path, superpod):
-    # rank 0 all-reduces with rank 8 (next node) while, on a second stream, it sends to rank 8
-    # over the same links: the collective cannot run alone, so the runner repeats the run with
-    # it event-driven, and the result equals the all-event-driven run
-    size = 64 << 20
+def _send_beside_allreduce(size):
+    """16 ranks: rank 0 all-reduces with rank 8 (group "1", next node) and then, on a second
+    stream, sends to rank 8 over the same links; the others compute for 1 us."""
     send = EtNode(2, "send", int(NodeType.COMM_SEND_NODE), comm_src=0, comm_dst=8, comm_tag=7, comm_size=size,
                   is_cpu_op=False)
     recv = EtNode(2, "recv", int(NodeType.COMM_RECV_NODE), comm_src=0, comm_dst=8, comm_tag=7, comm_size=size,
                   is_cpu_op=False)
-    idle = [EtNode(1, "c", int(NodeType.COMP_NODE), duration_micros=1)]
-    per_rank = [idle] * 16
+    per_rank = [[EtNode(1, "c", int(NodeType.COMP_NODE), duration_micros=1)]] * 16
     per_rank[0], per_rank[8] = [_coll(1, size, "1"), send], [_coll(1, size, "1"), recv]
+    return per_rank
+
+
+def _run_both(tmp_path, superpod, per_rank, groups):
+    """The default run and the all-event-driven reference of ``per_rank`` with ``groups``."""
     write_workload(tmp_path / "w", per_rank)
     tables = read_workload(str(tmp_path / "w"))
-    groups = CommGroups({"1": [0, 8]}, 16)
+    groups = CommGroups(groups, 16)
     fast = WorkloadRun(superpod, tables, groups, "flow", streams=2)
     a = fast.run()
-    assert any("repeated with them event-driven" in n for n in a.notes)
-    assert fast.colls.stats["event"] == 1
     b = WorkloadRun(superpod, tables, groups, "flow", streams=2, fast=False).run()
     np.testing.assert_allclose(a.finish, b.finish, rtol=1e-12)
+    return fast, a
+
+
+def test_reservation_conflict_reruns_event_driven(tmp_path, superpod):
+    # the all-reduce cannot run alone, so the runner repeats the run with it event-driven, and
+    # the result equals the all-event-driven run
+    fast, a = _run_both(tmp_path, superpod, _send_beside_allreduce(64 << 20), {"1": [0, 8]})
+    assert any("repeated with them event-driven" in n for n in a.notes)
+    assert fast.colls.stats["event"] == 1
 
 
 def test_conflict_repeats_the_whole_family_event_driven(tmp_path, superpod):
@@ -132,24 +141,12 @@ def test_conflict_repeats_the_whole_family_event_driven(tmp_path, superpod):
     # its links, yet the repeat runs both event-driven (a symmetric job's siblings would conflict
     # too), while {2, 3} (stride 1) stays off the event queue; the result equals the reference
     size = 64 << 20
-    send = EtNode(2, "send", int(NodeType.COMM_SEND_NODE), comm_src=0, comm_dst=8, comm_tag=7, comm_size=size,
-                  is_cpu_op=False)
-    recv = EtNode(2, "recv", int(NodeType.COMM_RECV_NODE), comm_src=0, comm_dst=8, comm_tag=7, comm_size=size,
-                  is_cpu_op=False)
-    idle = [EtNode(1, "c", int(NodeType.COMP_NODE), duration_micros=1)]
-    per_rank = [idle] * 16
-    per_rank[0], per_rank[8] = [_coll(1, size, "1"), send], [_coll(1, size, "1"), recv]
+    per_rank = _send_beside_allreduce(size)
     per_rank[1] = per_rank[9] = [_coll(1, size, "2")]
     per_rank[2] = per_rank[3] = [_coll(1, size, "3")]
-    write_workload(tmp_path / "w", per_rank)
-    tables = read_workload(str(tmp_path / "w"))
-    groups = CommGroups({"1": [0, 8], "2": [1, 9], "3": [2, 3]}, 16)
-    fast = WorkloadRun(superpod, tables, groups, "flow", streams=2)
-    a = fast.run()
+    fast, a = _run_both(tmp_path, superpod, per_rank, {"1": [0, 8], "2": [1, 9], "3": [2, 3]})
     assert sum("repeated with them event-driven" in n for n in a.notes) == 1  # one repeat
     assert fast.colls.stats == {"fixed": 1, "event": 2}
-    b = WorkloadRun(superpod, tables, groups, "flow", streams=2, fast=False).run()
-    np.testing.assert_allclose(a.finish, b.finish, rtol=1e-12)
 
 
 def test_link_guard():
