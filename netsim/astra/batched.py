@@ -63,6 +63,7 @@ import numpy as np
 
 from netsim.astra import arith
 from netsim.astra.batched_ring import Interleaved, RingBatch
+from netsim.astra.batched_timed import NotBatched, Replay, Timed, contested
 from netsim.astra.custom import dag
 from netsim.chakra.model import MISSING
 from netsim.chakra.schema import CommType, NodeType
@@ -73,8 +74,6 @@ _OPS = {int(CommType.ALL_REDUCE): "all_reduce", int(CommType.ALL_GATHER): "all_g
 _COMP, _COLL = int(NodeType.COMP_NODE), int(NodeType.COMM_COLL_NODE)
 
 
-class NotBatched(Exception):
-    """The batched engine found, while running, that it cannot reproduce the event engine here."""
 
 
 class Chain:
@@ -274,10 +273,10 @@ class ChainRun:
 class _Waves:
     """Instances become ready when all their members reach them; one wave runs all ready ones."""
 
-    def __init__(self, ctx, plan: Plan):
+    def __init__(self, ctx, plan: Plan, batch=None):
         self.ctx, self.plan = ctx, plan
         self.runs = [ChainRun(r, plan.chains[r], ctx) for r in range(ctx.npus)]
-        self.batch = RingBatch(ctx)
+        self.batch = batch if batch is not None else RingBatch(ctx)
         self.waiting: dict[tuple, list[int]] = {}
         self.ready: list[tuple] = []
         self.events: list[tuple] = []  # (time, rank, order, log line or note)
@@ -338,8 +337,15 @@ class _Waves:
 def run_batched(ctx, plan: Plan) -> list[ChainRun]:
     """Every rank's chain through :class:`RingBatch`; ranks report in (finish, rank) order.
 
-    Raises :class:`NotBatched` (or :class:`Interleaved`) where the event engine must run instead."""
-    waves = _Waves(ctx, plan)
+    Raises :class:`NotBatched` (or :class:`Interleaved`) where the event engine must run instead.
+    A congestion-aware Switch run whose down-links merge rings runs time-ordered first
+    (:mod:`netsim.astra.batched_timed`), then replays its collective times through the waves."""
+    batch = None
+    if contested(ctx, plan):
+        timed = Timed(ctx, plan)
+        timed.run()
+        batch = Replay(ctx, timed)
+    waves = _Waves(ctx, plan, batch)
     waves.run()
     ctx.fabric.messages = waves.batch.messages
     ctx.clock.events = waves.batch.steps

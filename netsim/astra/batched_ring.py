@@ -34,6 +34,22 @@ class Interleaved(Exception):
     """A congestion-aware down-link would carry messages of two rings interleaved in time."""
 
 
+def ring_shape(ctx, op: str, size: int, p: int) -> tuple[int, int, int, int]:
+    """``(streams, messages per stream, message bytes, reduction ns)`` of a ring collective on ``p`` ranks."""
+    cfg = ctx.system
+    splits = cfg.preferred_dataset_splits
+    chunk = arith.chunk_bytes(size, splits, ctx.npus, op)  # inflation to the NPU count, not p
+    if chunk > size // splits:
+        size = splits * chunk
+    count = -(-size // chunk)
+    msg = chunk if op == "all_gather" else chunk // p
+    if msg < 1 or chunk < 1:
+        raise ValueError("batched_plan admitted a collective with empty messages")
+    k_total = 2 * (p - 1) if op == "all_reduce" else p - 1
+    red = 0 if op == "all_gather" else arith.reduction_ns(msg, cfg.local_mem_bw_GBps)
+    return count, k_total, msg, red
+
+
 class RingBatch:
     """Ring streams of all ranks of a run; congestion-aware link state across batches."""
 
@@ -81,16 +97,7 @@ class RingBatch:
         ``p``: ring size; ``ranks``: global rank per slot; ``pred``: slot of the ring predecessor; ``start``: issue
         time per slot; ``bundle``: ns per packet bundle (endpoint delay, 10 on a sub-group ring)."""
         cfg = self.ctx.system
-        splits = cfg.preferred_dataset_splits
-        chunk = arith.chunk_bytes(size, splits, self.ctx.npus, op)  # inflation to the NPU count, not p
-        if chunk > size // splits:
-            size = splits * chunk
-        count = -(-size // chunk)
-        msg = chunk if op == "all_gather" else chunk // p
-        if msg < 1 or chunk < 1:
-            raise ValueError("batched_plan admitted a collective with empty messages")
-        k_total = 2 * (p - 1) if op == "all_reduce" else p - 1
-        red = 0 if op == "all_gather" else arith.reduction_ns(msg, cfg.local_mem_bw_GBps)
+        count, k_total, msg, red = ring_shape(self.ctx, op, size, p)
         threshold = math.ceil(cfg.active_chunks_per_dimension / self.ctx.queues_per_dim)
         src = ranks[pred]
         net = self._link_state(ranks, pred, msg) if self.congestion else self._delays(src, ranks, msg)
