@@ -137,7 +137,12 @@ def test_analytical_close_to_flow_and_algorithms_differ(superpod):
     assert out["node_limited", "flow"] < out["direct", "flow"]  # one IB copy per node instead of per rank
     ll = run_moe(superpod, MoEConfig("moe_dispatch", gpus=32, tokens=256, algo="direct", mode="low_latency",
                                      model="analytical"), lay).summary
-    assert ll["time_us"] > out["direct", "analytical"]  # one copy per expert, not per rank
+    direct = run_moe(superpod, MoEConfig("moe_dispatch", gpus=32, tokens=256, algo="direct", model="analytical"),
+                     lay).summary
+    assert ll["rdma_bytes"] > direct["rdma_bytes"]  # one copy per expert, not per rank
+    # NCCL's direct all-to-all shares 16 p2p channels among 31 sends (p2p.channel_caps), which
+    # slows its tail: the two times are close; low latency still waits longer on its busiest link
+    assert ll["bound_time_us"] > direct["bound_time_us"]
 
 
 def test_cli_table_and_dataset(tmp_path, capsys):

@@ -1,6 +1,8 @@
 """NCCL's p2p engine (netsim.collectives.p2p): channels per peer, parts, protocol, peers in flight
 and the per-channel network cap, each against NCCL 2.30.7's rules written out by hand here."""
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -88,3 +90,49 @@ def test_low_latency_moe_puts_every_copy_at_once():
     assert len([ph for ph in s.phases if ph.step.n_transfers]) == 1  # DeepEP: no rounds
     d = moe.dispatch_schedule(lay, "direct", local_size=8, window=16)
     assert len([ph for ph in d.phases if ph.step.n_transfers]) == 8  # NCCL-style windows when asked
+
+
+A100 = "topologies/dgx-a100.yaml"
+
+
+def test_ampere_nvlink_sends_are_capped_by_their_channels():
+    """One 8xA100 node, sendrecv: NCCL connects SM80 NVLink peers in P2P read mode (paths.cc:416-417),
+    where a channel's receive warps pull the data; a send of 128 MiB takes 8 channels, 256 MiB 16
+    (enqueue.cc:914-926), 14 GB/s each (p2p.P2P_PER_CHANNEL_GBPS), below the 240 GB/s of 12 NVLinks;
+    the time is NCCL's Simple launch 8.4 us + NVLink hop 3.4 us (tuning.cc:149-162) + S / channels x 14.
+    1 GiB takes 32 channels (448 GB/s), so the links bind again."""
+    t = load_topology(A100)
+    assert p2p.P2PSetup.from_info(nccl.CommInfo.from_topology(t, np.arange(8))).read
+    for size, channels in ((128 << 20, 8), (256 << 20, 16)):
+        row, _ = run_one(t, BenchConfig("sendrecv", gpus=8), size)
+        assert row.time_us == pytest.approx(8.4 + 3.4 + size / (channels * 14e3), rel=1e-9)
+    row, _ = run_one(t, BenchConfig("sendrecv", gpus=8), 1 << 30)
+    assert 238 < row.busbw_GBps < 240
+
+
+def test_hopper_nvlink_sends_are_link_bound():
+    """P2P write (Hopper): no channel cap on NVLink sends.  sendrecv 128 MiB on 8xH100 streams at the
+    NVLinks' 370.8 GB/s; alltoall 4 GiB stays at the 370 GB/s calibration anchor."""
+    h = load_topology(H100)
+    assert not p2p.P2PSetup.from_info(nccl.CommInfo.from_topology(h, np.arange(8))).read
+    row, _ = run_one(h, BenchConfig("sendrecv", gpus=8), 128 << 20)
+    assert row.busbw_GBps > 350
+    row, _ = run_one(h, BenchConfig("alltoall", gpus=8), 4 << 30)
+    assert 365 < row.busbw_GBps < 372
+
+
+def test_a_ranks_sends_share_its_channels():
+    """Sends in one step share the rank's p2pnChannels blocks: 4 network sends of 8 parts each on 8
+    channels get 2 channels' worth (28 GB/s) each; a lone one keeps its parts (2 x 14 GB/s); an
+    NVLink send is not capped in write mode, and is (2 parts x 14 GB/s) in read mode."""
+    from netsim.collectives.schedule import Phase, Schedule, Step
+    s = p2p.P2PSetup(16, 2, channels=8, per_peer=8, min_parts=2, chunk=512 << 10)
+    src = np.array([0, 0, 0, 0, 1, 2])
+    dst = np.array([8, 9, 10, 11, 12, 3])
+    nbytes = np.array([1 << 30] * 4 + [512 << 10] * 2, dtype=np.float64)  # 512 KiB: 2 parts of 256 KiB
+    sched = Schedule("alltoall", "direct", 16, 0.0, (Phase(Step(src, dst, nbytes, wire=1.0)),))
+    capped = p2p.channel_caps(sched, np.arange(16), 8, s).phases[0].step
+    assert (np.asarray(capped.rate_cap) / 1e9).tolist() == [28.0] * 5 + [float("inf")]
+    assert (s.parts(1 << 30), s.parts(512 << 10)) == (8, 2)
+    read = p2p.channel_caps(sched, np.arange(16), 8, replace(s, read=True)).phases[0].step
+    assert (np.asarray(read.rate_cap) / 1e9).tolist() == [28.0] * 6

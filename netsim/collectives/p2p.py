@@ -25,10 +25,22 @@ Every number below is NCCL's; "paths.cc:N" is ``src/graph/paths.cc`` line N of t
   grouped 8 to a work batch (``NCCL_MAX_DEV_WORK_P2P_PER_BATCH``); a channel runs its batches one
   after another, so ``p2pnChannels / parts * 8`` peers are in flight at once.  netsim runs that
   many peers per step (:meth:`P2PSetup.window`).
-* **Per-channel network rate**: one channel moves at most ``NCCL_P2P_PER_CHANNEL_NET_BW`` = 14 GB/s
-  to a network peer (paths.cc:918, the figure NCCL sizes its network channels by, paths.cc:950), so
-  a network send is capped at ``parts * 14`` GB/s.  NCCL states no per-channel figure for NVLink
-  sends; the links bound them.
+* **Per-channel rate**: a p2p channel is one thread block.  The p2p kernel launches
+  ``NCCL_MAX_NTHREADS`` = 640 threads per channel (enqueue.cc:1135, device.h:93); the block's warps
+  are split among the up to 8 operations of its work batch and, within one, between the send
+  (10 of 20 warps) and the receive (9) (sendrecv.h:106-109).  NCCL states one figure for what a
+  p2p channel carries, ``NCCL_P2P_PER_CHANNEL_NET_BW`` = 14 GB/s (paths.cc:918), and sizes network
+  peers' channels by it (paths.cc:950): a network send moves at most 14 GB/s per channel.
+* **P2P read (Ampere)**: between SM80 GPUs over NVLink NCCL uses P2P *read* (paths.cc:416-417,
+  p2p.cc:433/508): the receiver's warps pull the data with remote loads (prims_simple.h:144-146,
+  the sender's side is "empty", :138-140), so a channel moves what its loads in flight carry per
+  NVLink round trip, however many links there are.  Hopper and Blackwell use P2P *write*: posted
+  stores, which the links bound (8xH100 alltoall reaches 370 GB/s, 18 x 20.6, on 32 channels).
+  NCCL states no rate for a read channel; netsim gives it the one per-channel p2p rate NCCL
+  states, 14 GB/s (borrowed: paths.cc:918 names network peers).  On one 8xA100 node a 128 MiB
+  send takes 8 channels, 112 GB/s, below the 240 GB/s the NVLinks carry.
+* **Sharing**: a rank's sends in one step share its ``p2pnChannels`` blocks, so a capped send gets
+  at most ``min(parts, p2pnChannels / sends) x 14`` GB/s (:func:`channel_caps`).
 
 What is left out: PXN (a send to another rail's NIC relayed over NVLink to the GPU on that rail,
 ``NCCL_PXN_DISABLE``): on the rail-optimised, non-blocking fabrics shipped it moves the same
@@ -56,6 +68,11 @@ from netsim.collectives.schedule import Phase, Schedule
 
 #: ``NCCL_P2P_PER_CHANNEL_NET_BW`` default, GB/s per channel to a network peer (paths.cc:918).
 P2P_PER_CHANNEL_NET_GBPS = 14.0
+#: GB/s one p2p channel (one thread block) moves where a channel bounds it (network peers, and
+#: NVLink peers in P2P read mode): NCCL's one stated per-channel p2p rate, the one above.
+P2P_PER_CHANNEL_GBPS = P2P_PER_CHANNEL_NET_GBPS
+#: GPU architectures whose NVLink peers NCCL connects in P2P read mode (paths.cc:416-417: SM80).
+P2P_READ_ARCHS = ("ampere",)
 #: ``NCCL_P2P_NET_CHUNKSIZE`` / ``NCCL_P2P_NVL_CHUNKSIZE`` defaults (init.cc:818, 820).
 NET_CHUNK = 1 << 17
 NVL_CHUNK = 1 << 19
@@ -89,10 +106,11 @@ class P2PSetup:
     per_peer: int
     min_parts: int
     chunk: int
+    read: bool = False  # NVLink peers in P2P read mode (paths.cc:416-417)
 
     @classmethod
     def for_comm(cls, *, nranks: int, nnodes: int, ring_channels: int, nvl_links: int, nvl_link_GBps: float,
-                 nic_GBps: float, nics: int = 1) -> "P2PSetup":
+                 nic_GBps: float, nics: int = 1, read: bool = False) -> "P2PSetup":
         """From the communicator's shape: ranks, nodes, NCCL's ring channel count, the GPU's
         NVLinks and NCCL's per-link rate, the NIC rate (GB/s) and NICs per GPU."""
         nvl = 2 * max(1, int(nvl_links)) if nvl_links > 0 else 2  # paths.cc:936 (PCIe peers: 2, :939)
@@ -111,7 +129,7 @@ class P2PSetup:
             min_parts //= 2
         chunk = NET_CHUNK if nnodes > 1 else NVL_CHUNK  # init.cc:830-839
         chunk = min(chunk, SIMPLE_BUFF // NCCL_STEPS)  # init.cc:842-843
-        return cls(int(nranks), int(nnodes), int(channels), int(per_peer), int(min_parts), int(chunk))
+        return cls(int(nranks), int(nnodes), int(channels), int(per_peer), int(min_parts), int(chunk), bool(read))
 
     def parts(self, nbytes: float) -> int:
         """Channels one send of ``nbytes`` is split over (enqueue.cc:914-926)."""
@@ -148,12 +166,16 @@ class P2PSetup:
         link = NVLINK_GBPS.get(info.arch, NVLINK_GBPS["hopper"])
         return cls.for_comm(nranks=info.nranks, nnodes=info.nnodes, ring_channels=info.channels,
                             nvl_links=int(round(info.bw_intra / link)), nvl_link_GBps=link,
-                            nic_GBps=info.bw_inter)
+                            nic_GBps=info.bw_inter, read=info.arch in P2P_READ_ARCHS and info.bw_intra > 0)
 
 
-def network_caps(sched: Schedule, ranks: np.ndarray, local_size: int, setup: P2PSetup) -> Schedule:
-    """``sched`` with every send to a network peer capped at its channels' 14 GB/s each (wire
-    bytes: the step's framing included); sends within a node keep their cap."""
+def channel_caps(sched: Schedule, ranks: np.ndarray, local_size: int, setup: P2PSetup) -> Schedule:
+    """``sched`` with the sends a channel bounds capped by their channels (wire bytes: the step's
+    framing included): sends to network peers, and NVLink sends in P2P read mode.  A send of B
+    bytes runs on ``parts(B)`` channels of :data:`P2P_PER_CHANNEL_GBPS` each, and a rank's sends in
+    one step share its ``p2pnChannels`` blocks (a channel runs up to 8 operations at once and splits
+    its warps among them, sendrecv.h:106-109), so a send gets ``min(parts, p2pnChannels / sends of
+    its rank in the step)`` channels' worth.  Other sends keep their cap."""
     ranks = np.asarray(ranks, dtype=np.int64)
     g = max(1, int(local_size))
     phases = []
@@ -162,12 +184,17 @@ def network_caps(sched: Schedule, ranks: np.ndarray, local_size: int, setup: P2P
         if st.n_transfers == 0:
             phases.append(ph)
             continue
-        net = ranks[st.src] // g != ranks[st.dst] // g
-        if not net.any():
+        bound = ranks[st.src] // g != ranks[st.dst] // g
+        if setup.read:
+            bound[:] = True
+        if not bound.any():
             phases.append(ph)
             continue
-        parts = np.array([setup.parts(b) for b in st.nbytes[net]], dtype=np.float64)
+        sizes, inv = np.unique(st.nbytes, return_inverse=True)
+        parts = np.array([setup.parts(b) for b in sizes], dtype=np.float64)[inv.reshape(-1)]
+        sends = np.bincount(st.src, minlength=int(st.src.max()) + 1)[st.src].astype(np.float64)
+        share = np.minimum(parts, setup.channels / sends) * P2P_PER_CHANNEL_GBPS * 1e9 * st.wire
         cap = np.broadcast_to(np.asarray(st.rate_cap, dtype=np.float64), st.nbytes.shape).copy()
-        cap[net] = np.minimum(cap[net], parts * P2P_PER_CHANNEL_NET_GBPS * 1e9 * st.wire)
+        cap[bound] = np.minimum(cap[bound], share[bound])
         phases.append(Phase(replace(st, rate_cap=cap), ph.repeat))
     return replace(sched, phases=tuple(phases))

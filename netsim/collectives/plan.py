@@ -231,8 +231,10 @@ def _p2p_plan(topo, ranks, op, nbytes, algo, info, g, matrix, protocol, shaped) 
 def shape_p2p(sched: Schedule, topo: Topology, ranks: np.ndarray, info: nccl.CommInfo, name: str,
               peer_bytes: float, protocol: str | None = None) -> tuple[Schedule, str]:
     """``sched`` (sends between ``ranks``) as NCCL's p2p engine runs it: the protocol of a send of
-    ``peer_bytes`` (or ``protocol``), NCCL's launch and hop latency per step, network sends capped
-    by their channels (:mod:`netsim.collectives.p2p`).  Returns (schedule, protocol)."""
+    ``peer_bytes`` (or ``protocol``), NCCL's launch and hop latency per step, network sends (and
+    Ampere's P2P-read NVLink sends) capped by the channels they run on
+    (:func:`netsim.collectives.p2p.channel_caps`).
+    Returns (schedule, protocol)."""
     setup = p2p.P2PSetup.from_info(info)
     proto = protocol or setup.protocol(peer_bytes)
     p = nccl.PROTOCOLS.index(proto)
@@ -245,8 +247,8 @@ def shape_p2p(sched: Schedule, topo: Topology, ranks: np.ndarray, info: nccl.Com
     # each pays the hop latency (depth 1); node_limited's steps are one pipeline sharing it
     depth = max(sched.n_steps, 1) if name == "node_limited" else 1
     sched = shape(sched, topo, ranks, choice, depth, parts, 1, f"{name}/{proto}")
-    if name != "node_limited" and inter:
-        sched = p2p.network_caps(sched, ranks, info.local_size, setup)
+    if name != "node_limited":  # DeepEP's kernels are not NCCL's channels
+        sched = p2p.channel_caps(sched, ranks, info.local_size, setup)
     return sched, proto
 
 
