@@ -39,17 +39,19 @@ congestion-aware model the per-link FIFO recurrence (:mod:`netsim.astra.batched_
 A link's FIFO order is its messages' time order; the waves keep it when each link has
 one sender whose messages go in chain order: the Switch up-link of ``u``, the
 Ring (one hop) / FullyConnected link ``u -> v``, with one active chunk (``T = 1``).
-A Switch down-link to ``v`` has several senders when ``v``'s rings differ; a wave
-assumes the messages of earlier waves entered it first, and the kernel checks that on
-the computed times (a new sender's first message strictly after the link's last one).
-The computed trajectory then obeys every link's FIFO rule, and the event timeline
-is the only one that does, so it is that timeline; when the check fails the run falls
-back to the event engine (:class:`~netsim.astra.batched_ring.Interleaved`).  A wave
-with no ready instance while ranks still wait (a deadlock) or members that disagree
-on an instance's collective also fall back, so the event engine reports them.
+A Switch down-link to ``v`` has several senders when ``v``'s rings differ (a comm-group
+ring, then the world ring): their messages can interleave in time, so such runs
+(:func:`~netsim.astra.batched_timed.contested`) are computed time-ordered by
+:mod:`netsim.astra.batched_timed` (every rank's sends and exits as one event sequence,
+contested down-links served in arrival order, all ranks at once), and the waves then
+replay its collective times.  Same-instant arrivals from up-links started at the same
+instant (their order is the event queue's) raise :class:`~netsim.astra.batched_ring.Interleaved`
+and the event engine runs.  A wave with no ready instance while ranks still wait (a
+deadlock) or members that disagree on an instance's collective also fall back, so the
+event engine reports them.
 
-tests/test_astra_batched.py and tests/test_astra_batched_groups.py check the engine
-against the event engine (``engine="full"``) on uneven per-rank compute, every
+tests/test_astra_batched.py, tests/test_astra_batched_groups.py and tests/test_astra_timed.py
+check the engine against the event engine (``engine="full"``) on uneven per-rank compute, every
 collective, random comm groups of different sizes, both models, all three topologies.
 Same-instant lines (finishes, a sub-group's ``custom ring`` lines) come in (time, rank)
 order (the event engine: in event order).

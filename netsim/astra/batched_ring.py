@@ -10,7 +10,8 @@ Link state lives on :class:`RingBatch` (one object per run), so the congestion-a
 per-link FIFOs carry over from one batch to the next:
 
 * Switch: the up-link of rank ``u`` (only ``u`` sends on it) and the down-link to rank
-  ``v``.  A down-link can see messages of several senders (``v``'s rings may differ);
+  ``v``.  Runs where a down-link sees several senders (``v``'s rings differ) are
+  computed by :mod:`netsim.astra.batched_timed`; should one reach this kernel anyway,
   a batch assumes every earlier batch's messages entered the down-link before its own,
   and :class:`Interleaved` is raised when a sender differs from the link's previous
   one and its first message reaches the switch no later than the link's last one.

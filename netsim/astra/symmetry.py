@@ -90,7 +90,8 @@ def _same_traces(tables: dict) -> str | None:
         if id(t) in seen:
             continue
         seen.add(id(t))
-        if t.type is t0.type and t.attr_code is t0.attr_code:  # rank 0's trace with ids relabelled (traces.py)
+        if t.type is t0.type and t.attr_code is t0.attr_code and t.duration_micros is t0.duration_micros and \
+                t.pg_names is t0.pg_names:  # rank 0's trace with ids relabelled (traces.py)
             if len(t) > 1 and not np.array_equal(np.argsort(t.id, kind="stable"), order0):
                 return f"rank {r}'s node ids are ordered differently from rank 0's"
             continue
