@@ -136,3 +136,34 @@ def test_a_ranks_sends_share_its_channels():
     assert (s.parts(1 << 30), s.parts(512 << 10)) == (8, 2)
     read = p2p.channel_caps(sched, np.arange(16), 8, replace(s, read=True)).phases[0].step
     assert (np.asarray(read.rate_cap) / 1e9).tolist() == [28.0] * 6
+
+
+def test_base_channels_follow_nccls_p2p_schedule():
+    """init.cc:889-953 and channel.h:21-33: one node, the round is the peer offset and its base
+    channel reverseBits(offset, log2 32); across nodes, the 8 local peers of a group share one
+    work batch (base 0) and the other node's group is round 8, base 1 -> reverseBits = 8 of 16."""
+    one = p2p.P2PSetup(8, 1, channels=32, per_peer=32, min_parts=4, chunk=512 << 10)
+    node, local = np.zeros(8, dtype=np.int64), np.arange(8)
+    assert p2p.base_channels(np.zeros(7, dtype=np.int64), np.arange(1, 8), node, local, one).tolist() == \
+        [16, 8, 24, 4, 20, 12, 28]
+    two = p2p.P2PSetup(16, 2, channels=16, per_peer=4, min_parts=1, chunk=128 << 10)
+    node, local = np.repeat([0, 1], 8), np.tile(np.arange(8), 2)
+    src, dst = np.zeros(15, dtype=np.int64), np.arange(1, 16)
+    assert p2p.base_channels(src, dst, node, local, two).tolist() == [0] * 7 + [8] * 8
+
+
+def test_network_sends_split_over_their_channels_and_nics():
+    """2 x 8 A100 with 2 x 100G NICs per GPU: a network peer gets ceil(24 / 14) = 2 channels
+    (paths.cc:950), so a 256 MiB alltoall's cross-node sends become 2 transfers each, keyed by
+    consecutive channels: each GPU's two ports carry equal bytes."""
+    from netsim.topology.hostio import NicLayout
+    from netsim.topology.spec import build_topology, parse_spec
+    so = {"nic_bw": "100Gbps", "pcie_bw": "gen4x16", "rail_optimized": True, "nics_per_gpu": 2,
+          "tiers": [{"name": "leaf", "down": 2, "up": 2}, {"name": "spine", "down": 32}]}
+    t = build_topology(parse_spec({"node": {"preset": "hgx-a100"}, "nodes": 2, "scale_out": so}, "t.yaml"), "t.yaml")
+    st = [ph.step for ph in plan(t, np.arange(16), "alltoall", 256 << 20).schedule.phases if ph.step.n_transfers][0]
+    net = st.src // 8 != st.dst // 8
+    assert net.sum() == 16 * 8 * 2 and (~net).sum() == 16 * 7  # 2 parts per network send, NVLink unsplit
+    port = NicLayout(8, nics_per_gpu=2, gpus_per_switch=1).local_nic(st.src[net] % 8, st.key[net]) % 2
+    per_port = np.bincount(st.src[net] * 2 + port, weights=st.nbytes[net], minlength=32).reshape(16, 2)
+    assert np.allclose(per_port[:, 0], per_port[:, 1])

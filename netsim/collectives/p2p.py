@@ -198,3 +198,90 @@ def channel_caps(sched: Schedule, ranks: np.ndarray, local_size: int, setup: P2P
         cap[bound] = np.minimum(cap[bound], share[bound])
         phases.append(Phase(replace(st, rate_cap=cap), ph.repeat))
     return replace(sched, phases=tuple(phases))
+
+
+def _reverse_bits(x: np.ndarray, nbits: int) -> np.ndarray:
+    """The bottom ``nbits`` bits of ``x`` reversed (NCCL ``reverseBits``, bitops.h:441-463)."""
+    out = np.zeros_like(x)
+    for b in range(nbits):
+        out |= ((x >> b) & 1) << (nbits - 1 - b)
+    return out
+
+
+def base_channels(src: np.ndarray, dst: np.ndarray, node: np.ndarray, local: np.ndarray,
+                  setup: P2PSetup) -> np.ndarray:
+    """NCCL's first p2p channel of each send ``src -> dst`` (communicator ranks; ``node[r]``,
+    ``local[r]``: rank r's node index and local rank).  The p2p schedule (init.cc:889-953) orders a
+    rank's peers in rounds: one node, round = (dst - src) mod n; across nodes, ranks form groups of
+    ``NCCL_P2P_SCHEDULE_GROUP_SIZE`` = 8 local ranks (reduced to a divisor of the ranks per node),
+    group deltas follow the quadratic sequence (x² + x)/2 mod pow2 (skipping those >= groups), and
+    round = (index of the group delta) x group size + local delta.  The round's base channel is
+    ``reverseBits(base, log2 p2pnChannels)`` with base = round on one node, else group index x
+    ceil(size / 8) + local delta // 8 (channel.h:21-33); part p runs on base + p (device.h:277-279)."""
+    src, dst = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
+    n = int(node.size)
+    nbits = max(0, int(setup.channels - 1).bit_length())
+    counts = np.bincount(node)
+    if setup.nnodes <= 1 or counts.size <= 1:
+        base = np.mod(local[dst] - local[src], max(1, int(counts.max())))
+    else:
+        gs = P2P_PER_BATCH  # init.cc:887, 893-897
+        for c in counts[counts > 0]:
+            if c % gs or c < gs:
+                gs = math.gcd(gs, int(c))
+        first = np.concatenate([[0], np.cumsum(counts // gs)])[:-1]
+        group = first[node] + local // gs
+        ngroups = n // gs
+        pos = np.full(ngroups, -1, dtype=np.int64)
+        pow2, gd, k = _pow2_up(ngroups), 0, 0
+        for rnd in range(1, pow2 + 1):  # init.cc:931-953
+            if gd < ngroups:
+                pos[gd], k = k, k + 1
+            gd = (gd + rnd) & (pow2 - 1)
+        idx = pos[np.mod(group[dst] - group[src], ngroups)]
+        delta = np.mod(local[dst] % gs - local[src] % gs, gs)
+        base = idx * -(-gs // P2P_PER_BATCH) + delta // P2P_PER_BATCH
+    return _reverse_bits(base, nbits) & (setup.channels - 1)
+
+
+def nic_key(channel: np.ndarray, gpus_per_node: int, nics_per_gpu: int) -> np.ndarray:
+    """The flow key whose NIC (:meth:`netsim.topology.hostio.NicLayout.local_nic`: port
+    ``(key + key // G) mod k``, a rule written for rings) is NCCL's p2p one, port ``channel mod k``
+    (topo.cc:2067-2070: ``net += channelId % netsPerGpu``): ``channel mod G + G k (channel // G)``,
+    distinct per channel, so ECMP still spreads channels (exact when k divides G)."""
+    g, k = max(1, int(gpus_per_node)), max(1, int(nics_per_gpu))
+    c = np.asarray(channel, dtype=np.int64)
+    return c % g + g * k * (c // g)
+
+
+def key_by_channel(sched: Schedule, ranks: np.ndarray, local_size: int, setup: P2PSetup,
+                   nics_per_gpu: int = 1, through_nic: bool = False) -> Schedule:
+    """``sched``'s sends keyed by the NCCL channels they run on: a send that leaves through a NIC
+    (cross-node; every send when ``through_nic``) becomes one transfer per part, each 1/parts of its
+    bytes and cap, keyed by its channel (base + part), so a GPU's NICs share its sends as NCCL's
+    channels do; other sends keep one transfer, keyed by their base channel."""
+    ranks = np.asarray(ranks, dtype=np.int64)
+    g = max(1, int(local_size))
+    _, node = np.unique(ranks // g, return_inverse=True)
+    node = node.reshape(-1)
+    order = np.lexsort((ranks, node))
+    local = np.empty(ranks.size, dtype=np.int64)
+    local[order] = np.arange(ranks.size) - np.searchsorted(node[order], node[order])
+    phases = []
+    for ph in sched.phases:
+        st = ph.step
+        if st.n_transfers == 0:
+            phases.append(ph)
+            continue
+        base = base_channels(st.src, st.dst, node, local, setup)
+        net = (node[st.src] != node[st.dst]) | bool(through_nic)
+        sizes, inv = np.unique(st.nbytes, return_inverse=True)
+        parts = np.where(net, np.array([setup.parts(b) for b in sizes], dtype=np.int64)[inv.reshape(-1)], 1)
+        rep = np.repeat(np.arange(st.n_transfers), parts)
+        part = np.arange(rep.size) - np.repeat(np.cumsum(parts) - parts, parts)
+        chan = (base[rep] + part) & (setup.channels - 1)
+        cap = np.broadcast_to(np.asarray(st.rate_cap, dtype=np.float64), st.nbytes.shape)[rep] / parts[rep]
+        hop = None if st.hop is None else st.hop[rep]
+        phases.append(Phase(replace(st, src=st.src[rep], dst=st.dst[rep], nbytes=st.nbytes[rep] / parts[rep],
+                                    key=nic_key(chan, g, nics_per_gpu), hop=hop, rate_cap=cap), ph.repeat))
+    return replace(sched, phases=tuple(phases))
