@@ -130,3 +130,22 @@ def test_time_ordered_result_is_what_replay_reports(tmp_path, monkeypatch):
     assert_same(ref, new)
     t = calls[0]
     assert np.all(t.t_end >= t.t_start) and int(t.t_end.max()) <= int(new.finish.max())
+
+
+def test_above_the_message_cap_the_waves_hand_overlaps_to_the_event_engine(tmp_path, monkeypatch):
+    """Past MAX_MESSAGES the time-ordered engine is not used; overlapping rings then go to the event engine."""
+    import netsim.astra.batched as batched
+
+    monkeypatch.setattr(batched, "MAX_MESSAGES", 0)
+    per = []
+    for r in range(4):
+        nodes = [EtNode(0, "c", COMP, duration_micros=0 if r == 0 else 50)]
+        if r in (1, 2):
+            nodes.append(EtNode(1, "g", COLL, data_deps=(0,), comm_type=0, comm_size=1 << 20, is_cpu_op=False,
+                                pg_name="1"))
+        last = nodes[-1].id
+        nodes.append(EtNode(last + 1, "w", COLL, data_deps=(last,), comm_type=0, comm_size=1 << 20, is_cpu_op=False))
+        per.append(nodes)
+    ref, new = run_both(tmp_path, per, {"1": [2, 1]}, "Switch", "congestion-aware", system())
+    check(ref, new)
+    assert new.engine == "full"

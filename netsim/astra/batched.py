@@ -65,7 +65,7 @@ import numpy as np
 
 from netsim.astra import arith
 from netsim.astra.batched_ring import Interleaved, RingBatch
-from netsim.astra.batched_timed import NotBatched, Replay, Timed, contested
+from netsim.astra.batched_timed import MAX_MESSAGES, NotBatched, Replay, Timed, contested
 from netsim.astra.custom import dag
 from netsim.chakra.model import MISSING
 from netsim.chakra.schema import CommType, NodeType
@@ -345,8 +345,9 @@ def run_batched(ctx, plan: Plan) -> list[ChainRun]:
     batch = None
     if contested(ctx, plan):
         timed = Timed(ctx, plan)
-        timed.run()
-        batch = Replay(ctx, timed)
+        if timed.messages <= MAX_MESSAGES:
+            timed.run()
+            batch = Replay(ctx, timed)
     waves = _Waves(ctx, plan, batch)
     waves.run()
     ctx.fabric.messages = waves.batch.messages

@@ -43,6 +43,9 @@ from netsim.astra import arith
 from netsim.astra.batched_ring import Interleaved, ring_shape
 
 _BIG = np.iinfo(np.int64).max // 4
+#: Above this many messages (9 bytes each: arrival time and a flag) the waves run instead and hand
+#: overlapping down-links to the event engine.
+MAX_MESSAGES = 1 << 26
 
 
 class NotBatched(Exception):
