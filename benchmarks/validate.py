@@ -66,9 +66,11 @@ LACK_LL_256 = ("the analytical model times the one-step exchange by its busiest 
 LACK_E2E = ("compute runs at the H100's peak 989 TFLOP/s (real GEMM/attention efficiency is 60-75 %) while every "
             "TP all-reduce, CP all-gather and PP send sits exposed on the rank's chain (Meta overlaps most of them); "
             "the two errors partly cancel")
-LACK_P2P = ("netsim gives a p2p transfer the ring collectives' per-link NVLink efficiency (20.0 of 25 GB/s, NCCL "
-            "topo.h); NCCL's sendrecv runs on its p2p path (a few channels per peer, its own chunked FIFO), which "
-            "plateaus at 65 % of NVLink3's 300 GB/s here; per-peer channel counts are not modelled (issue 14 item 1)")
+LACK_P2P = ("the plateau: NCCL's p2p on A100 levels off at ~195 GB/s (65 % of 300) while netsim's sends reach the "
+            "links' 240 (12 x 20.0, NCCL topo.h) once they have 16+ channels of 14 GB/s; no sourced mechanism for the "
+            "plateau is modelled (P2P read round trips, the receive side's 9 of 20 warps per channel). From 512 MiB, "
+            "also the NCCL version: netsim follows 2.30.7 (32 channels per send), the measurement (Oct 2023) ran "
+            "NCCL <= 2.19, which capped a send at 16 channels on 8 ranks (enqueue.cc v2.19.3-1:627)")
 LACK_NVL_KERNEL = ("netsim streams the tokens at the links' NCCL efficiency and counts the 1/8 a rank keeps as "
                    "DeepEP's logical bytes do; DeepEP's copy kernels are bound by their SM budget (20-64 SMs) and "
                    "per-token metadata/notify steps, which netsim has no model of")
@@ -104,8 +106,11 @@ def _rec(rid, kind, desc, published, unit, source, setting, lacks="", note=""):
 
 
 #: rows that restate the README's calibration anchors (NCCL's NVLink efficiency from topo.h, NDR ~48 GB/s,
-#: NVLS): agreement there checks the constants' sources, it is not held-out evidence
-ANCHORS = {"ar-h100-ring", "ar-h100-nvls", "ar-h100-meas", "ar-a100-ring", "ag-h100", "a2a-h100", "sr-ndr"}
+#: NVLS): agreement there checks the constants' sources, it is not held-out evidence.  sr-a100-128M: the
+#: per-channel rate of Ampere's P2P-read channels (netsim.collectives.p2p) is NCCL's 14 GB/s network figure,
+#: applied to NVLink with this row (111 GB/s on 8 channels) in view, so it is not held out either
+ANCHORS = {"ar-h100-ring", "ar-h100-nvls", "ar-h100-meas", "ar-a100-ring", "ag-h100", "a2a-h100", "sr-ndr",
+           "sr-a100-128M"}
 
 
 G = 1 << 30
@@ -127,8 +132,8 @@ RECORDS = [
          _bench("dgx-h100.yaml", "all_gather", 4 * G, 8)),
     _rec("a2a-h100", "all-to-all", "8xH100 alltoall 4 GiB", 370.0, "GB/s busbw", NT212,
          _bench("dgx-h100.yaml", "alltoall", 4 * G, 8),
-         "NCCL's alltoall is 7 concurrent p2p pairs per channel; per-peer chunking and the p2p channel limit "
-         "are not modelled (issue 14 item 1)"),
+         "NCCL's alltoall: 7 concurrent p2p sends on 32 channels; Hopper's P2P write leaves the NVLinks as the "
+         "bound (netsim.collectives.p2p)"),
     _rec("a2a-6n-h100", "all-to-all", "6 x 8 H100 NDR alltoall 1 GiB (NVIDIA expectation)", 48.5 * 6 / 5,
          "GB/s busbw", NT267, _bench("h100-superpod-1su.yaml", "alltoall", G, 48, model="analytical"),
          "per-peer p2p channels, proxy progress and PXN hops are absent, so all 47 peers stream at line rate "
@@ -136,8 +141,7 @@ RECORDS = [
     # ---- point-to-point on NVLink
     *[_rec(f"sr-a100-{s >> 20}M", "p2p", f"8xA100 sendrecv {s >> 20} MiB", pub, "GB/s busbw", LIPLUS,
            _bench("dgx-a100.yaml", "sendrecv", s, 8),
-           LACK_P2P + ("; at 128 MiB the measured curve is still ramping (launch and chunk pipelining), netsim's "
-                       "is flat from tens of MiB" if s == 128 << 20 else ""))
+           LACK_P2P)
       for s, pub in ((128 << 20, 110.81), (256 << 20, 188.60), (512 << 20, 192.75), (G, 195.10))],
     # ---- scale-out
     _rec("sr-ndr", "scale-out", "2 x 8 H100, sendrecv 1 GiB over one NDR NIC", 47.0, "GB/s busbw", NT290,
