@@ -149,3 +149,28 @@ def test_above_the_message_cap_the_waves_hand_overlaps_to_the_event_engine(tmp_p
     ref, new = run_both(tmp_path, per, {"1": [2, 1]}, "Switch", "congestion-aware", system())
     check(ref, new)
     assert new.engine == "full"
+
+
+def test_weak_lower_bounds_still_exact(monkeypatch):
+    """With the chain bounds switched off (each sender's bound is its last event + b), ports are served mostly
+    when no rank can advance (the x0 + delta rule); results stay equal to the event engine."""
+    forced = []
+    orig = Timed._serve
+
+    def serve(self, force):
+        got = orig(self, force)
+        if force:
+            forced.append(got)
+        return got
+
+    monkeypatch.setattr(Timed, "_clocks", lambda self: self.e + self.bmin)
+    monkeypatch.setattr(Timed, "_serve", serve)
+    rng, engines = random.Random(5), []
+    for _ in range(12):
+        n = rng.randint(5, 24)
+        per, groups = workload(n, rng, cross=rng.random() < 0.5, world=True, contiguous=rng.random() < 0.5)
+        with tempfile.TemporaryDirectory() as tmp:
+            ref, new = run_both(Path(tmp), per, groups, "Switch", "congestion-aware", system(1, rng.choice([1, 4])))
+        check(ref, new)
+        engines.append(new.engine)
+    assert sum(forced) > 0 and engines.count("batched") >= 10
