@@ -195,7 +195,7 @@ class Timed:
         while self.active.size:
             self.rounds += 1
             moved = self._advance()
-            if self.s_leg.size:
+            if self.s_leg.size and (self.waiting or not moved):
                 served = self._serve(force=not moved)
                 if not moved and not served:
                     raise NotBatched(f"{self.active.size} rank(s) wait on each other (a deadlock)")
@@ -209,7 +209,10 @@ class Timed:
         first = kk == 1
         m = np.where(first, 0, self.lsendbase[self.lpredleg[L]] + jj * K + kk - 2)
         pr = self.proc[m]
-        ok = first | ((m < self.gsent[self.lpred[L]]) & (pr | (L >= self.Lstar[a])))
+        sent = m < self.gsent[self.lpred[L]]
+        pull_ok = L >= self.Lstar[a]
+        ok = first | (sent & (pr | pull_ok))
+        self.waiting = not ok.all() and bool(np.any(~ok & sent))  # a contested port holds a message it needs
         if not ok.any():
             return False
         if not ok.all():
@@ -293,8 +296,8 @@ class Timed:
             rr = r[ci]
             head = np.ones(ci.size, dtype=bool)
             head[1:] = rr[1:] != rr[:-1]
-            tie = ~head & (x[ci] == np.roll(x[ci], 1)) & (go == np.roll(go, 1))
-            if tie.any():
+            xc = x[ci]
+            if np.any((xc[1:] == xc[:-1]) & (go[1:] == go[:-1]) & ~head[1:]):
                 raise Interleaved("two rings' messages reach a Switch down-link at the same instant from up-links "
                                   "started at the same instant (the event engine's order decides)")
             ci, go, rr = ci[head], go[head], rr[head]
@@ -343,6 +346,8 @@ class Timed:
                 C = np.maximum(C, C[ptr] + off)
                 off = np.maximum(off + off[ptr], -_BIG)
                 ptr = ptr[ptr]
+                if not np.any(off > -_BIG):  # every chain collapsed onto its end
+                    break
         return C
 
 
