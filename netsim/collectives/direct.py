@@ -4,7 +4,9 @@ All-to-all: each rank sends ``S/n`` bytes to every other rank (S = nccl-tests
 size, the whole per-rank send buffer).  Peers are visited in the shifted
 order ``r+1, r+2, ...`` and ``window`` of them are in flight at once (one
 step per window), like NCCL's grouped p2p over a bounded number of
-connections; ``window = n-1`` sends to everyone at once.
+connections; ``window = n-1`` sends to everyone at once.  Transfer keys here are peer offsets;
+:func:`netsim.collectives.plan.shape_p2p` re-keys NCCL's sends by the p2p channels they run on
+(:func:`netsim.collectives.p2p.key_by_channel`), which pick their NICs and ECMP paths.
 
 >>> s = direct_all_to_all(4, 4000, window=3)
 >>> s.n_steps, s.bytes_sent().tolist()
