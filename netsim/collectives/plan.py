@@ -249,7 +249,10 @@ def shape_p2p(sched: Schedule, topo: Topology, ranks: np.ndarray, info: nccl.Com
     sched = shape(sched, topo, ranks, choice, depth, parts, 1, f"{name}/{proto}")
     if name != "node_limited":  # DeepEP's kernels are not NCCL's channels
         sched = p2p.channel_caps(sched, ranks, info.local_size, setup)
-    if name in ("direct", "p2p"):  # NCCL's own peer schedule: its channel ids pick NICs and paths
+    # NCCL's own peer schedule: its channel ids pick NICs and paths.  Network sends are split per
+    # channel even for the analytical model (split_channels=False): one transfer per send would put
+    # every send of a GPU with 2 NICs on its first channel's NIC; at scale sends have 1-2 parts.
+    if name in ("direct", "p2p"):
         sched = p2p.key_by_channel(sched, ranks, info.local_size, setup, topo.facts.nics_per_gpu,
                                    topo.facts.intra_node == "nic")
     return sched, proto
