@@ -41,6 +41,10 @@ Every number below is NCCL's; "paths.cc:N" is ``src/graph/paths.cc`` line N of t
   send takes 8 channels, 112 GB/s, below the 240 GB/s the NVLinks carry.
 * **Sharing**: a rank's sends in one step share its ``p2pnChannels`` blocks, so a capped send gets
   at most ``min(parts, p2pnChannels / sends) x 14`` GB/s (:func:`channel_caps`).
+* **Channel ids** (:func:`base_channels`, :func:`key_by_channel`): a send's parts run on
+  consecutive channels from its round's base channel (init.cc:889-953, channel.h:21-33,
+  device.h:277-279), and channel c leaves by the GPU's NIC ``c mod netsPerGpu`` (topo.cc:2067-2070).
+  netsim splits a network send into its parts, keyed by channel, so a GPU's NICs share it evenly.
 
 What is left out: PXN (a send to another rail's NIC relayed over NVLink to the GPU on that rail,
 ``NCCL_PXN_DISABLE``): on the rail-optimised, non-blocking fabrics shipped it moves the same
