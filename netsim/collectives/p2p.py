@@ -43,7 +43,7 @@ Every number below is NCCL's; "paths.cc:N" is ``src/graph/paths.cc`` line N of t
   at most ``min(parts, p2pnChannels / sends) x 14`` GB/s (:func:`channel_caps`).
 * **Channel ids** (:func:`base_channels`, :func:`key_by_channel`): a send's parts run on
   consecutive channels from its round's base channel (init.cc:889-953, channel.h:21-33,
-  device.h:277-279), and channel c leaves by the GPU's NIC ``c mod netsPerGpu`` (topo.cc:2067-2070).
+  device.h:277-279), and channel c leaves by the GPU's NIC ``c mod netsPerGpu`` (topo.cc:2070-2072).
   netsim splits a network send into its parts, keyed by channel, so a GPU's NICs share it evenly.
 
 What is left out: PXN (a send to another rail's NIC relayed over NVLink to the GPU on that rail,
