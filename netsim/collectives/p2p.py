@@ -251,7 +251,7 @@ def base_channels(src: np.ndarray, dst: np.ndarray, node: np.ndarray, local: np.
 def nic_key(channel: np.ndarray, gpus_per_node: int, nics_per_gpu: int) -> np.ndarray:
     """The flow key whose NIC (:meth:`netsim.topology.hostio.NicLayout.local_nic`: port
     ``(key + key // G) mod k``, a rule written for rings) is NCCL's p2p one, port ``channel mod k``
-    (topo.cc:2067-2070: ``net += channelId % netsPerGpu``): ``channel mod G + G k (channel // G)``,
+    (topo.cc:2072: ``net += channelId % netsPerGpu``): ``channel mod G + G k (channel // G)``,
     distinct per channel, so ECMP still spreads channels (exact when k divides G)."""
     g, k = max(1, int(gpus_per_node)), max(1, int(nics_per_gpu))
     c = np.asarray(channel, dtype=np.int64)
