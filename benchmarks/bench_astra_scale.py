@@ -20,42 +20,43 @@ sizes and asserts the batched results equal it to the ns (1,024 NPUs take it 1-3
 Measured on the shared 2-core machine (load about 2), wall and CPU seconds of the ``run_astra`` call, reading
 one trace per rank included (ranks whose traces differ only in compute durations and group names are parsed
 once: ``netsim.astra.traces``); ``== full``: finish, exposed and every printed line equal the event engine's.
-``python benchmarks/bench_astra_scale.py --npus 64 256 1024 --symmetric 4096 --check 64 256`` (the 64-NPU analytical
-``uneven`` row from a rerun of that case):
+``python benchmarks/bench_astra_scale.py --npus 64 256 1024 --symmetric 4096 --check 64 256``:
 
 =====  ================  ============  =========  ===========  ======  =====  =======  ==========  ===========  =======
 NPUs   model             workload      engine        messages  wall s  CPU s  peak MB  CPU µs/msg  wall µs/msg  == full
 =====  ================  ============  =========  ===========  ======  =====  =======  ==========  ===========  =======
-64     analytical        uneven        batched         32,256    0.01   0.01       44       0.31         0.31   yes
-64     congestion-aware  uneven        batched         32,256    0.01   0.01       44       0.36         0.36   yes
-256    analytical        uneven        batched        522,240    0.03   0.03       45       0.048        0.050  yes
-256    congestion-aware  uneven        batched        522,240    0.06   0.03       45       0.062        0.116  yes
-1024   analytical        uneven        batched      8,380,416    0.10   0.10       50       0.011        0.011
-1024   congestion-aware  uneven        batched      8,380,416    0.12   0.12       50       0.015        0.015
-64     analytical        groups        batched          3,552    0.01   0.01       45       3.7          3.8    yes
-64     congestion-aware  groups        batched          3,552    0.01   0.01       45       4.1          4.1    yes
-256    analytical        groups        batched         62,688    0.03   0.03       45       0.55         0.55   yes
-256    congestion-aware  groups        batched         62,688    0.04   0.03       46       0.56         0.56   yes
-1024   analytical        groups        batched      1,036,512    0.13   0.13       51       0.127        0.127
-1024   congestion-aware  groups        batched      1,036,512    0.14   0.14       51       0.130        0.131
-64     analytical        groups+world  batched         35,808    0.02   0.02       49       0.43         0.43   yes
-64     congestion-aware  groups+world  batched         35,808    0.05   0.05       49       1.3          1.3    yes
-256    analytical        groups+world  batched        584,928    0.05   0.05       49       0.077        0.077  yes
-256    congestion-aware  groups+world  batched        584,928    0.23   0.22       50       0.38         0.39   yes
-1024   analytical        groups+world  batched      9,416,928    0.16   0.16       52       0.017        0.017
-1024   congestion-aware  groups+world  batched      9,416,928    1.40   1.39      132       0.147        0.149  yes*
-4096   analytical        symmetric     symmetric       32,760    0.26   0.25       54       (one rank simulated)
-4096   congestion-aware  symmetric     batched    134,184,960    0.95   0.67       65       0.005        0.007
+64     analytical        uneven        batched         32,256    0.02   0.01       44       0.31         0.56   yes
+64     congestion-aware  uneven        batched         32,256    0.02   0.01       44       0.40         0.77   yes
+256    analytical        uneven        batched        522,240    0.05   0.03       45       0.051        0.089  yes
+256    congestion-aware  uneven        batched        522,240    0.03   0.03       45       0.058        0.058  yes
+1024   analytical        uneven        batched      8,380,416    0.09   0.09       50       0.011        0.011
+1024   congestion-aware  uneven        batched      8,380,416    0.12   0.12       50       0.014        0.014
+64     analytical        groups        batched          3,552    0.01   0.01       45       3.7          3.7    yes
+64     congestion-aware  groups        batched          3,552    0.01   0.01       45       3.9          3.9    yes
+256    analytical        groups        batched         62,688    0.03   0.03       45       0.51         0.52   yes
+256    congestion-aware  groups        batched         62,688    0.03   0.03       46       0.54         0.55   yes
+1024   analytical        groups        batched      1,036,512    0.12   0.12       51       0.119        0.119
+1024   congestion-aware  groups        batched      1,036,512    0.13   0.13       51       0.128        0.128
+64     analytical        groups+world  batched         35,808    0.02   0.02       49       0.42         0.43   yes
+64     congestion-aware  groups+world  batched         35,808    0.04   0.04       49       1.16         1.16   yes
+256    analytical        groups+world  batched        584,928    0.04   0.04       49       0.071        0.071  yes
+256    congestion-aware  groups+world  batched        584,928    0.23   0.18       51       0.30         0.39   yes
+1024   analytical        groups+world  batched      9,416,928    0.17   0.17       52       0.018        0.018
+1024   congestion-aware  groups+world  batched      9,416,928    1.19   1.19      132       0.127        0.127  yes*
+4096   analytical        symmetric     symmetric       32,760    0.25   0.25       53       (one rank simulated)
+4096   congestion-aware  symmetric     batched    134,184,960    0.67   0.67       65       0.005        0.005
 =====  ================  ============  =========  ===========  ======  =====  =======  ==========  ===========  =======
 
-The event engine on the same cases (``full`` rows of that run): 64 NPUs 6-17 CPU µs/msg, 256 NPUs 5.7-12 CPU µs/msg
-(``groups+world`` congestion-aware: 5.90 CPU s).  ``yes*``: checked in a separate run
+The event engine on the same cases (``full`` rows of that run): 64 NPUs 6.4-17 CPU µs/msg, 256 NPUs 5.8-12 CPU
+µs/msg (``groups+world`` congestion-aware: 5.93 CPU s).  ``yes*``: checked in a separate run
 (``--npus 1024 --shapes groups+world --models congestion-aware --check 1024``): the event engine took 158 s wall /
 132 CPU s / 93 MB and gave the same finish times, exposed times and lines.  ``groups``: group sizes 2, 4, ..., n/8
 repeated (64 NPUs: 2, 4, 8; 1,024: 2 ... 128), every group running side by side.  ``groups+world``
 congestion-aware: every group's first rank has its group's last rank and the previous rank as ring predecessors, so
 its Switch down-link merges two rings in time; the batched engine computes those runs time-ordered
-(``netsim.astra.batched_timed``; it used to hand them to the event engine: 46 µs/msg at 1,024 NPUs).  Messages:
+(``netsim.astra.batched_timed``; it used to hand them to the event engine: 46 µs/msg at 1,024 NPUs).  At 4,096
+NPUs (``--npus 4096 --shapes groups+world --models congestion-aware``) that is 150.9M messages in 18 CPU s
+(0.12 µs/msg), 1.27 GB peak (9 bytes per message).  Messages:
 chunks x 2(p-1) (all-reduce) or (p-1) (all-gather) x p per group.
 """
 
