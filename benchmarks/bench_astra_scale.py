@@ -49,8 +49,8 @@ NPUs   model             workload      engine        messages  wall s  CPU s  pe
 
 The event engine on the same cases (``full`` rows of that run): 64 NPUs 6.4-17 CPU µs/msg, 256 NPUs 5.8-12 CPU
 µs/msg (``groups+world`` congestion-aware: 5.93 CPU s).  ``yes*``: checked in a separate run
-(``--npus 1024 --shapes groups+world --models congestion-aware --check 1024``): the event engine took 158 s wall /
-132 CPU s / 93 MB and gave the same finish times, exposed times and lines.  ``groups``: group sizes 2, 4, ..., n/8
+(``--npus 1024 --shapes groups+world --models congestion-aware --check 1024``): the event engine took 125 s wall /
+124 CPU s / 91 MB and gave the same finish times, exposed times and lines.  ``groups``: group sizes 2, 4, ..., n/8
 repeated (64 NPUs: 2, 4, 8; 1,024: 2 ... 128), every group running side by side.  ``groups+world``
 congestion-aware: every group's first rank has its group's last rank and the previous rank as ring predecessors, so
 its Switch down-link merges two rings in time; the batched engine computes those runs time-ordered

@@ -21,10 +21,16 @@ stream exits), computed round by round for all ranks at once with numpy:
 * a *contested* down-link (receiver before ``L*``) is served in arrival order: a
   message that reached the switch at ``x`` is served once no other message can reach
   that switch port before ``x``: every other sender's next message is sent (and
-  later), or its lower bound (sender's last event + the minimum time of the events
-  before that send) is later.  When no rank can advance, the earliest waiting message
-  ``x0`` of all is served with every one before ``x0 + 2 * min link_ns + min b``: any
-  message not yet sent is caused by serving one of them, so it arrives later.
+  later), or its lower bound is later.  A sender's bound is its next event's bound
+  plus ``b`` per event (and the compute) before that send, plus ``link_ns``; a rank's
+  next event is bounded by its last event + ``b``, and, when it waits on a message not
+  sent yet, by that sender's bound carried along the chain of waiting ranks (pointer
+  jumping, :meth:`Timed._clocks`).  When no rank can advance, the earliest waiting
+  message ``x0`` of all is served with every one before ``x0 + 2 * min link_ns + min b``:
+  any message not yet sent is caused by serving one of them, so it arrives later.
+  Ports are served when a rank waits on one (serving earlier or later gives the same
+  times); each serve takes every safe message at once, sorted per port, the port's
+  FIFO as one segmented max-plus scan.
 
 Same-instant arrivals at a contested port are served in the order of their up-link
 start (the event engine's queue runs same-time events in scheduling order, and an
