@@ -174,3 +174,16 @@ def test_weak_lower_bounds_still_exact(monkeypatch):
         check(ref, new)
         engines.append(new.engine)
     assert sum(forced) > 0 and engines.count("batched") >= 10
+
+
+def test_same_instant_arrivals_from_up_links_started_together_go_to_the_event_engine():
+    """A random workload (found by search) where two rings' messages reach a port at the same ns from up-links
+    that started at the same ns: only the event queue knows their order, so the event engine runs, with a note."""
+    rng = random.Random(324)
+    n = rng.randint(3, 10)
+    per, groups = workload(n, rng, cross=True, world=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        ref, new = run_both(Path(tmp), per, groups, "Switch", "congestion-aware", system(1, 4))
+    check(ref, new)
+    assert new.engine == "full"
+    assert any("same instant" in x for x in new.notes)
