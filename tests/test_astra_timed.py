@@ -40,13 +40,17 @@ def _timed_used(monkeypatch):
                                                                   HealthCheck.function_scoped_fixture])
 @given(seed=st.integers(0, 10**6), n=st.integers(3, 16), cross=st.booleans(), world=st.booleans(),
        contiguous=st.booleans(), splits=st.sampled_from([1, 2, 4]), model=st.sampled_from(["congestion-aware",
-                                                                                            "analytical"]))
-def test_merged_down_links_equal_the_event_engine(monkeypatch, seed, n, cross, world, contiguous, splits, model):
+                                                                                            "analytical"]),
+       delay=st.sampled_from([1, 10, 37]), bw=st.sampled_from([1, 50, 5000]), lat=st.sampled_from([0, 1, 500]))
+def test_merged_down_links_equal_the_event_engine(monkeypatch, seed, n, cross, world, contiguous, splits, model,
+                                                  delay, bw, lat):
+    """Endpoint delays, link latencies (0 included) and bandwidths (sub-ns serialization included) vary."""
     calls = _timed_used(monkeypatch)
     rng = random.Random(seed)
     per, groups = workload(n, rng, cross=cross, world=world, contiguous=contiguous)
     with tempfile.TemporaryDirectory() as tmp:
-        ref, new = run_both(Path(tmp), per, groups, "Switch", model, system(1, splits))
+        ref, new = run_both(Path(tmp), per, groups, "Switch", model, system(1, splits, **{"endpoint-delay": delay}),
+                            dims=[("Switch", n, bw, lat)])
     check(ref, new)
     if model == "analytical":
         assert new.engine == "batched" and not calls  # no link state: the waves alone
