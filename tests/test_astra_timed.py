@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from netsim.astra import run_astra
-from netsim.astra.batched_timed import Timed, contested
+from netsim.astra.batched_timed import Timed
 from netsim.chakra import EtNode, write_workload
 from netsim.errors import DeadlockError
 from test_astra_batched import assert_same, system

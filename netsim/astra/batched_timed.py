@@ -163,7 +163,7 @@ class Timed:
 
     def _streams(self) -> None:
         """Contested down-links: ``Lstar`` per rank, and one stream per leg of such a rank."""
-        n, nl = self.ctx.npus, len(self.lrank)
+        nl = len(self.lrank)
         last = np.maximum(self.lend - 1, 0)
         bad = np.flatnonzero(self.lpred != self.lpred[last[self.lrank]]) if nl else np.zeros(0, dtype=np.int64)
         self.Lstar = self.lstart.copy()
@@ -179,7 +179,6 @@ class Timed:
         self.c_rank = recv
         self.c_last = np.full((recv.size, 2), -1, dtype=np.int64)  # (x, go) last served per contested port
         self.c_lastleg = np.full(recv.size, -1, dtype=np.int64)
-        del n
 
     # ----------------------------------------------------------------- run
     def run(self) -> None:
