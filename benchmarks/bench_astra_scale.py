@@ -7,7 +7,7 @@ local-mem-bw 1600).  Ranks enter the all-reduce at different times, so the symme
 engine does not apply; ``auto`` picks the batched engine.  ``symmetric`` rows drop the
 compute node (every rank alike), which the congestion-aware model can only run
 batched.  Each case runs in a fresh process: wall and CPU seconds from the call to
-``run_astra`` (reading traces included), peak RSS of the process, µs of wall time per
+``run_astra`` (reading traces included), peak RSS of the process, CPU and wall µs per
 simulated message.
 
 Usage::
