@@ -176,7 +176,7 @@ def e2e() -> None:
     cases = [("Llama-3-405B TP8 PP16 DP4 mb16", "llama3-24k.yaml", dict(llama, dp=4, microbatches=16)),
              ("Llama-3-405B TP8 PP16 DP64 mb32", "llama3-24k.yaml", dict(llama, dp=64, microbatches=32)),
              ("DeepSeek-V3 PP16 DP128 EP64 mb16", "h100-fat-tree-16k.yaml",
-              dict(spec="deepseek-v3", tp=1, pp=16, dp=128, ep=64, microbatches=16))]
+              dict(spec="deepseek-v3", tp=1, pp=16, dp=128, ep=64, microbatches=16, seq=4096))]
     rows = [run_case(e5_case(label, topo, model, dict(gen))) for label, topo, gen in cases
             for model in ("analytical", "flow")]
     print_table(rows, [("case", "case", "s"), ("model", "model", "s"), ("runs", "runs", "d"),

@@ -1,8 +1,7 @@
 """The flow model's incremental max-min re-solve equals re-solving every flow at every event.
 
-:mod:`netsim.network.flowtable` keeps the rates below θ (the smallest rate of a flow that
-ended, or lower bound of one that started) and re-solves the rest on the residual
-capacities.  Random transfers, started at random instants with random sizes and caps on
+:mod:`netsim.network.flowtable` repairs the rates locally: it re-solves a growing set of flows
+on the residual capacities until every flow has a bottleneck (the max-min certificate).  Random transfers, started at random instants with random sizes and caps on
 oversubscribed trees, must finish at the same times (1e-9 relative) as with
 ``incremental=False``, and the incremental runs must really be incremental.
 """
@@ -59,22 +58,42 @@ def test_incremental_equals_full_resolve(over, rail, jobs, routing):
 
 
 def test_partial_solves_happen_and_match_a_fresh_solve():
-    """Three groups at different levels: ending the fastest flows re-solves only them."""
+    """Three groups at different levels: ending a flow re-solves only the flows that shared its
+    bottleneck, and the certificate (every flow keeps a bottleneck) holds at once."""
     cap = np.array([10.0, 4.0, 3.0])
     t = FlowTable(cap)
     # flows 0-1 on link 0 (5 each), 2-3 on link 1 (2 each), 4-9 on link 2 (0.5 each)
     links = np.array([0, 0, 1, 1, 2, 2, 2, 2, 2, 2])
     indptr = np.arange(11)
-    slots = t.add(indptr, links, np.full(10, 100.0), np.zeros(10), np.full(10, np.inf), 0, np.arange(10))
-    load = np.bincount(links, minlength=3).astype(np.int32)
-    t.started(slots, load)
-    t.resolve(load)
+    t.add(indptr, links, np.full(10, 100.0), np.zeros(10), np.full(10, np.inf), 0, np.arange(10))
+    t.resolve()
     assert t.rate[:6].tolist() == [5, 5, 2, 2, 0.5, 0.5]
+    assert t.bneck[:10].tolist() == [0, 0, 1, 1] + [2] * 6
     t.remove(np.array([2]))
-    load[1] -= 1
-    t.resolve(load)
-    assert t.stats["partial_solves"] == 1
+    t.resolve()
+    assert t.stats["partial_solves"] == 1 and t.stats["solved_flows"] == 10 + 1  # flow 3 alone
     assert t.rate[:6].tolist() == [5, 5, 0, 4, 0.5, 0.5]
     alive = t.alive_slots()
     ref = max_min_rates(*t.paths(alive), cap)
     np.testing.assert_allclose(t.rate[alive], ref, rtol=1e-12)
+
+
+def test_repair_grows_until_the_certificate_holds():
+    """A flow starting on a shared link cascades: the new flow on link 0 slows flow 0, which
+    frees link 1 for flow 1, which takes link 2 from flow 2; the repair finds every changed rate,
+    and the 12 flows on link 3 are never solved again."""
+    cap = np.array([6.0, 10.0, 100.0, 24.0])
+    t = FlowTable(cap)
+    # flow 0: links 0,1; flow 1: links 1,2; flow 2: link 2; flows 3-14: link 3
+    t.add(np.r_[0, 2, 4, 5 + np.arange(13)], np.r_[0, 1, 1, 2, 2, [3] * 12], np.full(15, 1e3),
+          np.zeros(15), np.full(15, np.inf), 0, np.arange(15))
+    t.resolve()
+    np.testing.assert_allclose(t.rate[:4], [5, 5, 95, 2])
+    t.add(np.array([0, 1]), np.array([0]), np.array([1e3]), np.zeros(1), np.array([np.inf]), 1, np.arange(1))
+    t.resolve()  # link 0: flow 0 and the new one at 3 each; flow 1 gets 7 on link 1; flow 2 gets 93
+    alive = t.alive_slots()
+    np.testing.assert_allclose(t.rate[alive], [3, 7, 93] + [2] * 12 + [3], rtol=1e-12)
+    np.testing.assert_allclose(t.rate[alive], max_min_rates(*t.paths(alive), cap), rtol=1e-12)
+    assert t.stats["partial_solves"] >= 2  # flows 0, 1 and 2 joined after the first round failed
+    assert t.stats["rate_solves"] == 1 + t.stats["partial_solves"]  # no full solve after the first
+    assert t.stats["solved_flows"] - 15 <= 1 + 2 + 3 + 4  # the flows on link 3 were never solved again

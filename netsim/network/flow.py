@@ -4,8 +4,8 @@ Every transfer is a flow on its routed path.  Between events the set of
 flows is fixed, and so are their rates: the max-min fair allocation of every
 link's capacity among the flows crossing it (progressive filling,
 :func:`~netsim.network.maxmin.max_min_rates`).  Rates change only when flows
-start or end, and only the rates that *can* change are re-solved
-(:mod:`~netsim.network.flowtable`: exact, by a property of progressive filling).
+start or end, and only the rates that change are re-solved
+(:mod:`~netsim.network.flowtable`: a local repair, exact by the max-min certificate).
 A flow drains at its rate from the moment it is submitted; its last byte lands
 one path latency after it has drained.
 
@@ -90,8 +90,7 @@ class FlowNetwork(Network):
         owner = self._next_owner
         self._next_owner += 1
         self._owners[owner] = [on_done, int(moving.size)]
-        slots = self._flows.add(ip, lk, size[moving], latency[moving], capv, owner, moving)
-        self._flows.started(slots, self.link_load)
+        self._flows.add(ip, lk, size[moving], latency[moving], capv, owner, moving)
         self._schedule_update()
 
     def _route(self, src, dst, key, routes):
@@ -208,7 +207,7 @@ class FlowNetwork(Network):
         self._finish_drained()
         f = self._flows
         solves, partial = f.stats["rate_solves"], f.stats["partial_solves"]
-        f.resolve(self.link_load)
+        f.resolve()
         self.stats["rate_solves"] += f.stats["rate_solves"] - solves
         self.stats["partial_solves"] += f.stats["partial_solves"] - partial
         f.compact()

@@ -62,7 +62,8 @@ def _compress_links(links: np.ndarray, n_total: int) -> tuple[np.ndarray, np.nda
 
 
 def _round(rem, n, ent, lens, cap, rtol):
-    """One round: which unfrozen flows freeze (mask) and at what rate (see the module docstring)."""
+    """One round: which unfrozen flows freeze (mask), at what rate (see the module docstring), and
+    which links are local bottlenecks (mask over links; None when no flow has a link)."""
     share = np.divide(rem, n, out=np.full(rem.size, np.inf), where=n > 0)
     nonempty = lens > 0
     starts = (np.cumsum(lens) - lens)[nonempty]
@@ -76,7 +77,7 @@ def _round(rem, n, ent, lens, cap, rtol):
         np.minimum.at(low, ent, np.repeat(rate, lens))
         local = share <= low * (1.0 + rtol)
         hit[nonempty] = np.logical_or.reduceat(local[ent], starts)
-    return hit | (cap <= on_links * (1.0 + rtol)), rate
+    return hit | (cap <= on_links * (1.0 + rtol)), rate, (local if ent.size else None)
 
 
 def _validate(indptr, links, capacity, rate_cap, rtol):
@@ -153,11 +154,17 @@ def max_min_rates(
 
 
 def _solve(lengths: np.ndarray, inv: np.ndarray, cap_used: np.ndarray, rate_cap: np.ndarray,
-           rtol: float) -> np.ndarray:
+           rtol: float, bneck: np.ndarray | None = None) -> np.ndarray:
     """Max-min rates of flows with ``lengths[f]`` consecutive entries of ``inv`` (compressed link
-    ids into ``cap_used``, capacities > 0): the rounds of :func:`max_min_rates` on checked input."""
+    ids into ``cap_used``, capacities >= 0): the rounds of :func:`max_min_rates` on checked input.
+
+    ``bneck`` (int array of the flows' size, filled in): each flow's bottleneck, the compressed id
+    of the local-bottleneck link it froze at (saturated once solved, and no flow crossing it gets
+    more, both within ``rtol``), or -1 for a flow held at its cap or with no links."""
     n_flows = lengths.size
     rates = np.zeros(n_flows)
+    if bneck is not None:
+        bneck[:] = -1
     rem = cap_used.copy()
     n = np.bincount(inv, minlength=rem.size)
     free = (lengths == 0) & ~np.isfinite(rate_cap)  # empty path, no cap: unconstrained
@@ -170,10 +177,12 @@ def _solve(lengths: np.ndarray, inv: np.ndarray, cap_used: np.ndarray, rate_cap:
         starts = np.concatenate(([0], np.cumsum(lengths)))
         ent = _gather(starts, inv, act)
     while act.size:
-        freeze, rate = _round(rem, n, ent, lens, cap, rtol)
+        freeze, rate, local = _round(rem, n, ent, lens, cap, rtol)
         if not freeze.any():  # defensive: the smallest share is always a local bottleneck
             raise RuntimeError("max-min solver made no progress")
         rates[act[freeze]] = rate[freeze]
+        if bneck is not None and local is not None:
+            _bottlenecks(bneck, act, freeze & (rate < cap), lens, ent, local)
         gone = np.repeat(freeze, lens)
         if gone.any():
             e = ent[gone]
@@ -181,6 +190,16 @@ def _solve(lengths: np.ndarray, inv: np.ndarray, cap_used: np.ndarray, rate_cap:
             n = n - np.bincount(e, minlength=rem.size)
         act, lens, cap, ent = act[~freeze], lens[~freeze], cap[~freeze], ent[~gone]
     return rates
+
+
+def _bottlenecks(bneck, act, frozen_on_link, lens, ent, local) -> None:
+    """``bneck[act[f]]`` = the first local-bottleneck link of each flow in ``frozen_on_link``."""
+    hit = np.flatnonzero(local[ent] & np.repeat(frozen_on_link, lens))
+    if not hit.size:
+        return
+    owner = np.repeat(np.arange(lens.size), lens)[hit]
+    first = np.flatnonzero(np.r_[True, owner[1:] != owner[:-1]])
+    bneck[act[owner[first]]] = ent[hit[first]]
 
 
 def link_loads(indptr: np.ndarray, links: np.ndarray, rates: np.ndarray, n_links: int) -> np.ndarray:
