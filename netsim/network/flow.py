@@ -173,7 +173,7 @@ class FlowNetwork(Network):
         else:
             ended = uniq[after == 0]
             self.link_busy_s[ended] += self._drained_s - self._busy_since[ended]
-            self._flows.used[ended] = 0.0  # no flow left: no rounding residue either
+            self._flows.emptied(ended)  # no flow left: no rounding residue either
 
     def _schedule_update(self) -> None:
         if self._update_scheduled:

@@ -74,6 +74,11 @@ class FlowTable:
         self._ix_ptr = None  # link -> flow index of slots < _ix_n (CSR over links); None: stale
         self._ix_slot = np.zeros(0, dtype=np.int64)
         self._ix_n = 0
+        # per link, for the certificate: flows bottlenecked there, a lower bound of their rates,
+        # an upper bound of every rate on the link (exact where last scanned)
+        self.nb = np.zeros(capacity.size, dtype=np.int64)
+        self.lvl = np.zeros(capacity.size)
+        self.top = np.zeros(capacity.size)
         self.stats = {"rate_solves": 0, "partial_solves": 0, "solved_flows": 0, "repair_rounds": 0}
 
     # ----------------------------------------------------------- storage
@@ -167,11 +172,22 @@ class FlowTable:
         rate = self.rate[slots]
         indptr, links = self.paths(slots)
         np.subtract.at(self.used, links, np.repeat(rate, np.diff(indptr)))
+        self._nb_add(self.bneck[slots], -1)
         self._changed.append(links)
         self.alive[slots] = False
         self.rate[slots] = 0.0
         self.rem[slots] = 0.0
         self.n_alive -= int(slots.size)
+
+    def emptied(self, links: np.ndarray) -> None:
+        """No flow crosses ``links`` any more: no rounding residue, no rate."""
+        self.used[links] = 0.0
+        self.top[links] = 0.0
+
+    def _nb_add(self, bneck: np.ndarray, sign: int) -> None:
+        on = bneck[bneck >= 0]
+        if on.size:
+            np.add.at(self.nb, on, sign)
 
     # ------------------------------------------------------------- solve
     def resolve(self) -> None:
@@ -187,7 +203,7 @@ class FlowTable:
             self._full(a)
             return
         seeds = np.unique(np.concatenate(ended + [self.paths(fresh)[1]]))
-        slots, on = self._on(seeds)
+        slots, on = self._on(seeds[self.nb[seeds] > 0])
         grow = slots[self.bneck[slots] == on]  # their bottleneck lost a flow or gained one
         r = np.union1d(fresh, grow)
         if not r.size:  # no flow's bottleneck changed: the certificate holds as it is
@@ -211,30 +227,64 @@ class FlowTable:
             old = self.rate[r]
             others = self.used[uniq] - np.bincount(inv, weights=np.repeat(old, lens), minlength=uniq.size)
             resid = np.maximum(self.capacity[uniq] - others, 0.0)
+            inv = inv.reshape(-1)
             bn = np.empty(r.size, dtype=np.int64)
-            rates = _solve(lens, inv.reshape(-1), resid, self.cap[r], RTOL, bn)
+            rates = _solve(lens, inv, resid, self.cap[r], RTOL, bn)
             self.rate[r] = rates
+            self._nb_add(self.bneck[r], -1)
             self.bneck[r] = np.where(bn >= 0, uniq[np.maximum(bn, 0)], -1)
+            self._nb_add(self.bneck[r], +1)
             self.used[uniq] = others + np.bincount(inv, weights=np.repeat(rates, lens), minlength=uniq.size)
             self.stats["rate_solves"] += 1
             self.stats["partial_solves"] += 1
             self.stats["solved_flows"] += int(r.size)
-            more = self._uncertified(np.union1d(uniq, seeds), in_r)
+            more = self._uncertified(uniq, inv, lens, rates, bn, in_r)
             if not more.size:
                 return True
             r = np.union1d(r, more)
         return False
 
-    def _uncertified(self, d: np.ndarray, in_r: np.ndarray) -> np.ndarray:
-        """Flows outside R to add to R after a residual solve: the certificate on links ``d``."""
+    def _uncertified(self, d, inv, lens, rates, bn, in_r) -> np.ndarray:
+        """Flows outside R to add to R after its residual solve (R's links ``d``, its entries
+        ``inv`` into them, ``rates`` and compressed bottlenecks ``bn``): the certificate.
+
+        From the per-link summaries first: a link where flows outside R are bottlenecked
+        passes if it is saturated and R's fastest flow on it is no faster than the slowest of
+        them (``lvl``, a lower bound); a link where flows of R are bottlenecked passes if they
+        are at least ``top`` (an upper bound of every rate on it).  Links that fail are then
+        checked flow by flow (:meth:`_exact`), which also makes their summaries exact."""
+        fastest = np.zeros(d.size)
+        np.maximum.at(fastest, inv, np.repeat(rates, lens))
+        mine = bn >= 0
+        n_r = np.bincount(bn[mine], minlength=d.size)
+        slowest = np.full(d.size, np.inf)
+        np.minimum.at(slowest, bn[mine], rates[mine])
+        outside = self.nb[d] - n_r  # flows outside R bottlenecked on each link
+        full = self.used[d] >= self.capacity[d] * (1.0 - RTOL)
+        lvl = self.lvl[d]
+        bad = (outside > 0) & (~full | (fastest > lvl * (1.0 + 4 * RTOL)))
+        bad |= (n_r > 0) & (slowest < self.top[d] * (1.0 - 4 * RTOL))
+        self.top[d] = np.maximum(self.top[d], fastest)
+        has = n_r > 0
+        self.lvl[d[has]] = np.where(outside[has] > 0, np.minimum(lvl[has], slowest[has]), slowest[has])
+        if not bad.any():
+            return np.zeros(0, dtype=np.int64)
+        return self._exact(d[bad], in_r)
+
+    def _exact(self, d: np.ndarray, in_r: np.ndarray) -> np.ndarray:
+        """The certificate flow by flow on links ``d``: flows outside R to add to R."""
         slots, on = self._on(d)
         if not slots.size:
             return slots
         pos = np.searchsorted(d, on)
-        fastest = np.zeros(d.size)
-        np.maximum.at(fastest, pos, self.rate[slots])
         rate, outside = self.rate[slots], ~in_r[slots]
+        fastest = np.zeros(d.size)
+        np.maximum.at(fastest, pos, rate)
+        self.top[d] = fastest
         at_bneck = self.bneck[slots] == on
+        lvl = np.full(d.size, np.inf)
+        np.minimum.at(lvl, pos[at_bneck], rate[at_bneck])
+        self.lvl[d] = lvl
         exceeded = at_bneck & (rate < fastest[pos] * (1.0 - 4 * RTOL))
         full = self.used[d] >= self.capacity[d] * (1.0 - RTOL)
         # a flow outside R whose bottleneck is in d: still saturated, nobody on it faster?
@@ -285,9 +335,16 @@ class FlowTable:
         rates = _solve(np.diff(indptr), inv, self.capacity[used].astype(np.float64), self.cap[a], RTOL, bn)
         self.rate[a] = rates
         self.bneck[a] = np.where(bn >= 0, used[np.maximum(bn, 0)], -1)
-        self.used = np.bincount(links, weights=np.repeat(rates, np.diff(indptr)),
-                                minlength=self.capacity.size)
+        per_entry = np.repeat(rates, np.diff(indptr))
+        self.used = np.bincount(links, weights=per_entry, minlength=self.capacity.size)
         self.stats["rate_solves"] += 1
         self.stats["solved_flows"] += int(a.size)
         if self.incremental:
             self._reindex()
+            self.top[:] = 0.0
+            np.maximum.at(self.top, links, per_entry)
+            self.nb[:] = 0
+            self._nb_add(self.bneck[a], +1)
+            on = self.bneck[a] >= 0
+            self.lvl[:] = np.inf
+            np.minimum.at(self.lvl, self.bneck[a][on], rates[on])
