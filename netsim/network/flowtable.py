@@ -52,11 +52,21 @@ MAX_REPAIRS = 12
 REINDEX_FROM = 4096
 
 
+def _unique_links(links: np.ndarray, mark: np.ndarray) -> np.ndarray:
+    """Sorted unique ``links`` (``mark``: an all-False scratch array over every link, left so)."""
+    if links.size * 8 < mark.size:
+        return np.unique(links)
+    mark[links] = True
+    out = np.flatnonzero(mark)
+    mark[out] = False
+    return out
+
+
 class FlowTable:
     """Draining flows as flat arrays (see the module docstring)."""
 
     _FIELDS = (("rem", np.float64), ("rate", np.float64), ("lat", np.float64), ("cap", np.float64),
-               ("alive", bool), ("fresh", bool), ("owner", np.int64), ("local", np.int64),
+               ("alive", bool), ("owner", np.int64), ("local", np.int64),
                ("pstart", np.int64), ("plen", np.int64), ("bneck", np.int64))
 
     def __init__(self, capacity: np.ndarray, *, incremental: bool = True):
@@ -70,6 +80,7 @@ class FlowTable:
         self.pool_n = 0
         self.used = np.zeros(capacity.size)  # sum of the rates of the alive flows crossing each link
         self._changed: list[np.ndarray] = []  # links of flows ended since the last solve
+        self._fresh: list[np.ndarray] = []  # slots of flows added since the last solve
         self._mark = np.zeros(capacity.size, dtype=bool)  # scratch: links of a query
         self._ix_ptr = None  # link -> flow index of slots < _ix_n (CSR over links); None: stale
         self._ix_slot = np.zeros(0, dtype=np.int64)
@@ -102,7 +113,8 @@ class FlowTable:
         self._reserve(k, int(links.size))
         slots = np.arange(self.n, self.n + k)
         self.rem[slots], self.rate[slots], self.lat[slots], self.cap[slots] = size, 0.0, lat, cap
-        self.alive[slots], self.fresh[slots] = True, True
+        self.alive[slots] = True
+        self._fresh.append(slots)
         self.owner[slots], self.local[slots] = owner, local
         self.bneck[slots] = -1
         self.pstart[slots] = self.pool_n + indptr[:-1]
@@ -127,8 +139,9 @@ class FlowTable:
         return np.flatnonzero(self.alive[:self.n])
 
     def compact(self) -> None:
-        """Drop dead slots once they are most of the table (amortized O(1) per flow)."""
-        if self.n < 1024 or 2 * self.n_alive > self.n:
+        """Drop dead slots once they are most of the table (amortized O(1) per flow); only
+        between solves (slots of new flows are kept until then)."""
+        if self.n < 1024 or 2 * self.n_alive > self.n or self._fresh:
             return
         keep = self.alive_slots()
         indptr, links = self.paths(keep)
@@ -145,24 +158,20 @@ class FlowTable:
     def drain(self, dt: float) -> None:
         """Every alive flow drains ``dt`` seconds at its rate (dead slots have rate 0)."""
         n = self.n
-        self.rem[:n] -= self.rate[:n] * dt
+        self.rem[:n] -= self.rate[:n] * dt  # dead slots: inf - 0
 
     def next_due(self) -> float:
         """Seconds until the first alive flow has drained (``inf`` if none)."""
-        a = self.alive_slots()
-        if not a.size:
+        if not self.n_alive:
             return np.inf
-        with np.errstate(divide="ignore"):
-            return float(np.min(self.rem[a] / self.rate[a]))
+        with np.errstate(divide="ignore"):  # dead slots and unsolved flows: inf
+            return float(np.min(self.rem[:self.n] / self.rate[:self.n]))
 
     def take_drained(self, eps_t: float) -> np.ndarray:
         """Slots of flows drained now, i.e. due within ``eps_t`` seconds (the clock's float
         resolution); they leave the table and their rates leave the link sums."""
-        a = self.alive_slots()
-        if not a.size:
-            return a
-        rem, rate = self.rem[a], self.rate[a]
-        done = a[(rem <= 0) | (rem <= rate * eps_t)]
+        n = self.n
+        done = np.flatnonzero(self.rem[:n] <= self.rate[:n] * eps_t)  # dead slots: rem = inf
         if done.size:
             self.remove(done)
         return done
@@ -176,7 +185,7 @@ class FlowTable:
         self._changed.append(links)
         self.alive[slots] = False
         self.rate[slots] = 0.0
-        self.rem[slots] = 0.0
+        self.rem[slots] = np.inf
         self.n_alive -= int(slots.size)
 
     def emptied(self, links: np.ndarray) -> None:
@@ -193,26 +202,27 @@ class FlowTable:
     def resolve(self) -> None:
         """Re-solve the rates the flows ended and started since the last solve can change
         (module docstring)."""
-        a = self.alive_slots()
         ended, self._changed = self._changed, []
-        fresh = a[self.fresh[a]]
-        self.fresh[fresh] = False
-        if not a.size:
+        fresh = np.concatenate(self._fresh) if self._fresh else np.zeros(0, dtype=np.int64)
+        self._fresh = []
+        fresh = fresh[self.alive[fresh]]
+        if not self.n_alive:
             return
-        if not self.incremental or self._ix_ptr is None or fresh.size >= FULL_FRACTION * a.size:
-            self._full(a)
+        limit = FULL_FRACTION * self.n_alive
+        if not self.incremental or self._ix_ptr is None or fresh.size >= limit:
+            self._full(self.alive_slots())
             return
-        seeds = np.unique(np.concatenate(ended + [self.paths(fresh)[1]]))
+        seeds = np.concatenate(ended + [self.paths(fresh)[1]])
+        seeds = _unique_links(seeds, self._mark)
         slots, on = self._on(seeds[self.nb[seeds] > 0])
         grow = slots[self.bneck[slots] == on]  # their bottleneck lost a flow or gained one
         r = np.union1d(fresh, grow)
         if not r.size:  # no flow's bottleneck changed: the certificate holds as it is
             return
-        if self._repair(r, seeds, FULL_FRACTION * a.size):
-            return
-        self._full(a)
+        if not self._repair(r, limit):
+            self._full(self.alive_slots())
 
-    def _repair(self, r: np.ndarray, seeds: np.ndarray, limit: float) -> bool:
+    def _repair(self, r: np.ndarray, limit: float) -> bool:
         """Grow ``r`` until its residual solve passes the certificate (module docstring); False
         when ``r`` reaches ``limit`` flows or :data:`MAX_REPAIRS` rounds (solve everything)."""
         in_r = np.zeros(self.n, dtype=bool)
@@ -223,7 +233,7 @@ class FlowTable:
             self.stats["repair_rounds"] += 1
             indptr, links = self.paths(r)
             lens = np.diff(indptr)
-            uniq, inv = np.unique(links, return_inverse=True)
+            inv, uniq = _compress_links(links, self.capacity.size)
             old = self.rate[r]
             others = self.used[uniq] - np.bincount(inv, weights=np.repeat(old, lens), minlength=uniq.size)
             resid = np.maximum(self.capacity[uniq] - others, 0.0)
