@@ -30,7 +30,7 @@ and that no flow crossing it gets more than, or the flow's own cap.  The allocat
 
 An all-to-all's completions change the rates of a handful of its thousands of flows (median
 0.03 % of 45,000 flows per event at 448 GPUs), so R stays small.  Finding the flows on D
-uses a link -> flow index rebuilt when the flows added since the last rebuild get many.
+uses a link -> flow index, rebuilt once scanning the flows added since the last rebuild costs more.
 Ties: the solver freezes shares within ``RTOL`` together, and the certificate allows ``RTOL``
 (saturation) and ``4 * RTOL`` (no faster flow).  ``tests/test_flow_incremental.py`` checks
 the repaired rates against full solves.
@@ -48,8 +48,10 @@ RTOL = 1e-9
 FULL_FRACTION = 0.5
 #: Re-solve everything after this many repair rounds.
 MAX_REPAIRS = 12
-#: Rebuild the link -> flow index once this many flows (at least) were added since the last one.
-REINDEX_FROM = 4096
+#: Rebuild the link -> flow index once the path entries of flows added since the last rebuild,
+#: scanned by queries, reach this many per alive flow (a rebuild sorts every alive entry once;
+#: a scan costs a few array operations per entry).
+REINDEX_SCANS = 32
 
 
 def _unique_links(links: np.ndarray, mark: np.ndarray) -> np.ndarray:
@@ -85,6 +87,7 @@ class FlowTable:
         self._ix_ptr = None  # link -> flow index of slots < _ix_n (CSR over links); None: stale
         self._ix_slot = np.zeros(0, dtype=np.int64)
         self._ix_n = 0
+        self._scanned = 0  # path entries of recent flows scanned since the last rebuild
         # per link, for the certificate: flows bottlenecked there, a lower bound of their rates,
         # an upper bound of every rate on the link (exact where last scanned)
         self.nb = np.zeros(capacity.size, dtype=np.int64)
@@ -310,7 +313,7 @@ class FlowTable:
     # -------------------------------------------------- link -> flow index
     def _on(self, links: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Every alive flow crossing one of the sorted, unique ``links``: ``(slot, link)`` pairs."""
-        if self._ix_ptr is None or self.n - self._ix_n >= max(REINDEX_FROM, self.n_alive // 4):
+        if self._ix_ptr is None or self._scanned >= REINDEX_SCANS * max(self.n_alive, 1024):
             self._reindex()
         ptr = self._ix_ptr
         lo, cnt = ptr[links], ptr[links + 1] - ptr[links]
@@ -321,6 +324,7 @@ class FlowTable:
         if self.n > self._ix_n:  # flows added since the index was built
             recent = np.arange(self._ix_n, self.n)
             ip, lk = self.paths(recent)
+            self._scanned += int(lk.size)
             self._mark[links] = True
             hit = np.flatnonzero(self._mark[lk])
             self._mark[links] = False
@@ -337,6 +341,7 @@ class FlowTable:
         self._ix_ptr = np.zeros(self.capacity.size + 1, dtype=np.int64)
         np.cumsum(np.bincount(links, minlength=self.capacity.size), out=self._ix_ptr[1:])
         self._ix_n = self.n
+        self._scanned = 0
 
     def _full(self, a: np.ndarray) -> None:
         indptr, links = self.paths(a)
