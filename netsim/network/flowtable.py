@@ -212,7 +212,7 @@ class FlowTable:
         if not self.n_alive:
             return
         limit = FULL_FRACTION * self.n_alive
-        if not self.incremental or self._ix_ptr is None or fresh.size >= limit:
+        if not self.incremental or fresh.size >= limit:
             self._full(self.alive_slots())
             return
         seeds = np.concatenate(ended + [self.paths(fresh)[1]])
@@ -354,8 +354,7 @@ class FlowTable:
         self.used = np.bincount(links, weights=per_entry, minlength=self.capacity.size)
         self.stats["rate_solves"] += 1
         self.stats["solved_flows"] += int(a.size)
-        if self.incremental:
-            self._reindex()
+        if self.incremental:  # the link -> flow index stays valid: flows added since are scanned
             self.top[:] = 0.0
             np.maximum.at(self.top, links, per_entry)
             self.nb[:] = 0
