@@ -14,7 +14,7 @@ the max-min fair one if and only if every flow has a *bottleneck*, a link that i
 and that no flow crossing it gets more than, or the flow's own cap.  The allocation is unique.
 
 * Every solve records each flow's bottleneck (``bneck``: the link it froze at in progressive
-  filling, or -1 at its cap; :func:`~netsim.network.maxmin._solve`).
+  filling, or -1 at its cap; :func:`~netsim.network.maxmin.solve_compressed`).
 * R starts as the started flows and the flows whose bottleneck an ended or started flow
   crossed.  R is solved max-min on the residual capacities (capacity minus the rates of the
   flows outside R), so the allocation stays feasible, and each flow of R gets a bottleneck
@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from netsim.network.maxmin import _compress_links, _solve
+from netsim.network.maxmin import compress_links, solve_compressed
 
 #: The solver's tie tolerance (see :func:`~netsim.network.maxmin.max_min_rates`).
 RTOL = 1e-9
@@ -236,13 +236,13 @@ class FlowTable:
             self.stats["repair_rounds"] += 1
             indptr, links = self.paths(r)
             lens = np.diff(indptr)
-            inv, uniq = _compress_links(links, self.capacity.size)
+            inv, uniq = compress_links(links, self.capacity.size)
             old = self.rate[r]
             others = self.used[uniq] - np.bincount(inv, weights=np.repeat(old, lens), minlength=uniq.size)
             resid = np.maximum(self.capacity[uniq] - others, 0.0)
             inv = inv.reshape(-1)
             bn = np.empty(r.size, dtype=np.int64)
-            rates = _solve(lens, inv, resid, self.cap[r], RTOL, bn)
+            rates = solve_compressed(lens, inv, resid, self.cap[r], RTOL, bn)
             self.rate[r] = rates
             self._nb_add(self.bneck[r], -1)
             self.bneck[r] = np.where(bn >= 0, uniq[np.maximum(bn, 0)], -1)
@@ -345,9 +345,9 @@ class FlowTable:
 
     def _full(self, a: np.ndarray) -> None:
         indptr, links = self.paths(a)
-        inv, used = _compress_links(links, self.capacity.size)
+        inv, used = compress_links(links, self.capacity.size)
         bn = np.empty(a.size, dtype=np.int64)
-        rates = _solve(np.diff(indptr), inv, self.capacity[used].astype(np.float64), self.cap[a], RTOL, bn)
+        rates = solve_compressed(np.diff(indptr), inv, self.capacity[used].astype(np.float64), self.cap[a], RTOL, bn)
         self.rate[a] = rates
         self.bneck[a] = np.where(bn >= 0, used[np.maximum(bn, 0)], -1)
         per_entry = np.repeat(rates, np.diff(indptr))

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["drain_alone", "link_loads", "max_min_rates"]
+__all__ = ["compress_links", "drain_alone", "link_loads", "max_min_rates", "solve_compressed"]
 
 
 def _gather(indptr: np.ndarray, data: np.ndarray, rows: np.ndarray) -> np.ndarray:
@@ -48,7 +48,7 @@ def _gather(indptr: np.ndarray, data: np.ndarray, rows: np.ndarray) -> np.ndarra
     return data[np.repeat(starts - (ends - lens), lens) + np.arange(ends[-1])]
 
 
-def _compress_links(links: np.ndarray, n_total: int) -> tuple[np.ndarray, np.ndarray]:
+def compress_links(links: np.ndarray, n_total: int) -> tuple[np.ndarray, np.ndarray]:
     """Map link ids to ``0..L-1`` over the used links; return that map and the used ids."""
     if links.size == 0:
         return np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.int64)
@@ -146,14 +146,14 @@ def max_min_rates(
     [1.0, 7.0]
     """
     indptr, links, capacity, rate_cap = _validate(indptr, links, capacity, rate_cap, rtol)
-    inv, used = _compress_links(links, capacity.size)
+    inv, used = compress_links(links, capacity.size)
     cap_used = capacity[used].astype(np.float64)
     if not np.all(cap_used > 0):
         raise ValueError("capacity of every used link must be > 0")
-    return _solve(np.diff(indptr), inv, cap_used, rate_cap, rtol)
+    return solve_compressed(np.diff(indptr), inv, cap_used, rate_cap, rtol)
 
 
-def _solve(lengths: np.ndarray, inv: np.ndarray, cap_used: np.ndarray, rate_cap: np.ndarray,
+def solve_compressed(lengths: np.ndarray, inv: np.ndarray, cap_used: np.ndarray, rate_cap: np.ndarray,
            rtol: float, bneck: np.ndarray | None = None) -> np.ndarray:
     """Max-min rates of flows with ``lengths[f]`` consecutive entries of ``inv`` (compressed link
     ids into ``cap_used``, capacities >= 0): the rounds of :func:`max_min_rates` on checked input.
@@ -262,14 +262,14 @@ def drain_alone(indptr: np.ndarray, links: np.ndarray, nbytes: np.ndarray, capac
     if not active.size:
         return drain, True, 0
     indptr, links, capacity, caps = _validate(indptr, links, capacity, rate_cap, 0.0)
-    inv, used = _compress_links(links, capacity.size)  # once: every solve reuses the compression
+    inv, used = compress_links(links, capacity.size)  # once: every solve reuses the compression
     cap_used = capacity[used].astype(np.float64)
     if not np.all(cap_used > 0):
         raise ValueError("capacity of every used link must be > 0")
     t, solves = 0.0, 0
     while active.size:
         ent = inv if active.size == nbytes.size else _gather(indptr, inv, active)
-        rates = _solve(lengths_all[active], ent, cap_used, caps[active], 1e-9)
+        rates = solve_compressed(lengths_all[active], ent, cap_used, caps[active], 1e-9)
         solves += 1
         left = rem[active] / rates
         dt = float(left.min())
