@@ -336,7 +336,7 @@ class FlowTable:
     def _reindex(self) -> None:
         a = self.alive_slots()
         indptr, links = self.paths(a)
-        order = np.argsort(links, kind="stable")
+        order = np.argsort(links)  # grouped by link; order within a link is irrelevant
         self._ix_slot = np.repeat(a, np.diff(indptr))[order]
         self._ix_ptr = np.zeros(self.capacity.size + 1, dtype=np.int64)
         np.cumsum(np.bincount(links, minlength=self.capacity.size), out=self._ix_ptr[1:])
