@@ -78,6 +78,21 @@ def workload(n: int, rng: random.Random, *, cross: bool, world: bool, contiguous
     return per, {name: g for name, g in names.values()}
 
 
+def overlapping_rings(n: int = 4) -> list:
+    """Ranks 1 and 2 all-reduce in group "1" (ring 2 -> 1), then all ranks in the world ring;
+    rank 0 starts 50 us early, so rank 1's down-link gets both rings' messages at overlapping times."""
+    per = []
+    for r in range(n):
+        nodes = [EtNode(0, "c", COMP, duration_micros=0 if r == 0 else 50)]
+        if r in (1, 2):
+            nodes.append(EtNode(1, "g", COLL, data_deps=(0,), comm_type=0, comm_size=1 << 20, is_cpu_op=False,
+                                pg_name="1"))
+        last = nodes[-1].id
+        nodes.append(EtNode(last + 1, "w", COLL, data_deps=(last,), comm_type=0, comm_size=1 << 20, is_cpu_op=False))
+        per.append(nodes)
+    return per
+
+
 def run_both(root: Path, per, groups, kind: str, model: str, sysc, dims=None):
     """``dims``: [(kind, npus, GiB/s, ns)] of a multi-dimensional network (default: 1-D ``kind``)."""
     dims = dims or [(kind, len(per), 50, 500)]
@@ -184,17 +199,7 @@ def test_ring_groups_not_one_hop_apart_run_on_the_event_engine(tmp_path):
 def test_switch_interleaving_runs_time_ordered(tmp_path):
     """Rank 1's down-link: its sub-group predecessor's messages, then the world ring's, overlap in time;
     the time-ordered batched engine serves them in arrival order (batched_timed)."""
-    n = 4
-    per = []
-    for r in range(n):
-        nodes = [EtNode(0, "c", COMP, duration_micros=0 if r == 0 else 50)]
-        if r in (1, 2):
-            nodes.append(EtNode(1, "g", COLL, data_deps=(0,), comm_type=0, comm_size=1 << 20, is_cpu_op=False,
-                                pg_name="1"))
-        last = nodes[-1].id
-        nodes.append(EtNode(last + 1, "w", COLL, data_deps=(last,), comm_type=0, comm_size=1 << 20, is_cpu_op=False))
-        per.append(nodes)
-    ref, new = run_both(tmp_path, per, {"1": [2, 1]}, "Switch", "congestion-aware", system())
+    ref, new = run_both(tmp_path, overlapping_rings(), {"1": [2, 1]}, "Switch", "congestion-aware", system())
     assert_same(ref, new)
 
 

@@ -21,7 +21,7 @@ from netsim.astra.batched_timed import Timed
 from netsim.chakra import EtNode, write_workload
 from netsim.errors import DeadlockError
 from test_astra_batched import assert_same, system
-from test_astra_batched_groups import COLL, COMP, check, run_both, workload
+from test_astra_batched_groups import COLL, COMP, check, overlapping_rings, run_both, workload
 
 
 def _timed_used(monkeypatch):
@@ -141,16 +141,7 @@ def test_above_the_message_cap_the_waves_hand_overlaps_to_the_event_engine(tmp_p
     import netsim.astra.batched as batched
 
     monkeypatch.setattr(batched, "MAX_MESSAGES", 0)
-    per = []
-    for r in range(4):
-        nodes = [EtNode(0, "c", COMP, duration_micros=0 if r == 0 else 50)]
-        if r in (1, 2):
-            nodes.append(EtNode(1, "g", COLL, data_deps=(0,), comm_type=0, comm_size=1 << 20, is_cpu_op=False,
-                                pg_name="1"))
-        last = nodes[-1].id
-        nodes.append(EtNode(last + 1, "w", COLL, data_deps=(last,), comm_type=0, comm_size=1 << 20, is_cpu_op=False))
-        per.append(nodes)
-    ref, new = run_both(tmp_path, per, {"1": [2, 1]}, "Switch", "congestion-aware", system())
+    ref, new = run_both(tmp_path, overlapping_rings(), {"1": [2, 1]}, "Switch", "congestion-aware", system())
     check(ref, new)
     assert new.engine == "full"
 
