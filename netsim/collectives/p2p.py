@@ -68,7 +68,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from netsim.collectives.schedule import Phase, Schedule
+from netsim.collectives.schedule import Schedule
 
 #: ``NCCL_P2P_PER_CHANNEL_NET_BW`` default, GB/s per channel to a network peer (paths.cc:918).
 P2P_PER_CHANNEL_NET_GBPS = 14.0
@@ -135,6 +135,11 @@ class P2PSetup:
         chunk = min(chunk, SIMPLE_BUFF // NCCL_STEPS)  # init.cc:842-843
         return cls(int(nranks), int(nnodes), int(channels), int(per_peer), int(min_parts), int(chunk), bool(read))
 
+    def parts_of(self, nbytes: np.ndarray) -> np.ndarray:
+        """:meth:`parts` of every send size in ``nbytes`` (int64 array)."""
+        sizes, inv = np.unique(np.asarray(nbytes, dtype=np.float64), return_inverse=True)
+        return np.array([self.parts(b) for b in sizes], dtype=np.int64)[inv.reshape(-1)]
+
     def parts(self, nbytes: float) -> int:
         """Channels one send of ``nbytes`` is split over (enqueue.cc:914-926)."""
         if nbytes <= 0:
@@ -182,26 +187,21 @@ def channel_caps(sched: Schedule, ranks: np.ndarray, local_size: int, setup: P2P
     its rank in the step)`` channels' worth.  Other sends keep their cap."""
     ranks = np.asarray(ranks, dtype=np.int64)
     g = max(1, int(local_size))
-    phases = []
-    for ph in sched.phases:
-        st = ph.step
-        if st.n_transfers == 0:
-            phases.append(ph)
-            continue
+
+    def capped(st):
         bound = ranks[st.src] // g != ranks[st.dst] // g
         if setup.read:
             bound[:] = True
         if not bound.any():
-            phases.append(ph)
-            continue
-        sizes, inv = np.unique(st.nbytes, return_inverse=True)
-        parts = np.array([setup.parts(b) for b in sizes], dtype=np.float64)[inv.reshape(-1)]
+            return st
+        parts = setup.parts_of(st.nbytes).astype(np.float64)
         sends = np.bincount(st.src, minlength=int(st.src.max()) + 1)[st.src].astype(np.float64)
         share = np.minimum(parts, setup.channels / sends) * P2P_PER_CHANNEL_GBPS * 1e9 * st.wire
         cap = np.broadcast_to(np.asarray(st.rate_cap, dtype=np.float64), st.nbytes.shape).copy()
         cap[bound] = np.minimum(cap[bound], share[bound])
-        phases.append(Phase(replace(st, rate_cap=cap), ph.repeat))
-    return replace(sched, phases=tuple(phases))
+        return replace(st, rate_cap=cap)
+
+    return sched.map_steps(capped)
 
 
 def _reverse_bits(x: np.ndarray, nbits: int) -> np.ndarray:
@@ -271,21 +271,17 @@ def key_by_channel(sched: Schedule, ranks: np.ndarray, local_size: int, setup: P
     order = np.lexsort((ranks, node))
     local = np.empty(ranks.size, dtype=np.int64)
     local[order] = np.arange(ranks.size) - np.searchsorted(node[order], node[order])
-    phases = []
-    for ph in sched.phases:
-        st = ph.step
-        if st.n_transfers == 0:
-            phases.append(ph)
-            continue
+
+    def keyed(st):
         base = base_channels(st.src, st.dst, node, local, setup)
         net = (node[st.src] != node[st.dst]) | bool(through_nic)
-        sizes, inv = np.unique(st.nbytes, return_inverse=True)
-        parts = np.where(net, np.array([setup.parts(b) for b in sizes], dtype=np.int64)[inv.reshape(-1)], 1)
+        parts = np.where(net, setup.parts_of(st.nbytes), 1)
         rep = np.repeat(np.arange(st.n_transfers), parts)
         part = np.arange(rep.size) - np.repeat(np.cumsum(parts) - parts, parts)
         chan = (base[rep] + part) & (setup.channels - 1)
         cap = np.broadcast_to(np.asarray(st.rate_cap, dtype=np.float64), st.nbytes.shape)[rep] / parts[rep]
         hop = None if st.hop is None else st.hop[rep]
-        phases.append(Phase(replace(st, src=st.src[rep], dst=st.dst[rep], nbytes=st.nbytes[rep] / parts[rep],
-                                    key=nic_key(chan, g, nics_per_gpu), hop=hop, rate_cap=cap), ph.repeat))
-    return replace(sched, phases=tuple(phases))
+        return replace(st, src=st.src[rep], dst=st.dst[rep], nbytes=st.nbytes[rep] / parts[rep],
+                       key=nic_key(chan, g, nics_per_gpu), hop=hop, rate_cap=cap)
+
+    return sched.map_steps(keyed)

@@ -270,15 +270,11 @@ def shape(sched: Schedule, topo: Topology, ranks: np.ndarray, choice: nccl.Choic
         # real bytes; it binds NVLink transfers only (NIC transfers are slower anyway).
         info = nccl.CommInfo.from_topology(topo, ranks)
         cap = min(cap, nccl.NVLS_EFFICIENCY[info.arch] * info.bw_intra * 1e9 * wire)
-    phases = [Phase(Step.delay(choice.base_us * 1e-6))] if choice.base_us > 0 else []
-    for ph in sched.phases:
-        st = ph.step
-        if st.n_transfers == 0:
-            phases.append(ph)
-            continue
+    def shaped(st):
         indptr, links = step_routes(topo, ranks, st)
         phys = float(topo.path_latency(indptr, links).max()) if links.size else 0.0
-        phases.append(Phase(replace(st, overhead_s=st.overhead_s + max(0.0, per_step - phys), wire=wire,
-                                    rate_cap=np.minimum(st.rate_cap, cap) if np.ndim(st.rate_cap)
-                                    else min(st.rate_cap, cap)), ph.repeat))
-    return Schedule(sched.op, label, sched.nranks, sched.nbytes, tuple(phases))
+        return replace(st, overhead_s=st.overhead_s + max(0.0, per_step - phys), wire=wire,
+                       rate_cap=np.minimum(st.rate_cap, cap) if np.ndim(st.rate_cap) else min(st.rate_cap, cap))
+
+    phases = [Phase(Step.delay(choice.base_us * 1e-6))] if choice.base_us > 0 else []
+    return Schedule(sched.op, label, sched.nranks, sched.nbytes, tuple(phases) + sched.map_steps(shaped).phases)

@@ -15,7 +15,7 @@ applied to every rank.  No global barrier: ranks progress independently.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -110,6 +110,12 @@ class Schedule:
     def n_steps(self) -> int:
         """Steps including repetitions."""
         return int(sum(p.repeat for p in self.phases))
+
+    def map_steps(self, fn) -> "Schedule":
+        """This schedule with ``fn(step)`` in place of every step that has transfers (delays and
+        repeats kept)."""
+        return replace(self, phases=tuple(ph if ph.step.n_transfers == 0 else Phase(fn(ph.step), ph.repeat)
+                                          for ph in self.phases))
 
     def bytes_sent(self) -> np.ndarray:
         """Bytes each rank sends over the whole schedule (UP transfers included, DOWN not)."""
