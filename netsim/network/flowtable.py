@@ -1,8 +1,10 @@
 """The flow model's state: one flat table of flows, and max-min rates repaired locally.
 
 :class:`FlowTable` holds every draining flow in numpy arrays (one slot per flow; paths as
-segments of one link pool), so that draining, finding completions and solving cost a few
-array operations whatever the number of submissions.
+segments of one link pool), so that finding completions and solving cost a few array
+operations whatever the number of submissions.  Draining costs nothing: each flow keeps its
+bytes as of its last rate change and the instant it is due at that rate, and only flows whose
+rate changes are brought up to date.
 
 Local repair of max-min rates
 -----------------------------
@@ -67,7 +69,8 @@ def _unique_links(links: np.ndarray, mark: np.ndarray) -> np.ndarray:
 class FlowTable:
     """Draining flows as flat arrays (see the module docstring)."""
 
-    _FIELDS = (("rem", np.float64), ("rate", np.float64), ("lat", np.float64), ("cap", np.float64),
+    _FIELDS = (("rem", np.float64), ("tset", np.float64), ("due", np.float64), ("rate", np.float64),
+               ("lat", np.float64), ("cap", np.float64),
                ("alive", bool), ("owner", np.int64), ("local", np.int64),
                ("pstart", np.int64), ("plen", np.int64), ("bneck", np.int64))
 
@@ -75,6 +78,7 @@ class FlowTable:
         self.capacity = capacity
         self.incremental = incremental
         self.n = 0  # slots in use (alive or dead)
+        self.clock = 0.0  # seconds drained so far; ``rem`` is each flow's bytes at its ``tset``
         self.n_alive = 0
         for name, dt in self._FIELDS:
             setattr(self, name, np.zeros(64, dtype=dt))
@@ -116,6 +120,7 @@ class FlowTable:
         self._reserve(k, int(links.size))
         slots = np.arange(self.n, self.n + k)
         self.rem[slots], self.rate[slots], self.lat[slots], self.cap[slots] = size, 0.0, lat, cap
+        self.tset[slots], self.due[slots] = self.clock, np.inf
         self.alive[slots] = True
         self._fresh.append(slots)
         self.owner[slots], self.local[slots] = owner, local
@@ -159,22 +164,29 @@ class FlowTable:
 
     # ------------------------------------------------------------- drain
     def drain(self, dt: float) -> None:
-        """Every alive flow drains ``dt`` seconds at its rate (dead slots have rate 0)."""
-        n = self.n
-        self.rem[:n] -= self.rate[:n] * dt  # dead slots: inf - 0
+        """Every alive flow drains ``dt`` seconds at its rate: the clock moves (a flow's bytes
+        are brought up to date only when its rate changes, :meth:`_set_rates`)."""
+        self.clock += dt
+
+    def _set_rates(self, slots: np.ndarray, rates: np.ndarray) -> None:
+        """New rates from now on: bytes left are brought up to the clock, due times follow."""
+        now = self.clock
+        rem = np.maximum(self.rem[slots] - self.rate[slots] * (now - self.tset[slots]), 0.0)
+        self.rem[slots], self.tset[slots], self.rate[slots] = rem, now, rates
+        with np.errstate(divide="ignore", invalid="ignore"):  # rate 0: never due
+            self.due[slots] = np.where(rates > 0, now + rem / rates, np.inf)
 
     def next_due(self) -> float:
-        """Seconds until the first alive flow has drained (``inf`` if none)."""
+        """Seconds until the first alive flow has drained (``inf`` if none; dead slots and
+        unsolved flows are never due)."""
         if not self.n_alive:
             return np.inf
-        with np.errstate(divide="ignore"):  # dead slots and unsolved flows: inf
-            return float(np.min(self.rem[:self.n] / self.rate[:self.n]))
+        return float(self.due[:self.n].min()) - self.clock
 
     def take_drained(self, eps_t: float) -> np.ndarray:
         """Slots of flows drained now, i.e. due within ``eps_t`` seconds (the clock's float
         resolution); they leave the table and their rates leave the link sums."""
-        n = self.n
-        done = np.flatnonzero(self.rem[:n] <= self.rate[:n] * eps_t)  # dead slots: rem = inf
+        done = np.flatnonzero(self.due[:self.n] <= self.clock + eps_t)
         if done.size:
             self.remove(done)
         return done
@@ -188,7 +200,7 @@ class FlowTable:
         self._changed.append(links)
         self.alive[slots] = False
         self.rate[slots] = 0.0
-        self.rem[slots] = np.inf
+        self.due[slots] = np.inf
         self.n_alive -= int(slots.size)
 
     def emptied(self, links: np.ndarray) -> None:
@@ -243,7 +255,7 @@ class FlowTable:
             inv = inv.reshape(-1)
             bn = np.empty(r.size, dtype=np.int64)
             rates = solve_compressed(lens, inv, resid, self.cap[r], RTOL, bn)
-            self.rate[r] = rates
+            self._set_rates(r, rates)
             self._nb_add(self.bneck[r], -1)
             self.bneck[r] = np.where(bn >= 0, uniq[np.maximum(bn, 0)], -1)
             self._nb_add(self.bneck[r], +1)
@@ -348,7 +360,7 @@ class FlowTable:
         inv, used = compress_links(links, self.capacity.size)
         bn = np.empty(a.size, dtype=np.int64)
         rates = solve_compressed(np.diff(indptr), inv, self.capacity[used].astype(np.float64), self.cap[a], RTOL, bn)
-        self.rate[a] = rates
+        self._set_rates(a, rates)
         self.bneck[a] = np.where(bn >= 0, used[np.maximum(bn, 0)], -1)
         per_entry = np.repeat(rates, np.diff(indptr))
         self.used = np.bincount(links, weights=per_entry, minlength=self.capacity.size)
