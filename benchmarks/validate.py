@@ -44,6 +44,12 @@ NT267 = ("https://github.com/NVIDIA/nccl-tests/issues/267 + #130 (sjeaugey: mult
          "bandwidth, busbw = NIC x N/(N-1) for N nodes; AddyLaddy: CX-7 NDR 48-49 GB/s): 6 x 8 H100, 48.5 x 6/5")
 LIPLUS = ("li-plus/playground cuda/nccl.md (nccl-tests sendrecv_perf -b 128M -e 1G -f 2 -g 8, 8 x A100 SXM "
           "NVSwitch), busbw")
+NT331 = ("https://github.com/NVIDIA/nccl-tests/issues/331 (mredenti, 2025-07-14: Leonardo, 2 x A100-SXM-64GB of a "
+         "4-GPU node, 4 NVLink3 per pair (100 GB/s), NCCL 2.22.3, sendrecv_perf -t 2 -g 1 up to 2 GiB, "
+         "P2P/direct pointer/read: peak ~72-73 GB/s)")
+NC1272 = ("https://github.com/NVIDIA/nccl/issues/1272 (teojgo, 2024-04-30: 4 GH200 per node, one HPE Slingshot 200G "
+          "NIC per GPU (aws-ofi-nccl), sendrecv_perf -g 1 -b 512M -e 512M, 4 ranks per node; NCCL 2.19.4: 24.24 GB/s "
+          "on 8 nodes; 24.2-24.3 on 2 and 4 nodes; NCCL 2.20.5: 18.3 on 8 nodes)")
 DEEPEP_V1 = ("deepseek-ai/DeepEP docs/legacy.md 'Performance' (V1; H800 ~160 GB/s NVLink, CX7 400G per GPU; "
              "normal: 4096 tokens, hidden 7168, top-4 groups, top-8, FP8 dispatch / BF16 combine)")
 DEEPEP_LL = ("deepseek-ai/DeepEP docs/legacy.md 'Low-latency kernels with pure RDMA' (V1; H800, CX7 400G; "
@@ -66,11 +72,19 @@ LACK_LL_256 = ("the analytical model times the one-step exchange by its busiest 
 LACK_E2E = ("compute runs at the H100's peak 989 TFLOP/s (real GEMM/attention efficiency is 60-75 %) while every "
             "TP all-reduce, CP all-gather and PP send sits exposed on the rank's chain (Meta overlaps most of them); "
             "the two errors partly cancel")
-LACK_P2P = ("the plateau: NCCL's p2p on A100 levels off at ~195 GB/s (65 % of 300) while netsim's sends reach the "
-            "links' 240 (12 x 20.0, NCCL topo.h) once they have 16+ channels of 14 GB/s; no sourced mechanism for the "
-            "plateau is modelled (P2P read round trips, the receive side's 9 of 20 warps per channel). From 512 MiB, "
-            "also the NCCL version: netsim follows 2.30.7 (32 channels per send), the measurement (Oct 2023) ran "
-            "NCCL <= 2.19, which capped a send at 16 channels on 8 ranks (enqueue.cc v2.19.3-1:627)")
+LACK_P2P = ("the plateau: 8xA100 sendrecv levels off at 189-195 GB/s on 16 channels (12 GB/s each; 13.9 on 8) "
+            "while netsim's sends reach the links' 240 (12 x 20.0, NCCL topo.h) once they have 16+ channels of "
+            "14 GB/s. No sourced figure gives it: P2P/direct pointer leaves the read path as it is (the sender "
+            "copies into its own FIFO, the receiver pulls it over NVLink; 2.19.3 and 2.30.7), HBM traffic "
+            "(4 x 195 GB/s) is far below A100's, and ring all-reduce in the same read mode reaches ~230 GB/s, so "
+            "what is left is a per-channel rate under load (loads in flight per NVLink round trip), for which no "
+            "loaded latency is published. From 512 MiB, also the NCCL version: netsim follows 2.30.7 (32 "
+            "channels per send); the measurement ran 2.18/2.19, which capped a send at 16 channels on 8 ranks "
+            "(enqueue.cc v2.19.3-1:627, v2.18.5-1:636): 224 GB/s there")
+LACK_P2P_2GPU = ("the 2-GPU read-mode plateau: NCCL's sendrecv between two A100s reaches ~90 % of NCCL's own "
+                 "20 GB/s per NVLink (topo.h); netsim streams at that rate, as the send's channels (NCCL 8, "
+                 "netsim 32, 14 GB/s each) carry more than the links. Leonardo's 4 NVLink3 per pair are given as "
+                 "2 links of 50 GB/s (nvlink-box4 preset: same 100 GB/s line rate and NCCL efficiency)")
 LACK_NVL_KERNEL = ("netsim streams the tokens at the links' NCCL efficiency and counts the 1/8 a rank keeps as "
                    "DeepEP's logical bytes do; DeepEP's copy kernels are bound by their SM budget (20-64 SMs) and "
                    "per-token metadata/notify steps, which netsim has no model of")
@@ -114,6 +128,10 @@ ANCHORS = {"ar-h100-ring", "ar-h100-nvls", "ar-h100-meas", "ar-a100-ring", "ag-h
 
 
 G = 1 << 30
+#: Leonardo's booster node (4 A100-64GB, all pairs joined by 4 NVLink3 = 100 GB/s): the nvlink-box4 preset (2 links
+#: per pair) at 50 GB/s per link, on the A100 node file; NCCL's per-link 20.0 GB/s gives 4 links' worth per pair
+LEONARDO = ["node.links_per_gpu=null", "node.kind=nvlink_mesh", "node.preset=nvlink-box4", "node.gpus=4",
+            "node.link_bw=50GB/s"]
 RECORDS = [
     # ---- all-reduce, one NVLink node
     _rec("ar-h100-ring", "all-reduce", "8xH100 ring all-reduce 4 GiB", 370.0, "GB/s busbw", NT212,
@@ -143,6 +161,15 @@ RECORDS = [
            _bench("dgx-a100.yaml", "sendrecv", s, 8),
            LACK_P2P)
       for s, pub in ((128 << 20, 110.81), (256 << 20, 188.60), (512 << 20, 192.75), (G, 195.10))],
+    # held out: 2 of Leonardo's 4 A100-64GB (4 NVLink3 per pair), one process; GH200 + Slingshot 200G, 4 per node
+    _rec("sr-a100-2gpu", "p2p", "2 x A100 (4 NVLink3 per pair) sendrecv 2 GiB", 72.5, "GB/s busbw", NT331,
+         _bench("dgx-a100.yaml", "sendrecv", 2 * G, 2, sets=LEONARDO), LACK_P2P_2GPU),
+    *[_rec(f"sr-gh200-{n}n", "p2p", f"{n} x 4 GH200, Slingshot 200G per GPU, sendrecv 512 MiB", pub, "GB/s busbw",
+           NC1272, _bench("h100-superpod-1su.yaml", "sendrecv", 512 << 20, 4 * n, sets=[f"nodes={n}", "node.gpus=4",
+                                                                                         "scale_out.nic_bw=200Gbps"]),
+           "a NIC-bound ring: netsim's NIC runs at its IB efficiency (NDR's 48 of 50 GB/s); Slingshot's own is not "
+           "known to netsim. NCCL 2.30.7 gives each network peer 2 channels here (paths.cc:943-1001), as 2.19.4 did")
+      for n, pub in ((4, 24.2), (8, 24.24))],
     # ---- scale-out
     _rec("sr-ndr", "scale-out", "2 x 8 H100, sendrecv 1 GiB over one NDR NIC", 47.0, "GB/s busbw", NT290,
          _bench("h100-superpod-1su.yaml", "sendrecv", G, 16)),

@@ -183,3 +183,33 @@ def test_two_nics_per_gpu_double_direct_alltoall(model):
                               "t.yaml")
     one, two = (bench(topo(k), "alltoall", [256 << 20], model=model)[0].time_us for k in (1, 2))
     assert one / two == pytest.approx(2.0, rel=5e-3)
+
+
+def test_nccl_2_19_cap_would_give_224_on_8_a100(monkeypatch):
+    """NCCL 2.18/2.19 capped one send at 16 channels on one node (``nChannelsMax * nRanks <=
+    4 * p2pnChannels``, enqueue.cc v2.19.3-1:627, v2.18.5-1:636; gone in 2.20).  With that cap the
+    8xA100 sendrecv rows from 512 MiB would be 16 x 14 = 224 GB/s, not the links' 240 (docs/validation.md P)."""
+    t = load_topology(A100)
+    setup = p2p.P2PSetup.from_info(nccl.CommInfo.from_topology(t, np.arange(8)))
+    assert (setup.channels, setup.per_peer, setup.parts(512 << 20)) == (32, 32, 32)
+    capped = replace(setup, per_peer=16)  # 32 x 8 > 4 x 32 halves nChannelsMax once
+    assert capped.parts(512 << 20) == capped.parts(1 << 30) == 16
+    orig = p2p.P2PSetup.from_info
+    monkeypatch.setattr(p2p.P2PSetup, "from_info", classmethod(lambda cls, info: replace(orig(info), per_peer=16)))
+    for size in (512 << 20, 1 << 30):
+        row, _ = run_one(t, BenchConfig("sendrecv", gpus=8), size)
+        assert 222 < row.busbw_GBps < 224.1
+
+
+def test_gh200_slingshot_ring_gets_two_channels_per_network_peer():
+    """nccl#1272's shape (4 GH200 per node, one 200G NIC per GPU): NCCL 2.30.7 gives a network peer
+    max(1 NIC, ceil(24 / 14)) = 2 channels and keeps them while 2 x ceil(n / 8) <= 8 p2p channels, on
+    4 and on 8 nodes (paths.cc:943-1001), as 2.19.4 did (NCHANNELS_PER_NET_PEER 2); the NIC binds."""
+    from netsim.cli_options import load_topology_set
+    for nodes in (4, 8):
+        t = load_topology_set(SU, [f"nodes={nodes}", "node.gpus=4", "scale_out.nic_bw=200Gbps"])
+        s = p2p.P2PSetup.from_info(nccl.CommInfo.from_topology(t, np.arange(4 * nodes)))
+        assert (s.channels, s.per_peer, s.parts(512 << 20)) == (8, 2, 2)
+        row, _ = run_one(t, BenchConfig("sendrecv", gpus=4 * nodes), 512 << 20)
+        assert 23.9 < row.busbw_GBps < 24.0  # 200G at the NIC efficiency netsim gives NDR (48 of 50)
+

@@ -88,3 +88,20 @@ def test_summary_medians():
     rows = [{"kind": "a", "error_pct": e} for e in (-10.0, 2.0, 4.0)] + [{"kind": "b", "error_pct": 30.0}]
     s = validate.summary(rows)
     assert s["all"] == (7.0, 4) and s["a"] == (4.0, 3) and s["b"] == (30.0, 1)
+
+
+def test_two_a100s_over_four_nvlinks_are_link_bound():
+    """sr-a100-2gpu (nccl-tests#331: 4 NVLink3 per pair = 100 GB/s line, 80 at NCCL's 20.0 per link): the
+    LEONARDO overrides give that pair, in P2P read mode; the 2 GiB send's channels (netsim 32 from the GPU's
+    12 links, NCCL 8 from the pair's 4, paths.cc:936) carry more than 80 GB/s at 14 each, so the links bind."""
+    import numpy as np
+    from netsim.bench import BenchConfig, run_one
+    from netsim.cli_options import load_topology_set
+    from netsim.collectives import nccl, p2p
+    t = load_topology_set(ROOT / "topologies" / "dgx-a100.yaml", validate.LEONARDO)
+    assert t.n_gpus == 4
+    s = p2p.P2PSetup.from_info(nccl.CommInfo.from_topology(t, np.arange(2)))
+    assert s.read and min(s.parts(2 << 30), 8) * p2p.P2P_PER_CHANNEL_GBPS > 80
+    row, _ = run_one(t, BenchConfig("sendrecv", gpus=2), 2 << 30)
+    assert 79.9 < row.busbw_GBps < 80.0
+    assert row.busbw_GBps == pytest.approx(validate.simulate(BY_ID["sr-a100-2gpu"]))

@@ -38,7 +38,12 @@ Every number below is NCCL's; "paths.cc:N" is ``src/graph/paths.cc`` line N of t
   stores, which the links bound (8xH100 alltoall reaches 370 GB/s, 18 x 20.6, on 32 channels).
   NCCL states no rate for a read channel; netsim gives it the one per-channel p2p rate NCCL
   states, 14 GB/s (borrowed: paths.cc:918 names network peers).  On one 8xA100 node a 128 MiB
-  send takes 8 channels, 112 GB/s, below the 240 GB/s the NVLinks carry.
+  send takes 8 channels, 112 GB/s, below the 240 GB/s the NVLinks carry.  In read mode the Simple
+  FIFO sits in the sender's memory (p2p.cc:408-409): the sender copies into it and the receiver
+  pulls it over NVLink, once per byte.  With ranks in one process ("P2P/direct pointer", p2p.cc:414-417)
+  the path is the same unless the user buffers are registered (``ipcRegFlag``,
+  prims_simple.h:501-514, 548-561).  What is not modelled: measured A100 sendrecv levels off below the
+  links (189-195 GB/s on 16 channels); no sourced figure gives it (docs/validation.md, "P").
 * **Sharing**: a rank's sends in one step share its ``p2pnChannels`` blocks, so a capped send gets
   at most ``min(parts, p2pnChannels / sends) x 14`` GB/s (:func:`channel_caps`).
 * **Channel ids** (:func:`base_channels`, :func:`key_by_channel`): a send's parts run on
