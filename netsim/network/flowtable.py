@@ -87,7 +87,7 @@ class FlowTable:
         self.used = np.zeros(capacity.size)  # sum of the rates of the alive flows crossing each link
         self._changed: list[np.ndarray] = []  # links of flows ended since the last solve
         self._fresh: list[np.ndarray] = []  # slots of flows added since the last solve
-        self._mark = np.zeros(capacity.size, dtype=bool)  # scratch: links of a query
+        self._mark = np.zeros(capacity.size + 1, dtype=bool)  # scratch: links of a query (+1: none)
         self._ix_ptr = None  # link -> flow index of slots < _ix_n (CSR over links); None: stale
         self._ix_slot = np.zeros(0, dtype=np.int64)
         self._ix_n = 0
@@ -197,6 +197,7 @@ class FlowTable:
         indptr, links = self.paths(slots)
         np.subtract.at(self.used, links, np.repeat(rate, np.diff(indptr)))
         self._nb_add(self.bneck[slots], -1)
+        self.bneck[slots] = -1
         self._changed.append(links)
         self.alive[slots] = False
         self.rate[slots] = 0.0
@@ -228,14 +229,31 @@ class FlowTable:
             self._full(self.alive_slots())
             return
         seeds = np.concatenate(ended + [self.paths(fresh)[1]])
-        seeds = _unique_links(seeds, self._mark)
-        slots, on = self._on(seeds[self.nb[seeds] > 0])
-        grow = slots[self.bneck[slots] == on]  # their bottleneck lost a flow or gained one
-        r = np.union1d(fresh, grow)
+        r = np.union1d(fresh, self._bottlenecked_on(seeds))
         if not r.size:  # no flow's bottleneck changed: the certificate holds as it is
             return
         if not self._repair(r, limit):
             self._full(self.alive_slots())
+
+    def _bottlenecked_on(self, links: np.ndarray) -> np.ndarray:
+        """Alive flows whose bottleneck is one of ``links``: through the link -> flow index when
+        the flows it would list (everyone crossing them, plus flows added since it was built)
+        are fewer than the slots, else by one pass over the slots."""
+        links = links[self.nb[links] > 0]
+        if not links.size:
+            return links
+        if self._ix_ptr is not None:
+            recent = self.pool_n - (self.pstart[self._ix_n] if self._ix_n < self.n else self.pool_n)
+            links = _unique_links(links, self._mark)
+            listed = int((self._ix_ptr[links + 1] - self._ix_ptr[links]).sum()) + recent
+            if listed < self.n:
+                slots, on = self._on(links)
+                return slots[self.bneck[slots] == on]
+        mark = self._mark
+        mark[links] = True
+        hit = np.flatnonzero(mark[self.bneck[:self.n]])  # bneck -1 (a cap, or dead) reads mark[-1]
+        mark[links] = False
+        return hit
 
     def _repair(self, r: np.ndarray, limit: float) -> bool:
         """Grow ``r`` until its residual solve passes the certificate (module docstring); False
