@@ -216,10 +216,10 @@ class FlowNetwork(Network):
     def _finish_drained(self) -> None:
         now = max(self.env.now, self._t)
         f = self._flows
-        done = f.take_drained(_SAME_INSTANT_ULPS * np.spacing(now))
+        done, links = f.take_drained(_SAME_INSTANT_ULPS * np.spacing(now))
         if not done.size:
             return
-        self._load(f.paths(done)[1], -1)
+        self._load(links, -1)
         owners = f.owner[done]
         order = np.argsort(owners, kind="stable")
         done, owners = done[order], owners[order]

@@ -183,16 +183,15 @@ class FlowTable:
             return np.inf
         return float(self.due[:self.n].min()) - self.clock
 
-    def take_drained(self, eps_t: float) -> np.ndarray:
+    def take_drained(self, eps_t: float) -> tuple[np.ndarray, np.ndarray]:
         """Slots of flows drained now, i.e. due within ``eps_t`` seconds (the clock's float
-        resolution); they leave the table and their rates leave the link sums."""
+        resolution), and their path entries; they leave the table and their rates leave the
+        link sums."""
         done = np.flatnonzero(self.due[:self.n] <= self.clock + eps_t)
-        if done.size:
-            self.remove(done)
-        return done
+        return done, (self.remove(done) if done.size else self.pool[:0])
 
-    def remove(self, slots: np.ndarray) -> None:
-        """Flows leave (drained or cancelled)."""
+    def remove(self, slots: np.ndarray) -> np.ndarray:
+        """Flows leave (drained or cancelled); returns their path entries."""
         rate = self.rate[slots]
         indptr, links = self.paths(slots)
         np.subtract.at(self.used, links, np.repeat(rate, np.diff(indptr)))
@@ -203,6 +202,7 @@ class FlowTable:
         self.rate[slots] = 0.0
         self.due[slots] = np.inf
         self.n_alive -= int(slots.size)
+        return links
 
     def emptied(self, links: np.ndarray) -> None:
         """No flow crosses ``links`` any more: no rounding residue, no rate."""
