@@ -13,7 +13,7 @@ from netsim.chakra.model import EtNode
 from netsim.workload.generate.llm import ModelSpec, write_llm_workload
 from netsim.chakra.groups import CommGroups
 from netsim.chakra.inspect import read_workload
-from netsim.workload.replicas import LinkGuard, Mirrored, Replicas
+from netsim.workload.replicas import LinkGuard, Mirrored, Replicas, RunConflict
 from netsim.workload.runner import WorkloadRun
 
 TINY = ModelSpec("tiny", layers=4, hidden=1024, ffn=4096, heads=8, vocab=1000)
@@ -134,6 +134,18 @@ def test_reservation_conflict_reruns_event_driven(tmp_path, superpod):
     fast, a = _run_both(tmp_path, superpod, _send_beside_allreduce(64 << 20), {"1": [0, 8]})
     assert any("repeated with them event-driven" in n for n in a.notes)
     assert fast.colls.stats["event"] == 1
+    # the first run stopped at the conflict, before the all-reduce had ended
+    stop = next(n for n in a.notes if n.startswith("run 1: stopped at "))
+    assert float(stop.split("stopped at ")[1].split(" us")[0]) * 1e-6 < a.finish.max()
+
+
+def test_link_guard_stops_at_the_first_conflict():
+    g = LinkGuard(4, stop=True)
+    g.hold(np.array([1]), "A")
+    g(np.array([2]), 0.5)  # another link: no conflict
+    with pytest.raises(RunConflict):
+        g(np.array([1]), 0.5)
+    assert g.conflicts == {"A"}
 
 
 def test_conflict_repeats_the_whole_family_event_driven(tmp_path, superpod):

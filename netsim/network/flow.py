@@ -223,7 +223,7 @@ class FlowNetwork(Network):
         owners = f.owner[done]
         order = np.argsort(owners, kind="stable")
         done, owners = done[order], owners[order]
-        cuts = np.flatnonzero(np.r_[True, owners[1:] != owners[:-1], True])
+        cuts = np.concatenate(([0], np.flatnonzero(owners[1:] != owners[:-1]) + 1, [owners.size]))
         for a, b in zip(cuts[:-1].tolist(), cuts[1:].tolist()):
             o = int(owners[a])
             entry = self._owners[o]

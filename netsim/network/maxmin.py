@@ -198,7 +198,7 @@ def _bottlenecks(bneck, act, frozen_on_link, lens, ent, local) -> None:
     if not hit.size:
         return
     owner = np.repeat(np.arange(lens.size), lens)[hit]
-    first = np.flatnonzero(np.r_[True, owner[1:] != owner[:-1]])
+    first = np.concatenate(([0], np.flatnonzero(owner[1:] != owner[:-1]) + 1))
     bneck[act[owner[first]]] = ent[hit[first]]
 
 

@@ -159,7 +159,7 @@ class Instances:
     ``items[key]["members"]`` holds its ranks."""
 
     def __init__(self, env, net, schedule_fn, replicas=None, event_only=frozenset(), fast: bool = True,
-                 gpus: np.ndarray | None = None):
+                 gpus: np.ndarray | None = None, stop: bool = False):
         self.env, self.net, self.schedule_fn, self.replicas = env, net, schedule_fn, replicas
         # topology GPU of every job rank; replicas are shifted copies only on the packed placement
         self.gpus = None if gpus is None else np.asarray(gpus, dtype=np.int64)
@@ -172,7 +172,7 @@ class Instances:
         self.mirrored = Mirrored(net, replicas) if replicas is not None else None
         self.guard = None
         if net.live_sharing:  # rates depend on what runs beside: guard the links (link_load, watch)
-            self.guard = net.watch = LinkGuard(net.topo.n_links)
+            self.guard = net.watch = LinkGuard(net.topo.n_links, stop)
         self._prepared: dict = {}  # (schedule id, members) -> (schedule, patterns, counts, links) or None
         self._kinds: dict = {}  # members -> (kind, rank -> local index)
         self.stats = {"fixed": 0, "event": 0}
@@ -255,7 +255,7 @@ class Instances:
         release = inexact = None
         if self.guard is not None:
             fam = family(members)
-            inexact = lambda: self.guard.conflicts.add(fam)  # noqa: E731
+            inexact = lambda: self.guard.mark(fam)  # noqa: E731
             if not self.guard.idle(links, self.net.link_load, self.env.now):
                 return None
             ticket = self.guard.hold(links, fam)

@@ -171,6 +171,10 @@ class Mirrored:
         return event
 
 
+class RunConflict(Exception):
+    """A stopping :class:`LinkGuard`'s first conflict (the collective's key in ``args[0]``)."""
+
+
 class LinkGuard:
     """Link reservations of collectives evaluated off the event queue on a flow network.
 
@@ -179,14 +183,23 @@ class LinkGuard:
     links (they must be idle: no draining flow, no live reservation) from the first
     member's arrival to the collective's end (:meth:`release`); any flow submitted onto
     a reserved link in that window marks the holder in :attr:`conflicts`, and the runner
-    simulates the workload again with those collectives event-driven.
+    simulates the workload again with those collectives event-driven.  With ``stop``, the first
+    conflict raises :class:`RunConflict`: the run's timing is inexact from there on, so the
+    runner stops it and repeats it at once instead of simulating the rest for nothing.
     """
 
-    def __init__(self, n_links: int):
+    def __init__(self, n_links: int, stop: bool = False):
         self.until = np.full(n_links, -np.inf)
         self.owner = np.full(n_links, -1, dtype=np.int64)
         self.keys: list = []
         self.conflicts: set = set()
+        self.stop = stop
+
+    def mark(self, key) -> None:
+        """The collective ``key`` met other traffic off the event queue."""
+        self.conflicts.add(key)
+        if self.stop:
+            raise RunConflict(key)
 
     def idle(self, links: np.ndarray, load: np.ndarray, now: float) -> bool:
         return not (load[links].any() or (self.until[links] > now).any())
@@ -205,4 +218,4 @@ class LinkGuard:
         hit = self.until[links] > now
         if hit.any():
             for o in np.unique(self.owner[links[hit]]).tolist():
-                self.conflicts.add(self.keys[o])
+                self.mark(self.keys[o])

@@ -53,7 +53,7 @@ from netsim.chakra.model import MISSING, NodeTable
 from netsim.workload.collectives import SYMMETRIC, Instances, NcclSchedules, collective_schedule  # noqa: F401
 from netsim.workload.deadlock import Unmatched
 from netsim.chakra.groups import CommGroups
-from netsim.workload.replicas import Replicas
+from netsim.workload.replicas import Replicas, RunConflict
 from netsim.workload.streams import COMM_STREAMS, comm_lanes
 
 CPU, GPU, COMM = 0, 1, 2
@@ -142,7 +142,9 @@ class WorkloadRun:
 
     #: Most times a flow-model run is repeated because a collective evaluated off the
     #: event queue turned out to share its links (then every collective is event-driven).
-    MAX_ATTEMPTS = 4
+    #: A run stops at its first conflict, so each repeat adds one family and costs only the
+    #: run up to that conflict.
+    MAX_ATTEMPTS = 8
 
     def __init__(self, topo: Topology, tables: dict[int, NodeTable], groups: CommGroups,
                  model: str = "flow", *, ctrl_deps: bool = True, streams: int = 1,
@@ -223,7 +225,7 @@ class WorkloadRun:
             self._ready(st, np.flatnonzero(indeg == 0).tolist())
             self.ranks.append(st)
         self.colls = Instances(self.env, self.net, self.schedule_fn, self.replicas, frozenset(self.event_only),
-                               self.fast, self.gpus)
+                               self.fast, self.gpus, stop=True)
         self._colls = self.colls.items
         self.p2p = self.colls.mirrored or self.net
         #: Messages that landed before their receive was posted: message key -> senders, in order.
@@ -283,26 +285,29 @@ class WorkloadRun:
 
         On the flow network, a collective evaluated off the event queue whose links were
         touched by other traffic while it ran is simulated event-driven in a repeat run
-        (see :mod:`netsim.workload.collectives`), until no such conflict is left.  A repeat
-        that deadlocks, or the last one allowed, runs every collective event-driven (the
-        reference), and its verdict is final: a deadlock is never repeated away.  A deadlock
+        (see :mod:`netsim.workload.collectives`), until no such conflict is left.  A run stops
+        at its first conflict (its timing is inexact from there on) and is repeated at once
+        with that collective's family event-driven; each repeat adds a family, so repeats end.
+        A repeat that deadlocks, or the last one allowed, runs every collective event-driven
+        (the reference), and its verdict is final: a deadlock is never repeated away.  A deadlock
         that holds in every timing (:meth:`~netsim.workload.deadlock.Unmatched.certain`) is
         reported at once."""
         for attempt in range(1, self.MAX_ATTEMPTS + 2):
-            self._simulate()
+            stopped = self._simulate()
             guard = self.colls.guard
             if guard is None or not guard.conflicts:
                 break
-            unmatched = Unmatched(self)
-            if unmatched.certain():
+            unmatched = None if stopped else Unmatched(self)
+            if unmatched is not None and unmatched.certain():
                 break  # deadlocked in every timing: no repeat can change the verdict
-            if attempt >= self.MAX_ATTEMPTS or unmatched.found():
+            if attempt >= self.MAX_ATTEMPTS or (unmatched is not None and unmatched.found()):
                 self.fast = False  # the event-driven reference decides
                 again = "every collective event-driven"
             else:
                 self.event_only |= guard.conflicts
                 again = "them event-driven"
-            self.notes.append(f"run {attempt}: {len(guard.conflicts)} collective(s) evaluated off the event "
+            at = f"stopped at {self.env.now * 1e6:.3f} us: " if stopped else ""
+            self.notes.append(f"run {attempt}: {at}{len(guard.conflicts)} collective(s) evaluated off the event "
                               f"queue shared links with other traffic; repeated with {again}")
             self._reset()
         Unmatched(self).check()
@@ -319,14 +324,20 @@ class WorkloadRun:
                                   "waited for the slowest copy")
         return WorkloadResult(finish, compute, self.ops, self.unknown, self.notes, self)
 
-    def _simulate(self) -> None:
-        for st in self.ranks:
-            delay = float(self.launch_delay[st.rank])
-            if delay > 0:
-                self.net.call_at(delay, lambda st=st: self._issue(st))
-            else:
-                self._issue(st)
-        self.env.run()
+    def _simulate(self) -> bool:
+        """One run; True when it stopped at its first conflict (:class:`RunConflict`): from there
+        on its timing is not exact, so it is repeated at once (:meth:`run`)."""
+        try:
+            for st in self.ranks:
+                delay = float(self.launch_delay[st.rank])
+                if delay > 0:
+                    self.net.call_at(delay, lambda st=st: self._issue(st))
+                else:
+                    self._issue(st)
+            self.env.run()
+        except RunConflict:
+            return True
+        return False
 
     @staticmethod
     def _ready(st: _Rank, nodes) -> None:
