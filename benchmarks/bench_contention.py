@@ -12,6 +12,12 @@ E4  the analytical model as a bound (each step timed alone, links shared as in t
     its time against the busiest link's bytes / rate and against the flow model, beside the old
     contention-free alpha-beta timing, on random placements (4:1 tree); then its cost at scale
     (all-to-all on h100-superpod-1024, and the design study's 4k all-to-all at 7:1).
+E6  how far an exact engine could batch the flow model's events (all-to-all, 64 MiB, superpod,
+    static ECMP): every event's domain is the links of the flows it ended and of the flows whose
+    rate it changed.  Events whose domains are disjoint commute, so the longest chain of
+    events with overlapping domains (the critical path) is the fewest rounds any exact batched
+    engine needs; beside it, how many events fall within 1e-9 and 1e-6 of the previous instant
+    (what a time tolerance would merge, which the issue rules out).
 E5  (only with ``--e2e``: long) the issue's end-to-end iterations on the flow model, beside the
     analytical model: Llama-3-405B TP8 PP16 interleaved (vpp 2, seq 8192) on llama3-24k at DP4
     (16 microbatches) and DP64 (32 microbatches, the target: <= 180 CPU-s), and a DeepSeek-V3-like
@@ -158,6 +164,46 @@ def _e4(op, algo, size, placement, where, gpus):
     return out
 
 
+def e6_case(gpus):
+    return partial(_e6, gpus)
+
+
+def _e6(gpus):
+    import numpy as np
+    from netsim.network.flow import FlowNetwork
+    from netsim.network.flowtable import FlowTable
+    events, cur = [], []
+    take, set_rates, update = FlowTable.take_drained, FlowTable._set_rates, FlowNetwork._update
+
+    def take_(self, eps):  # the links of the flows an event ends
+        done, links = take(self, eps)
+        cur.append(links.copy())
+        return done, links
+
+    def set_rates_(self, slots, rates):  # the links of the flows an event re-rates
+        cur.append(self.paths(slots)[1].copy())
+        return set_rates(self, slots, rates)
+
+    def update_(self):
+        cur.clear()
+        update(self)
+        events.append((max(self.env.now, self._t), np.unique(np.concatenate(cur)) if cur else np.zeros(0, int)))
+
+    FlowTable.take_drained, FlowTable._set_rates, FlowNetwork._update = take_, set_rates_, update_
+    out = _e2(gpus, True, "ecmp")
+    last: dict = {}
+    depth = 0
+    for _t, dom in events:  # critical path: an event follows the latest event it shares a link with
+        d = 1 + max((last.get(k, 0) for k in dom.tolist()), default=0)
+        last.update(dict.fromkeys(dom.tolist(), d))
+        depth = max(depth, d)
+    t = np.unique([t for t, _ in events])
+    gap = np.diff(t) / t[1:]
+    return {"case": f"E6 alltoall 64 MiB {gpus} GPUs ecmp", "events": len(events), "critical": depth,
+            "batch": len(events) / max(depth, 1), "within_1e9": int((gap < 1e-9).sum()),
+            "within_1e6": int((gap < 1e-6).sum()), "time_us": out["time_us"]}
+
+
 def e5_case(label, topo, model, gen):
     return partial(_e5, label, topo, model, gen)
 
@@ -213,6 +259,12 @@ def main() -> None:
                        ("time_us", "time us", ".1f"), ("events", "events", ","), ("solves", "solves", ","),
                        ("partial", "partial", ","), ("cpu_s", "CPU s", ".2f"), ("wall_s", "wall s", ".2f"),
                        ("peak_rss_MB", "peak RSS MB", ".0f")])
+    print()
+    rows = [run_case(e6_case(g)) for g in ([448] if quick else [448, 512])]
+    print_table(rows, [("case", "case", "s"), ("events", "events", ","), ("critical", "critical path", ","),
+                       ("batch", "events per round at best", ".2f"), ("within_1e9", "within 1e-9 of previous", ","),
+                       ("within_1e6", "within 1e-6 of previous", ","), ("time_us", "time us", ".1f"),
+                       ("wall_s", "wall s", ".1f")])
     print()
     rows = []
     for op in ("alltoall", "all_gather"):
