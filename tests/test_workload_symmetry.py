@@ -134,7 +134,19 @@ def test_reservation_conflict_reruns_event_driven(tmp_path, superpod):
     fast, a = _run_both(tmp_path, superpod, _send_beside_allreduce(64 << 20), {"1": [0, 8]})
     assert any("repeated with them event-driven" in n for n in a.notes)
     assert fast.colls.stats["event"] == 1
-    # the first run stopped at the conflict, before the all-reduce had ended
+    assert not any("stopped at" in n for n in a.notes)  # the first run goes to the end
+
+
+def test_a_repeat_stops_at_its_first_conflict(tmp_path, superpod):
+    # a run with a family already event-driven is a repeat: it stops at the conflict, before
+    # the all-reduce has ended, and the next run equals the all-event-driven reference
+    write_workload(tmp_path / "w", _send_beside_allreduce(64 << 20))
+    tables = read_workload(str(tmp_path / "w"))
+    groups = CommGroups({"1": [0, 8]}, 16)
+    other = ("family", 3, (1, 1))  # no such communicator: only makes the first run a repeat
+    a = WorkloadRun(superpod, tables, groups, "flow", streams=2, event_only={other}).run()
+    b = WorkloadRun(superpod, tables, groups, "flow", streams=2, fast=False).run()
+    np.testing.assert_allclose(a.finish, b.finish, rtol=1e-12)
     stop = next(n for n in a.notes if n.startswith("run 1: stopped at "))
     assert float(stop.split("stopped at ")[1].split(" us")[0]) * 1e-6 < a.finish.max()
 

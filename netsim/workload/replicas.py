@@ -183,9 +183,10 @@ class LinkGuard:
     links (they must be idle: no draining flow, no live reservation) from the first
     member's arrival to the collective's end (:meth:`release`); any flow submitted onto
     a reserved link in that window marks the holder in :attr:`conflicts`, and the runner
-    simulates the workload again with those collectives event-driven.  With ``stop``, the first
-    conflict raises :class:`RunConflict`: the run's timing is inexact from there on, so the
-    runner stops it and repeats it at once instead of simulating the rest for nothing.
+    simulates the workload again with those collectives event-driven.  With ``stop`` (the
+    runner's repeats), the first conflict raises :class:`RunConflict`: the run's timing is
+    inexact from there on, so the runner stops it and repeats it at once instead of simulating
+    the rest for nothing.
     """
 
     def __init__(self, n_links: int, stop: bool = False):

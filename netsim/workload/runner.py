@@ -142,7 +142,7 @@ class WorkloadRun:
 
     #: Most times a flow-model run is repeated because a collective evaluated off the
     #: event queue turned out to share its links (then every collective is event-driven).
-    #: A run stops at its first conflict, so each repeat adds one family and costs only the
+    #: A repeat stops at its first new conflict, so each repeat adds a family and costs only the
     #: run up to that conflict.
     MAX_ATTEMPTS = 8
 
@@ -225,7 +225,7 @@ class WorkloadRun:
             self._ready(st, np.flatnonzero(indeg == 0).tolist())
             self.ranks.append(st)
         self.colls = Instances(self.env, self.net, self.schedule_fn, self.replicas, frozenset(self.event_only),
-                               self.fast, self.gpus, stop=True)
+                               self.fast, self.gpus, stop=bool(self.event_only))
         self._colls = self.colls.items
         self.p2p = self.colls.mirrored or self.net
         #: Messages that landed before their receive was posted: message key -> senders, in order.
@@ -285,9 +285,11 @@ class WorkloadRun:
 
         On the flow network, a collective evaluated off the event queue whose links were
         touched by other traffic while it ran is simulated event-driven in a repeat run
-        (see :mod:`netsim.workload.collectives`), until no such conflict is left.  A run stops
-        at its first conflict (its timing is inexact from there on) and is repeated at once
-        with that collective's family event-driven; each repeat adds a family, so repeats end.
+        (see :mod:`netsim.workload.collectives`), until no such conflict is left.  The first
+        run, everything off the event queue, goes to the end to find every family that
+        conflicts; a repeat (costlier: some families run event-driven) stops at its first new
+        conflict, whose timing is inexact from there on, and is repeated at once with that
+        family event-driven too.  Each repeat adds a family, so repeats end.
         A repeat that deadlocks, or the last one allowed, runs every collective event-driven
         (the reference), and its verdict is final: a deadlock is never repeated away.  A deadlock
         that holds in every timing (:meth:`~netsim.workload.deadlock.Unmatched.certain`) is
