@@ -53,7 +53,13 @@ NC1272 = ("https://github.com/NVIDIA/nccl/issues/1272 (teojgo, 2024-04-30: 4 GH2
 DEEPEP_V1 = ("deepseek-ai/DeepEP docs/legacy.md 'Performance' (V1; H800 ~160 GB/s NVLink, CX7 400G per GPU; "
              "normal: 4096 tokens, hidden 7168, top-4 groups, top-8, FP8 dispatch / BF16 combine)")
 DEEPEP_LL = ("deepseek-ai/DeepEP docs/legacy.md 'Low-latency kernels with pure RDMA' (V1; H800, CX7 400G; "
-             "128 tokens, hidden 7168, top-8, FP8 dispatch / BF16 combine)")
+             "128 tokens, hidden 7168, top-8, FP8 dispatch / BF16 combine). The table as updated in de8cfca "
+             "(2025-06-05): 'low-latency kernels now leverage NVLink as much as possible' (DeepEP PR #173), "
+             "so same-node copies go over NVLink (allow_nvlink_for_low_latency_mode, default True)")
+DEEPEP_LL_RDMA = ("deepseek-ai/DeepEP README.md at ebfe47e (initial release, 2025-02-24), 'Low-latency kernels "
+                  "with pure RDMA': the same setting, measured before PR #173, when deep_ep/buffer.py:73 set "
+                  "NVSHMEM_DISABLE_P2P=1 for the low-latency mode, so every copy, same-node ones too, went through "
+                  "the NIC (EP128 and EP256 were not re-measured: their rows are the same in both tables)")
 DEEPEP_V2 = ("deepseek-ai/DeepEP README.md 'Performance' (V2; 8K tokens, hidden 7168, top-8, FP8 dispatch / "
              "BF16 combine; logical bandwidth incl. local-rank traffic)")
 LLAMA3 = ("Llama 3 Herd of Models, arXiv:2407.21783, Table 4 (405B on H100, 16M tokens per batch): "
@@ -61,8 +67,10 @@ LLAMA3 = ("Llama 3 Herd of Models, arXiv:2407.21783, Table 4 (405B on H100, 16M 
           "App. B), N = 405e9, L = 126, d = 16384")
 
 # --- physical explanations for misses (reused by several rows) ------------------------------------
-LACK_LL_NVLINK = ("DeepEP's V1 low-latency kernels send every token through the NIC ('pure RDMA'), even to GPUs in "
-                  "the same node; netsim routes intra-node copies over NVLink and cannot force them through the NIC")
+LACK_LL_NVLINK = ("per-copy kernel costs on NVLink: since DeepEP PR #173 the low-latency kernels write same-node "
+                  "copies over NVLink (98 GB/s at EP8, above any one NIC), one warp per (token, expert) with "
+                  "FP8 casting, count atomics and a receive-side wait; netsim streams the bytes at the links' "
+                  "NCCL efficiency")
 LACK_LL_MSG = ("per-message costs are missing: DeepEP LL posts one IBGDA RDMA write per (token, expert) "
                "with ~2-3 us round trips, atomics for the count exchange and the GPU-side receive/cast; "
                "netsim moves the bytes at NIC line rate plus one latency")
@@ -98,11 +106,11 @@ def _bench(topo, op, size, gpus, algo="auto", model="flow", metric="busbw_GBps",
 
 
 def _moe(op, ep, tokens, algo, model, metric, mode="normal", experts=256, max_nodes=4, h800=True, topo=None,
-         sets=()):
+         sets=(), ll_transport="nvlink"):
     sets = [f"nodes={max(2, ep // 8)}", "node.links_per_gpu=8"] if h800 else list(sets)
     return {"run": "moe", "topology": topo or "h100-superpod-1su.yaml", "op": op, "gpus": ep, "tokens": tokens,
             "algo": algo, "mode": mode, "experts": experts, "max_nodes": max_nodes, "model": model,
-            "metric": metric, "sets": sets}
+            "metric": metric, "sets": sets, "ll_transport": ll_transport}
 
 
 def _llm(gpus, tp, cp, pp, dp, mb, seq, tflops, model):
@@ -203,6 +211,14 @@ for ep, pubs in _V1LL.items():
                             experts=288 if 288 % ep == 0 else 256, max_nodes=0),
             LACK_LL_NVLINK if ep == 8 else LACK_LL_MSG if ep <= 128 else LACK_LL_256,
             note="" if flow else "analytical (flow: ~1 CPU-min, bench_fidelity.py)"))
+_V1LL_RDMA = {8: (163, 318), 16: (173, 329), 32: (182, 350), 64: (186, 353)}
+for ep, pubs in _V1LL_RDMA.items():
+    for op, pub in zip(("moe_dispatch", "moe_combine"), pubs):
+        RECORDS.append(_rec(
+            f"deepep-llrdma-{op[4:]}-ep{ep}", "moe", f"DeepEP V1 low-latency {op[4:]} EP{ep}, pure RDMA (H800)",
+            float(pub), "us", DEEPEP_LL_RDMA,
+            _moe(op, ep, 128, "direct", "flow", "time_us", mode="low_latency",
+                 experts=288 if 288 % ep == 0 else 256, max_nodes=0, ll_transport="rdma"), LACK_LL_MSG))
 for ep, pubs in {16: (90.0, 81.0), 32: (61.0, 61.0)}.items():
     for op, pub in zip(("moe_dispatch", "moe_combine"), pubs):
         RECORDS.append(_rec(
@@ -243,6 +259,8 @@ def command(rec: dict) -> str:
                 f"--gpus {s['gpus']} --algo {s['algo']} --model {s['model']}{sets}")
     if s["run"] == "moe":
         mode = " --mode low_latency" if s["mode"] == "low_latency" else ""
+        if s.get("ll_transport", "nvlink") != "nvlink":
+            mode += f" --ll-transport {s['ll_transport']}"
         return (f"netsim bench --topology topologies/{s['topology']} --gpus {s['gpus']} --op {s['op']} "
                 f"--tokens {s['tokens']} --hidden 7168 --topk 8 --experts {s['experts']} --max-nodes {s['max_nodes']} "
                 f"--algo {s['algo']}{mode} --model {s['model']}{sets}")
@@ -268,7 +286,8 @@ def simulate(rec: dict) -> float:
         from netsim.moe_bench import MoEConfig, run_moe, validated
         topo = load_topology_set(TOPO / s["topology"], s["sets"])
         cfg = MoEConfig(s["op"], tokens=s["tokens"], algo=s["algo"], mode=s["mode"], experts=s["experts"],
-                        max_nodes=s["max_nodes"], gpus=s["gpus"], model=s["model"])
+                        max_nodes=s["max_nodes"], gpus=s["gpus"], model=s["model"],
+                        ll_transport=s.get("ll_transport", "nvlink"))
         return float(run_moe(topo, validated(cfg, topo)).summary[s["metric"]])
     out = subprocess.run([sys.executable, "-m", "netsim", *_llm_argv(s)[1:]], cwd=ROOT, check=True,
                          capture_output=True, text=True)

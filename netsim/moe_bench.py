@@ -39,6 +39,12 @@ from netsim.topology.model import Topology, link_tier  # noqa: F401 (link_tier r
 OPS = ("moe_dispatch", "moe_combine")
 ALGOS = ("auto", "direct", "hierarchical", "node_limited")
 MODES = ("normal", "low_latency")
+#: How the low-latency kernels reach GPUs of their own node (DeepEP's ``Buffer(...,
+#: allow_nvlink_for_low_latency_mode=)``): ``nvlink``, DeepEP's default since its PR #173
+#: (2025-06-05; ``deep_ep/buffers/legacy.py:39``, ``NVSHMEM_DISABLE_P2P=0`` at :108), or ``rdma``:
+#: through the NIC and the fabric, as V1 first shipped them ("pure RDMA": ``deep_ep/buffer.py:73``
+#: at ebfe47e sets ``NVSHMEM_DISABLE_P2P=1``).
+LL_TRANSPORTS = ("nvlink", "rdma")
 #: Bytes per hidden element: FP8 dispatch, BF16 combine (DeepSeek-V3 §3.3.2; DeepEP README).
 DTYPE_BYTES = {"moe_dispatch": 1, "moe_combine": 2}
 #: DeepSeek-V3's node limit: each token is sent to at most M = 4 nodes (arXiv:2412.19437 §2.1.2).
@@ -56,7 +62,8 @@ class MoEConfig:
     uniform or zipf:A. expert_map: file of tokens x topk expert ids. placement_experts:
     contiguous, round_robin or a file of one rank per expert. redundant_experts: EPLB replicas.
     max_nodes: node-limited gate (0: none). chunks: node_limited pipeline depth. gpus, model,
-    seed, placement, engine, routing: as for every bench op.
+    seed, placement, engine, routing: as for every bench op. ll_transport: how low_latency reaches
+    GPUs of its own node (:data:`LL_TRANSPORTS`).
     """
 
     op: str
@@ -79,6 +86,7 @@ class MoEConfig:
     placement: str = "packed"
     engine: str = "auto"
     routing: str | None = None
+    ll_transport: str = "nvlink"
 
 
 @dataclass(frozen=True, eq=False)
@@ -116,6 +124,14 @@ def validated(cfg: MoEConfig, topo: Topology) -> MoEConfig:
     if cfg.mode == "low_latency" and cfg.algo not in ("auto", "direct"):
         raise InputError(f"low_latency mode sends directly (no NVLink forwarding); use --algo direct, "
                          f"not {cfg.algo}", source="--mode")
+    if cfg.ll_transport not in LL_TRANSPORTS:
+        raise InputError(f"expected one of {', '.join(LL_TRANSPORTS)}, got {cfg.ll_transport!r}",
+                         source="--ll-transport")
+    if cfg.ll_transport != "nvlink":
+        if cfg.mode != "low_latency":
+            raise InputError("applies to --mode low_latency (the normal kernels forward over NVLink)",
+                             source="--ll-transport")
+        _ll_topology(topo, cfg)
     n = cfg.gpus if cfg.gpus is not None else topo.n_gpus
     if cfg.gpus is None and cfg.placement not in (None, "packed"):
         n = place(cfg.placement, None, topo.n_gpus).size
@@ -186,6 +202,15 @@ def load_expert_map(path: str, n_tokens: int, topk: int, experts: int) -> np.nda
     return a
 
 
+def _ll_topology(topo: Topology, cfg: MoEConfig) -> Topology:
+    """``topo`` as ``cfg``'s kernels see it: with ``--ll-transport rdma``, GPUs of one node reach
+    each other through their NICs and the fabric."""
+    if cfg.mode != "low_latency" or cfg.ll_transport == "nvlink":
+        return topo
+    from netsim.topology.policy import with_intra_node
+    return with_intra_node(topo, "nic", source="--ll-transport")
+
+
 def moe_local_size(topo: Topology, ranks: np.ndarray, algo: str) -> tuple[int, str]:
     """(GPUs per node for the schedules, algorithm that runs).  A job inside one scale-up domain
     smaller than the domain (8 GPUs of an NVL72) is one node of its own size."""
@@ -243,6 +268,7 @@ def run_moe(topo: Topology, cfg: MoEConfig, lay: moe.MoELayout | None = None) ->
     cfg = validated(cfg, topo)
     if cfg.routing is not None:
         topo = with_routing(topo, cfg.routing)
+    topo = _ll_topology(topo, cfg)
     ranks = place(cfg.placement, cfg.gpus, topo.n_gpus)
     g, algo = moe_local_size(topo, ranks, cfg.algo)
     lay = build_layout(topo, cfg) if lay is None else lay.with_bytes(token_size(cfg))
@@ -276,7 +302,8 @@ def run_moe(topo: Topology, cfg: MoEConfig, lay: moe.MoELayout | None = None) ->
     lt = lay.logical_tokens()
     hot_recv = int(np.argmax(ranks_df["recv_bytes"].to_numpy()))
     summary = {
-        "op": cfg.op, "algorithm": sched_algo, "gpus": cfg.gpus, "model": cfg.model,
+        "op": cfg.op, "algorithm": sched_algo if cfg.ll_transport == "nvlink" else f"{sched_algo}/rdma",
+        "gpus": cfg.gpus, "model": cfg.model,
         "tokens": cfg.tokens, "hidden": cfg.hidden, "topk": cfg.topk, "experts": cfg.experts,
         "token_bytes": tb, "time_us": res.time * 1e6,
         "rdma_bytes": float(db["rdma"].mean()), "nvl_bytes": float(db["nvl"].mean()),
@@ -423,6 +450,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--mode", default="normal", choices=MODES,
                    help="normal (default) or low_latency (with --algo direct: one copy per expert, no forwarding)")
     g.add_argument("--chunks", type=int, default=4, help="node_limited pipeline depth (default 4)")
+    g.add_argument("--ll-transport", default="nvlink", choices=LL_TRANSPORTS,
+                   help="low_latency to GPUs of the same node: nvlink (default; DeepEP's "
+                        "allow_nvlink_for_low_latency_mode=True) or rdma (through the NIC and the fabric, "
+                        "'pure RDMA' as DeepEP V1 first shipped)")
 
 
 def config_from_args(args: argparse.Namespace) -> MoEConfig:
@@ -430,7 +461,7 @@ def config_from_args(args: argparse.Namespace) -> MoEConfig:
     return MoEConfig(args.op, args.tokens, args.hidden, args.topk, args.experts, args.dtype_bytes, args.algo,
                      args.mode, args.skew, args.expert_map, args.placement_experts, args.redundant_experts,
                      args.max_nodes, args.chunks, args.gpus, args.model, args.seed, args.placement,
-                     args.engine, args.routing)
+                     args.engine, args.routing, getattr(args, "ll_transport", "nvlink"))
 
 
 def cmd(args: argparse.Namespace) -> int:

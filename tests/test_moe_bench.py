@@ -255,3 +255,43 @@ def test_set_applies_to_moe_ops_and_is_recorded(tmp_path):
     doc = json.loads(out.read_text())
     assert doc["config"]["set"] == {"node.link_bw": "40GB/s"}
     assert doc["results"][0]["time_us"] == pytest.approx(want, rel=1e-12) and want < 0.9 * plain
+
+
+def test_ll_rdma_sends_same_node_tokens_through_the_nics(superpod):
+    # DeepEP's low-latency kernels without NVLink ("pure RDMA", V1 as first shipped): at EP8 on one
+    # node every copy leaves through a NIC and crosses the leaf, none takes NVLink, and the exchange
+    # is bound by the NICs (50 GB/s each) instead of NVLink (~8x faster here)
+    cfg = MoEConfig("moe_dispatch", gpus=8, tokens=128, algo="direct", mode="low_latency", max_nodes=0)
+    nvl = run_moe(superpod, cfg)
+    rdma = run_moe(superpod, MoEConfig(**{**cfg.__dict__, "ll_transport": "rdma"}))
+    by_kind = lambda r: r.links.groupby("kind")["bytes"].sum()  # noqa: E731
+    k_nvl, k_rdma = by_kind(nvl), by_kind(rdma)
+    assert k_nvl.get("ib", 0.0) == 0.0 and k_rdma.get("nvlink", 0.0) == 0.0
+    sent = float(rdma.ranks["send_bytes"].sum())
+    # rail-optimized: NIC -> its rail's leaf -> spine -> the other rail's leaf -> NIC, 4 IB links
+    assert k_rdma["ib"] == pytest.approx(4 * sent, rel=1e-9)
+    assert rdma.summary["bound"] == "nic" and nvl.summary["bound"] == "nvlink"
+    assert rdma.summary["time_us"] > 2 * nvl.summary["time_us"]
+    assert rdma.summary["algorithm"] == "low_latency/rdma"
+    # DeepEP counts every low-latency copy as RDMA bytes, whatever the transport
+    assert rdma.summary["rdma_bytes"] == nvl.summary["rdma_bytes"]
+
+
+def test_ll_transport_bad_values(capsys):
+    op = ["--op", "moe_dispatch"]
+    assert "--ll-transport" in _err(op + ["--ll-transport", "rdma"], capsys)  # normal kernels
+    err = _err(op + ["--ll-transport", "ib"], capsys)
+    assert "--ll-transport" in err and "invalid choice" in err
+    assert main(["bench", "--topology", DGX, "--gpus", "8", "--op", "moe_dispatch", "--tokens", "4", "--algo", "direct",
+                 "--mode", "low_latency", "--ll-transport", "rdma", "--max-nodes", "0"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "--ll-transport" in err and "fat-tree" in err and "\n" not in err
+
+
+def test_ll_transport_default_keeps_run_ids():
+    from dataclasses import asdict
+
+    from netsim.results.dataset import run_id_for
+    cfg = asdict(MoEConfig("moe_dispatch", gpus=8))
+    old = {k: v for k, v in cfg.items() if k != "ll_transport"}
+    assert run_id_for(cfg) == run_id_for(old) != run_id_for({**cfg, "ll_transport": "rdma"})

@@ -54,7 +54,8 @@ def test_settings_are_valid_configs():
         assert s["gpus"] <= topo.n_gpus, r["id"]
         if s["run"] == "moe":
             validated(MoEConfig(s["op"], tokens=s["tokens"], algo=s["algo"], mode=s["mode"], experts=s["experts"],
-                                max_nodes=s["max_nodes"], gpus=s["gpus"], model=s["model"]), topo)
+                                max_nodes=s["max_nodes"], gpus=s["gpus"], model=s["model"],
+                                ll_transport=s.get("ll_transport", "nvlink")), topo)
         elif s["gpus"] <= 64:   # planning the 1,984-GPU row costs seconds; it runs in validate.py
             build_plan(topo, BenchConfig(s["op"], algo=s["algo"], gpus=s["gpus"], model=s["model"]), float(s["bytes"]))
 
@@ -67,12 +68,12 @@ def test_llm_published_step_time_follows_table4():
     assert r["published"] == pytest.approx(12.54, abs=0.01)
 
 
-@pytest.mark.parametrize("rid", ["ar-h100-ring", "sr-ndr", "deepep-ll-dispatch-ep16"])
+@pytest.mark.parametrize("rid", ["ar-h100-ring", "sr-ndr", "deepep-ll-dispatch-ep16", "deepep-llrdma-dispatch-ep8"])
 def test_cheap_rows_run(rid):
     row = validate.run_record(BY_ID[rid])
     assert row["simulated"] > 0
     assert row["error_pct"] == pytest.approx(100 * (row["simulated"] / row["published"] - 1))
-    if rid != "deepep-ll-dispatch-ep16":      # calibration-anchor rows: within 5 % of the measurement
+    if not rid.startswith("deepep-"):      # calibration-anchor rows: within 5 % of the measurement
         assert abs(row["error_pct"]) < 5
 
 
@@ -105,3 +106,12 @@ def test_two_a100s_over_four_nvlinks_are_link_bound():
     row, _ = run_one(t, BenchConfig("sendrecv", gpus=2), 2 << 30)
     assert 79.9 < row.busbw_GBps < 80.0
     assert row.busbw_GBps == pytest.approx(validate.simulate(BY_ID["sr-a100-2gpu"]))
+
+
+def test_pure_rdma_rows_send_same_node_copies_through_the_nic():
+    """The rows of DeepEP's first low-latency table (NVSHMEM_DISABLE_P2P=1) run with --ll-transport rdma, the
+    rows of the table measured after PR #173 with NVLink; the command line says which."""
+    rdma, nvl = BY_ID["deepep-llrdma-dispatch-ep8"], BY_ID["deepep-ll-dispatch-ep8"]
+    assert rdma["setting"]["ll_transport"] == "rdma" and nvl["setting"]["ll_transport"] == "nvlink"
+    assert "--ll-transport rdma" in validate.command(rdma) and "--ll-transport" not in validate.command(nvl)
+    assert validate.simulate(rdma) > 3 * validate.simulate(nvl)  # one NIC instead of NVLink

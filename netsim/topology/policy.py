@@ -129,6 +129,36 @@ def with_routing(topo: Topology, routing: str, *, source: str | None = "--routin
     return replace(topo, router=router.with_policy(routing), routing=routing, link_class=link_class)
 
 
+def with_intra_node(topo: Topology, route: str, *, source: str | None = None, field: str | None = None) -> Topology:
+    """A copy of ``topo`` whose GPUs of one node reach each other by ``route`` (``nvlink``, or
+    ``nic``: out through the source's NIC, across the fabric and in through the destination's,
+    as pure-RDMA kernels do); ``topo`` is unchanged, and returned itself when it already routes
+    so.  Needs a fat-tree scale-out fabric (one-line error naming ``source`` otherwise).
+
+    >>> from netsim.topology.builders import hgx_h100
+    >>> from netsim.topology.fattree import Tier, fat_tree
+    >>> t = fat_tree(hgx_h100(), 4, [Tier("leaf", down=4, up=4), Tier("spine", down=8)], nic_bw=50e9)
+    >>> r = with_intra_node(t, "nic")
+    >>> from netsim.topology.model import LINK_KINDS
+    >>> kinds = lambda topo: sorted({LINK_KINDS[topo.link_kind[k]] for k in topo.routes(np.array([0]), np.array([1]))[1]})
+    >>> r.facts.intra_node, kinds(t), kinds(r)
+    ('nic', ['nvlink'], ['ib', 'pcie'])
+    """
+    from netsim.topology.facts import INTRA_NODE_ROUTES
+
+    if route not in INTRA_NODE_ROUTES:
+        raise InputError(f"expected one of {', '.join(INTRA_NODE_ROUTES)}, got {route!r}", source=source, field=field)
+    if route == topo.facts.intra_node:
+        return topo
+    router = topo.router
+    if not hasattr(router, "intra_node") or not hasattr(router, "with_policy"):
+        raise InputError(f"same-node traffic through the NICs needs a fat-tree scale-out fabric; topology "
+                         f"{topo.name!r} has none", source=source, field=field)
+    other = router.with_policy(router.policy)  # a copy sharing the tables
+    other.intra_node = route
+    return replace(topo, router=other, facts=replace(topo.facts, intra_node=route))
+
+
 def adaptive_pick(loads: np.ndarray, up: np.ndarray, down: np.ndarray, start: np.ndarray) -> np.ndarray:
     """Branch per transfer at one tier, placing transfers in order (see the module docstring).
 
