@@ -178,6 +178,18 @@ class Instances:
         self.stats = {"fixed": 0, "event": 0}
         self.max_skew_s = 0.0  # largest spread of finish times within a representative's orbit
 
+    def replica_notes(self, simulated: int) -> list[str]:
+        """What the run's notes say of replica symmetry: ``simulated`` ranks stood for the world,
+        exactly or (where copies of a transfer or collective finished apart) approximately."""
+        r = self.replicas
+        notes = [f"replica symmetry: simulated {simulated} of {r.world} ranks ({r.count} replicas); ops rows "
+                 "are the representatives'"]
+        skew = max(self.mirrored.max_skew_s, self.max_skew_s)
+        if skew > 1e-12:
+            notes.append(f"replica symmetry is approximate: replicas' copies of a transfer or a collective finished "
+                         f"up to {skew * 1e6:.3f} us apart; the representatives waited for the slowest copy")
+        return notes
+
     def placed(self, ranks) -> np.ndarray:
         """Topology GPUs of job ``ranks``."""
         ranks = np.asarray(ranks, dtype=np.int64)

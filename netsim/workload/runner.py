@@ -140,10 +140,8 @@ class WorkloadRun:
     :class:`~netsim.workload.moe_run.MoESchedules`).
     """
 
-    #: Most times a flow-model run is repeated because a collective evaluated off the
-    #: event queue turned out to share its links (then every collective is event-driven).
-    #: A repeat stops at its first new conflict, so each repeat adds a family and costs only the
-    #: run up to that conflict.
+    #: Most times a flow-model run is repeated because a collective evaluated off the event queue
+    #: shared its links (then every collective is event-driven); each repeat adds a family.
     MAX_ATTEMPTS = 8
 
     def __init__(self, topo: Topology, tables: dict[int, NodeTable], groups: CommGroups,
@@ -286,23 +284,20 @@ class WorkloadRun:
         On the flow network, a collective evaluated off the event queue whose links were
         touched by other traffic while it ran is simulated event-driven in a repeat run
         (see :mod:`netsim.workload.collectives`), until no such conflict is left.  The first
-        run, everything off the event queue, goes to the end to find every family that
-        conflicts; a repeat (costlier: some families run event-driven) stops at its first new
-        conflict, whose timing is inexact from there on, and is repeated at once with that
-        family event-driven too.  Each repeat adds a family, so repeats end.
-        A repeat that deadlocks, or the last one allowed, runs every collective event-driven
-        (the reference), and its verdict is final: a deadlock is never repeated away.  A deadlock
-        that holds in every timing (:meth:`~netsim.workload.deadlock.Unmatched.certain`) is
-        reported at once."""
+        run goes to the end to find every conflicting family; a repeat (costlier: some families
+        run event-driven) stops at its first new conflict, past which its timing is inexact.
+        A repeat that deadlocks, or the last one allowed, runs every collective event-driven (its
+        verdict is final: a deadlock is never repeated away); a deadlock that holds in every
+        timing (:meth:`~netsim.workload.deadlock.Unmatched.certain`) is reported at once."""
         for attempt in range(1, self.MAX_ATTEMPTS + 2):
             stopped = self._simulate()
             guard = self.colls.guard
             if guard is None or not guard.conflicts:
                 break
-            unmatched = None if stopped else Unmatched(self)
-            if unmatched is not None and unmatched.certain():
+            unmatched = None if stopped else Unmatched(self)  # a stopped run is no verdict
+            if unmatched and unmatched.certain():
                 break  # deadlocked in every timing: no repeat can change the verdict
-            if attempt >= self.MAX_ATTEMPTS or (unmatched is not None and unmatched.found()):
+            if attempt >= self.MAX_ATTEMPTS or (unmatched and unmatched.found()):
                 self.fast = False  # the event-driven reference decides
                 again = "every collective event-driven"
             else:
@@ -317,18 +312,11 @@ class WorkloadRun:
         compute = np.array([st.compute_s for st in self.ranks])
         if self.replicas is not None:
             finish, compute = self.replicas.expand(finish), self.replicas.expand(compute)
-            skew = max(self.colls.mirrored.max_skew_s, self.colls.max_skew_s)
-            self.notes.append(f"replica symmetry: simulated {len(self.ranks)} of {self.world} ranks "
-                              f"({self.replicas.count} replicas); ops rows are the representatives'")
-            if skew > 1e-12:
-                self.notes.append(f"replica symmetry is approximate: replicas' copies of a transfer or a "
-                                  f"collective finished up to {skew * 1e6:.3f} us apart; the representatives "
-                                  "waited for the slowest copy")
+            self.notes += self.colls.replica_notes(len(self.ranks))
         return WorkloadResult(finish, compute, self.ops, self.unknown, self.notes, self)
 
     def _simulate(self) -> bool:
-        """One run; True when it stopped at its first conflict (:class:`RunConflict`): from there
-        on its timing is not exact, so it is repeated at once (:meth:`run`)."""
+        """One run; True when it stopped at a conflict (:class:`RunConflict`, see :meth:`run`)."""
         try:
             for st in self.ranks:
                 delay = float(self.launch_delay[st.rank])
