@@ -26,7 +26,7 @@ E5  (only with ``--e2e``: long) the issue's end-to-end iterations on the flow mo
     run with their family event-driven).
 
 Each case runs in a fresh process; CPU seconds are the process's user+system time.
-Run: python benchmarks/bench_contention.py [--quick] [--e2e]
+Run: python benchmarks/bench_contention.py [--quick] [--e2e] [--e6 GPUS,...]
 """
 
 from __future__ import annotations
@@ -204,6 +204,14 @@ def _e6(gpus):
             "within_1e6": int((gap < 1e-6).sum()), "time_us": out["time_us"]}
 
 
+def e6(gpus: list[int]) -> None:
+    rows = [run_case(e6_case(g)) for g in gpus]
+    print_table(rows, [("case", "case", "s"), ("events", "events", ","), ("critical", "critical path", ","),
+                       ("batch", "events per round at best", ".2f"), ("within_1e9", "within 1e-9 of previous", ","),
+                       ("within_1e6", "within 1e-6 of previous", ","), ("time_us", "time us", ".1f"),
+                       ("wall_s", "wall s", ".1f")])
+
+
 def e5_case(label, topo, model, gen):
     return partial(_e5, label, topo, model, gen)
 
@@ -235,6 +243,9 @@ def main() -> None:
     if "--e2e" in sys.argv:
         e2e()
         return
+    if "--e6" in sys.argv:  # E6 alone at the given GPU counts (1,024: about 8 CPU-min)
+        e6([int(g) for g in sys.argv[sys.argv.index("--e6") + 1].split(",")])
+        return
     quick = "--quick" in sys.argv
     seeds = [0, 1] if quick else [0, 1, 2, 3, 4]
     rows = []
@@ -260,11 +271,7 @@ def main() -> None:
                        ("partial", "partial", ","), ("cpu_s", "CPU s", ".2f"), ("wall_s", "wall s", ".2f"),
                        ("peak_rss_MB", "peak RSS MB", ".0f")])
     print()
-    rows = [run_case(e6_case(g)) for g in ([448] if quick else [448, 512])]
-    print_table(rows, [("case", "case", "s"), ("events", "events", ","), ("critical", "critical path", ","),
-                       ("batch", "events per round at best", ".2f"), ("within_1e9", "within 1e-9 of previous", ","),
-                       ("within_1e6", "within 1e-6 of previous", ","), ("time_us", "time us", ".1f"),
-                       ("wall_s", "wall s", ".1f")])
+    e6([448] if quick else [448, 512])
     print()
     rows = []
     for op in ("alltoall", "all_gather"):
