@@ -134,7 +134,8 @@ def test_reservation_conflict_reruns_event_driven(tmp_path, superpod):
     fast, a = _run_both(tmp_path, superpod, _send_beside_allreduce(64 << 20), {"1": [0, 8]})
     assert any("repeated with them event-driven" in n for n in a.notes)
     assert fast.colls.stats["event"] == 1
-    assert not any("stopped at" in n for n in a.notes)  # the first run goes to the end
+    # the workload's one family has conflicted: nothing is left to find, the first run stops there
+    assert any(n.startswith("run 1: stopped at ") for n in a.notes)
 
 
 def test_a_repeat_stops_at_its_first_conflict(tmp_path, superpod):
@@ -151,12 +152,23 @@ def test_a_repeat_stops_at_its_first_conflict(tmp_path, superpod):
     assert float(stop.split("stopped at ")[1].split(" us")[0]) * 1e-6 < a.finish.max()
 
 
-def test_link_guard_stops_at_the_first_conflict():
-    g = LinkGuard(4, stop=True)
+def test_link_guard_stops_once_every_expected_family_has_conflicted():
+    g = LinkGuard(4, stop_after=frozenset())  # a repeat: stop at the first conflict
     g.hold(np.array([1]), "A")
     g(np.array([2]), 0.5)  # another link: no conflict
     with pytest.raises(RunConflict):
         g(np.array([1]), 0.5)
+    assert g.conflicts == {"A"}
+    g = LinkGuard(4, stop_after=frozenset({"A", "B"}))  # a first run: stop when A and B both have
+    g.hold(np.array([1]), "A")
+    g.hold(np.array([2]), "B")
+    g(np.array([1]), 0.5)
+    with pytest.raises(RunConflict):
+        g(np.array([2]), 0.5)
+    assert g.conflicts == {"A", "B"}
+    g = LinkGuard(4)  # no stopping
+    g.hold(np.array([1]), "A")
+    g(np.array([1]), 0.5)
     assert g.conflicts == {"A"}
 
 
@@ -171,6 +183,7 @@ def test_conflict_repeats_the_whole_family_event_driven(tmp_path, superpod):
     fast, a = _run_both(tmp_path, superpod, per_rank, {"1": [0, 8], "2": [1, 9], "3": [2, 3]})
     assert sum("repeated with them event-driven" in n for n in a.notes) == 1  # one repeat
     assert fast.colls.stats == {"fixed": 1, "event": 2}
+    assert not any("stopped at" in n for n in a.notes)  # {2, 3}'s family might still conflict
 
 
 def test_link_guard():

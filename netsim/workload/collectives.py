@@ -115,6 +115,25 @@ def family(members: tuple) -> tuple:
     return ("family", len(members), tuple(np.diff(np.asarray(members, dtype=np.int64)).tolist()))
 
 
+def families_of(tables, groups) -> frozenset:
+    """The families (:func:`family`) of every symmetric collective the node ``tables`` issue on
+    ``groups``' communicators: what a run can find in conflict off the event queue."""
+    from netsim.chakra.schema import NodeType
+    out, seen = set(), set()
+    for t in {id(t): t for t in tables}.values():
+        coll = (t.type == NodeType.COMM_COLL_NODE) & np.isin(t.comm_type, [int(c) for c in SYMMETRIC]) & (t.pg >= 0)
+        for pg in np.unique(t.pg[coll]).tolist():
+            name = t.pg_names[pg]
+            if name in seen:
+                continue
+            seen.add(name)
+            try:
+                out.add(family(groups.resolve(name)))
+            except InputError:  # reported where the collective is issued
+                continue
+    return frozenset(out)
+
+
 class FixedRun:
     """A symmetric collective evaluated in one vectorized pass once its last member arrives.
 
@@ -159,7 +178,7 @@ class Instances:
     ``items[key]["members"]`` holds its ranks."""
 
     def __init__(self, env, net, schedule_fn, replicas=None, event_only=frozenset(), fast: bool = True,
-                 gpus: np.ndarray | None = None, stop: bool = False):
+                 gpus: np.ndarray | None = None, stop_after: frozenset | None = None):
         self.env, self.net, self.schedule_fn, self.replicas = env, net, schedule_fn, replicas
         # topology GPU of every job rank; replicas are shifted copies only on the packed placement
         self.gpus = None if gpus is None else np.asarray(gpus, dtype=np.int64)
@@ -172,7 +191,7 @@ class Instances:
         self.mirrored = Mirrored(net, replicas) if replicas is not None else None
         self.guard = None
         if net.live_sharing:  # rates depend on what runs beside: guard the links (link_load, watch)
-            self.guard = net.watch = LinkGuard(net.topo.n_links, stop)
+            self.guard = net.watch = LinkGuard(net.topo.n_links, stop_after)
         self._prepared: dict = {}  # (schedule id, members) -> (schedule, patterns, counts, links) or None
         self._kinds: dict = {}  # members -> (kind, rank -> local index)
         self.stats = {"fixed": 0, "event": 0}

@@ -183,23 +183,23 @@ class LinkGuard:
     links (they must be idle: no draining flow, no live reservation) from the first
     member's arrival to the collective's end (:meth:`release`); any flow submitted onto
     a reserved link in that window marks the holder in :attr:`conflicts`, and the runner
-    simulates the workload again with those collectives event-driven.  With ``stop`` (the
-    runner's repeats), the first conflict raises :class:`RunConflict`: the run's timing is
-    inexact from there on, so the runner stops it and repeats it at once instead of simulating
-    the rest for nothing.
+    simulates the workload again with those collectives event-driven.  With ``stop_after``, a
+    conflict that completes that set (at the first conflict when it is empty) raises
+    :class:`RunConflict`: the run's timing is inexact from the first conflict on, and nothing is
+    left for it to find, so the runner stops it and repeats it at once.
     """
 
-    def __init__(self, n_links: int, stop: bool = False):
+    def __init__(self, n_links: int, stop_after: frozenset | None = None):
         self.until = np.full(n_links, -np.inf)
         self.owner = np.full(n_links, -1, dtype=np.int64)
         self.keys: list = []
         self.conflicts: set = set()
-        self.stop = stop
+        self.stop_after = stop_after
 
     def mark(self, key) -> None:
         """The collective ``key`` met other traffic off the event queue."""
         self.conflicts.add(key)
-        if self.stop:
+        if self.stop_after is not None and self.stop_after <= self.conflicts:
             raise RunConflict(key)
 
     def idle(self, links: np.ndarray, load: np.ndarray, now: float) -> bool:

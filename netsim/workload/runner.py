@@ -50,7 +50,7 @@ from netsim.network_models import MODELS
 from netsim.topology.model import Topology
 from netsim.chakra.schema import CommType, NodeType
 from netsim.chakra.model import MISSING, NodeTable
-from netsim.workload.collectives import SYMMETRIC, Instances, NcclSchedules, collective_schedule  # noqa: F401
+from netsim.workload.collectives import SYMMETRIC, Instances, NcclSchedules, collective_schedule, families_of  # noqa: F401
 from netsim.workload.deadlock import Unmatched
 from netsim.chakra.groups import CommGroups
 from netsim.workload.replicas import Replicas, RunConflict
@@ -140,8 +140,7 @@ class WorkloadRun:
     :class:`~netsim.workload.moe_run.MoESchedules`).
     """
 
-    #: Most times a flow-model run is repeated because a collective evaluated off the event queue
-    #: shared its links (then every collective is event-driven); each repeat adds a family.
+    #: Most repeats of a flow-model run (then every collective is event-driven); see :meth:`run`.
     MAX_ATTEMPTS = 8
 
     def __init__(self, topo: Topology, tables: dict[int, NodeTable], groups: CommGroups,
@@ -222,8 +221,9 @@ class WorkloadRun:
             st.scale = float(self.compute_scale[r])
             self._ready(st, np.flatnonzero(indeg == 0).tolist())
             self.ranks.append(st)
+        first = families_of([g[0] for g in self._tables.values()], self.groups) if not self.event_only else None
         self.colls = Instances(self.env, self.net, self.schedule_fn, self.replicas, frozenset(self.event_only),
-                               self.fast, self.gpus, stop=bool(self.event_only))
+                               self.fast, self.gpus, first or frozenset())  # when a run stops: see run()
         self._colls = self.colls.items
         self.p2p = self.colls.mirrored or self.net
         #: Messages that landed before their receive was posted: message key -> senders, in order.
@@ -284,8 +284,8 @@ class WorkloadRun:
         On the flow network, a collective evaluated off the event queue whose links were
         touched by other traffic while it ran is simulated event-driven in a repeat run
         (see :mod:`netsim.workload.collectives`), until no such conflict is left.  The first
-        run goes to the end to find every conflicting family; a repeat (costlier: some families
-        run event-driven) stops at its first new conflict, past which its timing is inexact.
+        run goes on until every family has conflicted (or to the end) to find them all; a repeat
+        (costlier: some families run event-driven) stops at its first new conflict.
         A repeat that deadlocks, or the last one allowed, runs every collective event-driven (its
         verdict is final: a deadlock is never repeated away); a deadlock that holds in every
         timing (:meth:`~netsim.workload.deadlock.Unmatched.certain`) is reported at once."""
