@@ -172,7 +172,7 @@ class Mirrored:
 
 
 class RunConflict(Exception):
-    """A stopping :class:`LinkGuard`'s first conflict (the collective's key in ``args[0]``)."""
+    """The conflict at which a :class:`LinkGuard` stops its run (the collective's key in ``args[0]``)."""
 
 
 class LinkGuard:

@@ -221,9 +221,9 @@ class WorkloadRun:
             st.scale = float(self.compute_scale[r])
             self._ready(st, np.flatnonzero(indeg == 0).tolist())
             self.ranks.append(st)
-        first = families_of([g[0] for g in self._tables.values()], self.groups) if not self.event_only else None
+        every = None if self.event_only else families_of([g[0] for g in self._tables.values()], self.groups)
         self.colls = Instances(self.env, self.net, self.schedule_fn, self.replicas, frozenset(self.event_only),
-                               self.fast, self.gpus, first or frozenset())  # when a run stops: see run()
+                               self.fast, self.gpus, every or frozenset())  # when a run stops: see run()
         self._colls = self.colls.items
         self.p2p = self.colls.mirrored or self.net
         #: Messages that landed before their receive was posted: message key -> senders, in order.
