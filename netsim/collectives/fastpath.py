@@ -55,16 +55,48 @@ def step_routes(topo, ranks: np.ndarray, step: Step) -> tuple[np.ndarray, np.nda
     indptr, links = topo.routes(ranks[step.src], ranks[step.dst], step.key)
     if step.hop is None or not (step.hop != PATH).any():
         return indptr, links
+    return cut_routes(indptr, links, step.hop)
+
+
+def cut_routes(indptr: np.ndarray, links: np.ndarray, hop: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Routes with UP transfers cut to their first link and DOWN ones to their last (``hop``:
+    PATH/UP/DOWN per route).
+
+    >>> cut_routes(np.array([0, 2, 4, 6]), np.array([1, 2, 3, 4, 5, 6]), np.array([PATH, UP, DOWN]))
+    (array([0, 2, 3, 4]), array([1, 2, 3, 6]))
+    """
     lengths = np.diff(indptr)
-    if (lengths[step.hop != PATH] == 0).any():
+    if (lengths[hop != PATH] == 0).any():
         raise ValueError("an UP/DOWN transfer needs a peer other than itself")
     keep = np.ones(links.size, dtype=bool)
     pos = np.arange(links.size) - np.repeat(indptr[:-1], lengths)
-    hop = np.repeat(step.hop, lengths)
-    keep[(hop == UP) & (pos > 0)] = False
-    keep[(hop == DOWN) & (pos < np.repeat(lengths, lengths) - 1)] = False
-    new_len = np.where(step.hop == PATH, lengths, 1)
+    per_link = np.repeat(hop, lengths)
+    keep[(per_link == UP) & (pos > 0)] = False
+    keep[(per_link == DOWN) & (pos < np.repeat(lengths, lengths) - 1)] = False
+    new_len = np.where(hop == PATH, lengths, 1)
     return np.concatenate(([0], np.cumsum(new_len))).astype(indptr.dtype), links[keep]
+
+
+def hops_of(given: tuple, full: tuple) -> np.ndarray | None:
+    """PATH/UP/DOWN of every route in ``given`` against the whole routes ``full`` of the same
+    pairs (the inverse of :func:`cut_routes`); None when nothing is cut.  A route cut any other
+    way is refused (``ValueError``): it has no hop to copy."""
+    g_ip, g_lk = given
+    f_ip, f_lk = full
+    g_len, f_len = np.diff(g_ip), np.diff(f_ip)
+    cut = g_len != f_len
+    if not cut.any():
+        return None
+    hop = np.full(g_len.size, PATH, dtype=np.int8)
+    c = np.flatnonzero(cut)
+    one = (g_len[c] == 1) & (f_len[c] > 1)
+    first = g_lk[g_ip[c[one]]]
+    hop[c[one][first == f_lk[f_ip[c[one]]]]] = UP
+    down = c[one][(first == f_lk[f_ip[c[one] + 1] - 1]) & (hop[c[one]] == PATH)]
+    hop[down] = DOWN
+    if (hop[c] == PATH).any():
+        raise ValueError("given routes are cut other than to a first (UP) or last (DOWN) link")
+    return hop
 
 
 def step_cap(net: Network, step: Step, routes, wire: np.ndarray, parts: int = 1):

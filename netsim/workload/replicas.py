@@ -154,13 +154,25 @@ class Mirrored:
 
         self.transfers += (k - 1) * m
         csrc, cdst = self.perms[:, src].ravel(), self.perms[:, dst].ravel()
-        rkey = (src.tobytes(), dst.tobytes(), None if key is None else key[:m].tobytes())
-        routes = self._routes.get(rkey)
-        if routes is None:
-            routes = self.net.topo.routes(csrc, cdst, key)
+        rkey = (src.tobytes(), dst.tobytes(), None if key is None else key[:m].tobytes(),
+                None if routes is None else np.diff(routes[0]).tobytes())
+        copies = self._routes.get(rkey)
+        if copies is None:
+            copies = self._copy_routes(csrc, cdst, key, routes, m, k)
             if len(self._routes) < 4096:
-                self._routes[rkey] = routes
-        self.net.submit(csrc, cdst, np.tile(nbytes, k), done, key, routes, cap)
+                self._routes[rkey] = copies
+        self.net.submit(csrc, cdst, np.tile(nbytes, k), done, key, copies, cap)
+
+    def _copy_routes(self, csrc, cdst, key, given, m: int, k: int):
+        """Every copy's routes; where the representatives' ``given`` routes are cut to one hop
+        (in-switch reduction: UP to the switch, DOWN from it), every copy's are cut alike
+        (replica 0 is the identity: the first ``m`` routes are the representatives' whole ones)."""
+        from netsim.collectives.fastpath import cut_routes, hops_of
+        from netsim.topology.model import csr_gather
+
+        full = self.net.topo.routes(csrc, cdst, key)
+        hop = None if given is None else hops_of(given, csr_gather(*full, np.arange(m)))
+        return full if hop is None else cut_routes(*full, np.tile(hop, k))
 
     def transfer(self, src: int, dst: int, nbytes: float, key: int = 0) -> simpy.Event:
         event = self.net.env.event()
