@@ -4,6 +4,8 @@ import json
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from netsim.errors import InputError
 from netsim.topology.spec import load_topology
@@ -299,3 +301,19 @@ def test_hops_of_inverts_cut_routes():
     assert hops_of(cut_routes(*full, hop), full).tolist() == hop.tolist()
     with pytest.raises(ValueError):  # cut to a middle link: no hop says that
         hops_of((np.array([0, 2, 4, 5, 6]), np.array([1, 2, 3, 4, 6, 8])), full)
+
+
+@settings(max_examples=12, deadline=None)
+@given(st.sampled_from([1, 2, 4, 8]), st.sampled_from([1, 2]), st.sampled_from([2, 4]),
+       st.sampled_from(["auto", "event"]))
+def test_replica_symmetry_is_exact_or_says_so(tp, pp, dp, engine):
+    # one replica standing for all: equal to simulating every rank, unless the notes say
+    # the symmetry was approximate (copies of a transfer that finished apart)
+    from netsim.workload.generate.llm import ModelSpec
+    from netsim.workload.llmrun import simulate_llm
+    spec = ModelSpec("small", layers=2, hidden=2048, ffn=8192, heads=16, vocab=32000)
+    run = lambda sym: simulate_llm(SUPERPOD, spec, model="flow", tp=tp, pp=pp, dp=dp,  # noqa: E731
+                                   microbatches=pp, seq=1024, symmetry=sym, engine=engine)
+    mirrored, full = run("auto"), run("none")
+    if not any("approximate" in n for n in mirrored.notes):
+        np.testing.assert_allclose(mirrored.finish, full.finish, rtol=1e-9)
