@@ -96,8 +96,9 @@ LACK_P2P_2GPU = ("the 2-GPU read-mode plateau: NCCL's sendrecv between two A100s
 LACK_NVL_KERNEL = ("netsim streams the tokens at the links' NCCL efficiency and counts the 1/8 a rank keeps as "
                    "DeepEP's logical bytes do; DeepEP's copy kernels are bound by their SM budget (20-64 SMs) and "
                    "per-token metadata/notify steps, which netsim has no model of")
-LACK_NVLS = ("NVLS is charged as 1/0.85 extra wire bytes on the NVLink (NCCL's tuning factor), not as NVSwitch "
-             "multicast/reduction throughput; the measured NVLS busbw runs above that model")
+LACK_NVLS = ("NVLS transfers are capped at 0.85 of the GPU's NVLink rate (NCCL's nvlsEfficiency, tuning.cc:139-144, "
+             "a rate cap, the links carrying the real bytes), not modelled as NVSwitch multicast/reduction "
+             "throughput; the measured NVLS busbw runs above that model")
 
 
 def _bench(topo, op, size, gpus, algo="auto", model="flow", metric="busbw_GBps", sets=()):
