@@ -461,7 +461,7 @@ def config_from_args(args: argparse.Namespace) -> MoEConfig:
     return MoEConfig(args.op, args.tokens, args.hidden, args.topk, args.experts, args.dtype_bytes, args.algo,
                      args.mode, args.skew, args.expert_map, args.placement_experts, args.redundant_experts,
                      args.max_nodes, args.chunks, args.gpus, args.model, args.seed, args.placement,
-                     args.engine, args.routing, getattr(args, "ll_transport", "nvlink"))
+                     args.engine, args.routing, args.ll_transport)
 
 
 def cmd(args: argparse.Namespace) -> int:
