@@ -19,7 +19,8 @@ from __future__ import annotations
 import enum
 import re
 
-__all__ = ["TIER_ORDER", "SWITCH_KINDS", "LINK_STATUS", "normalize_group_name", "NodeType", "CommType", "MISSING"]
+__all__ = ["TIER_ORDER", "SWITCH_KINDS", "LINK_STATUS", "OP_KINDS", "normalize_group_name", "NodeType", "CommType",
+           "MISSING"]
 
 #: A link's tier is the kind of its higher endpoint in this order (gpu-nvswitch: nvswitch; leaf-spine: spine).
 TIER_ORDER = ("gpu", "nic", "nvswitch", "leaf", "spine", "core", "switch")
@@ -27,6 +28,12 @@ TIER_ORDER = ("gpu", "nic", "nvswitch", "leaf", "spine", "core", "switch")
 SWITCH_KINDS = ("nvswitch", "leaf", "spine", "core", "switch")
 #: A link's status code indexes this tuple: 0 ok, 1 degraded, 2 failed.
 LINK_STATUS = ("ok", "degraded", "failed")
+
+#: Kernel kinds of a compute node (the ``op_kind`` string attribute netsim's generator writes; a node table
+#: holds the index, -1 when absent).  A GPU preset gives each kind its achieved fraction of peak FLOP/s:
+#: ``gemm`` (matrix multiplies: projections, MLPs, experts, router, LM head), ``attn_fwd`` / ``attn_bwd`` (the
+#: fused core-attention kernel, FlashAttention, forward and backward).
+OP_KINDS = ("gemm", "attn_fwd", "attn_bwd")
 
 #: Marks an absent integer attribute in Chakra node-table int64 columns.
 MISSING = -(2**63)

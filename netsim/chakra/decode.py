@@ -28,7 +28,7 @@ from netsim.chakra.schema import (
     combine_attrs,
     normalize_attr,
 )
-from netsim.chakra.model import INT_COLUMNS, MISSING, SEND_RECV_TYPES, EtMetadata, EtNode, NodeTable
+from netsim.chakra.model import INT_COLUMNS, MISSING, SEND_RECV_TYPES, EtMetadata, EtNode, NodeTable, op_kind_codes
 
 _INT64_MAX = 2**63 - 1
 _METADATA = int(NodeType.METADATA_NODE)
@@ -103,6 +103,7 @@ class _AttrDecoder:
             ext["is_cpu_op"] = np.array([-1 if v is None else int(v) for v in cols["is_cpu_op"]], np.int8)
             ext["involved_dim"] = np.array([-1 if v is None else self.dim_index.setdefault(v, len(self.dim_index))
                                             for v in cols["involved_dim"]], np.int32)
+            ext["op_kind"] = op_kind_codes(cols["op_kind"])
             self._cols = {k: np.concatenate([self._cols[k], v]) if self._cols else v for k, v in ext.items()}
         return self._cols
 

@@ -26,6 +26,7 @@ import pandas as pd
 from netsim.errors import InputError
 from netsim.chakra import MISSING, NodeTable, read_et_table
 from netsim.chakra.schema import CommType, NodeType
+from netsim.vocab import OP_KINDS
 
 __all__ = ["discover_ranks", "node_table", "summarize_trace"]
 
@@ -233,7 +234,7 @@ def node_table(path_or_prefix: str | os.PathLike) -> pd.DataFrame:
     """One row per node of every rank, with a ``rank`` column.
 
     Integer attributes are nullable ``Int64`` (``<NA>`` = absent), ``is_cpu_op``
-    is nullable ``boolean``, ``pg_name``/``involved_dim`` are objects (None
+    is nullable ``boolean``, ``pg_name``/``involved_dim``/``op_kind`` are objects (None
     when absent), ``type_name`` names the NodeType, and ``data_deps``/``ctrl_deps``
     hold tuples of ids.
 
@@ -260,6 +261,7 @@ def node_table(path_or_prefix: str | os.PathLike) -> pd.DataFrame:
         cols["is_cpu_op"] = pd.arrays.BooleanArray(t.is_cpu_op == 1, t.is_cpu_op < 0)
         cols["num_ops"], cols["tensor_size"] = _nullable_int(t.num_ops), _nullable_int(t.tensor_size)
         cols["involved_dim"] = _objects([t.involved_dims[i] if i >= 0 else None for i in t.involved_dim.tolist()])
+        cols["op_kind"] = pd.Series([OP_KINDS[i] if i >= 0 else None for i in t.op_kind.tolist()], dtype=object)
         cols["data_deps"], cols["ctrl_deps"] = _objects(t.dep_tuples("data")), _objects(t.dep_tuples("ctrl"))
         frames.append(pd.DataFrame(cols))
     return pd.concat(frames, ignore_index=True)

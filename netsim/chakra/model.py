@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from netsim.vocab import MISSING, NodeType  # MISSING marks an absent integer attribute in NodeTable int64 columns
+from netsim.vocab import MISSING, OP_KINDS, NodeType  # MISSING marks an absent integer attribute in NodeTable int64 columns
 
 #: Node types of point-to-point messages (SEND and RECV).
 SEND_RECV_TYPES = frozenset((int(NodeType.COMM_SEND_NODE), int(NodeType.COMM_RECV_NODE)))
@@ -40,6 +40,8 @@ class EtNode:
     num_ops: int | None = None
     tensor_size: int | None = None
     involved_dim: tuple[bool, ...] | None = None
+    #: Kernel kind of a compute node, one of :data:`netsim.vocab.OP_KINDS` (netsim's own attribute).
+    op_kind: str | None = None
     other: dict[str, Any] | None = None
     #: IOInfo ``inputs.values`` (a string).  Readers fill it on METADATA nodes only
     #: (e.g. PyTorch's ``## process_group:init ##``); the writer writes it whenever set.
@@ -83,7 +85,8 @@ class NodeTable:
     ``comm_tag``, ``comm_priority``, ``num_ops``, ``tensor_size``: int64 with
     :data:`MISSING` when absent, ``comm_type`` also MISSING on SEND/RECV;
     ``pg``/``involved_dim``: int32 indexes into ``pg_names``/``involved_dims``,
-    -1 when absent; ``is_cpu_op``: int8 -1/0/1) are gathered on first access
+    -1 when absent; ``is_cpu_op``: int8 -1/0/1; ``op_kind``: int8 index into
+    :data:`netsim.vocab.OP_KINDS`, -1 when absent) are gathered on first access
     from ``attr_columns`` (one row per distinct attribute set) by ``attr_code``.
     Dependencies are CSR: node i's data deps are
     ``data_deps[data_ptr[i]:data_ptr[i + 1]]`` (likewise ctrl).  ``other``
@@ -122,6 +125,7 @@ class NodeTable:
     pg = _attr_column("pg")
     is_cpu_op = _attr_column("is_cpu_op")
     involved_dim = _attr_column("involved_dim")
+    op_kind = _attr_column("op_kind")
 
     def __len__(self) -> int:
         return int(self.id.size)
@@ -137,7 +141,7 @@ class NodeTable:
         def opt(col: np.ndarray) -> int | None:
             v = int(col[i])
             return None if v == MISSING else v
-        pg, dim, cpu = int(self.pg[i]), int(self.involved_dim[i]), int(self.is_cpu_op[i])
+        pg, dim, cpu, kind = int(self.pg[i]), int(self.involved_dim[i]), int(self.is_cpu_op[i]), int(self.op_kind[i])
         return EtNode(
             int(self.id[i]), self.name[i], int(self.type[i]),
             tuple(self.ctrl_deps[self.ctrl_ptr[i]:self.ctrl_ptr[i + 1]].tolist()),
@@ -145,7 +149,7 @@ class NodeTable:
             int(self.duration_micros[i]), *(opt(getattr(self, c)) for c in INT_COLUMNS[:6]),
             pg_name=self.pg_names[pg] if pg >= 0 else None, is_cpu_op=None if cpu < 0 else bool(cpu),
             num_ops=opt(self.num_ops), tensor_size=opt(self.tensor_size),
-            involved_dim=self.involved_dims[dim] if dim >= 0 else None,
+            involved_dim=self.involved_dims[dim] if dim >= 0 else None, op_kind=OP_KINDS[kind] if kind >= 0 else None,
             other=dict(self.other[i]) if self.other is not None else None, inputs=self.inputs.get(i))
 
     def dep_tuples(self, kind: str = "data") -> list[tuple[int, ...]]:
@@ -164,3 +168,8 @@ def _tuples(csr: tuple[np.ndarray, np.ndarray]) -> list[tuple[int, ...]]:
         return [()] * (ptr.size - 1)
     v, p = values.tolist(), ptr.tolist()
     return [tuple(v[i:j]) for i, j in zip(p, p[1:])]
+
+
+def op_kind_codes(values) -> np.ndarray:
+    """The ``op_kind`` column of some attribute rows: index into :data:`OP_KINDS`, -1 when absent."""
+    return np.array([-1 if v is None else OP_KINDS.index(v) for v in values], np.int8)

@@ -32,7 +32,7 @@ from typing import Any
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
-from netsim.vocab import CommType, NodeType  # the Chakra codes live in the leaf module; re-exported here
+from netsim.vocab import OP_KINDS, CommType, NodeType  # the Chakra codes live in the leaf module; re-exported here
 
 __all__ = [
     "ATTR_SCALAR_TYPES",
@@ -304,9 +304,9 @@ def python_to_attr(name: str, value: Any) -> Any:
 #: Normalised attributes, in the order of :class:`netsim.chakra.EtNode`'s fields.
 NORMALIZED_ATTRS: tuple[str, ...] = (
     "comm_type", "comm_size", "comm_src", "comm_dst", "comm_tag", "comm_priority",
-    "pg_name", "is_cpu_op", "num_ops", "tensor_size", "involved_dim",
+    "pg_name", "is_cpu_op", "num_ops", "tensor_size", "involved_dim", "op_kind",
 )
-_INT_ATTRS = frozenset(NORMALIZED_ATTRS) - {"pg_name", "is_cpu_op", "involved_dim"}
+_INT_ATTRS = frozenset(NORMALIZED_ATTRS) - {"pg_name", "is_cpu_op", "involved_dim", "op_kind"}
 _INT_LISTS = frozenset(m[:-4] + "_list" for m in INT_MEMBERS)
 
 
@@ -354,6 +354,10 @@ def normalize_attr(attr: Any) -> tuple[str, Any]:
         if member != "string_val" and member not in INT_MEMBERS:
             raise AttrTypeError(name, member, "string_val or an integer member")
         return name, value if member == "string_val" else str(value)
+    if name == "op_kind":  # netsim's own attribute: the kernel kind of a compute node (netsim.vocab.OP_KINDS)
+        if member != "string_val" or value not in OP_KINDS:
+            raise AttrTypeError(name, f"{member} {value!r}", f"string_val, one of {', '.join(OP_KINDS)}")
+        return name, value
     if member != "bool_list" and member not in _INT_LISTS:  # involved_dim
         raise AttrTypeError(name, member, "bool_list")
     return name, tuple(bool(v) for v in value.values)
@@ -408,7 +412,7 @@ WRITE_MEMBERS: tuple[tuple[str, str], ...] = (
     ("is_cpu_op", "bool_val"), ("comm_type", "int64_val"), ("comm_size", "int64_val"),
     ("comm_src", "int32_val"), ("comm_dst", "int32_val"), ("comm_tag", "int32_val"),
     ("comm_priority", "int32_val"), ("pg_name", "string_val"), ("involved_dim", "bool_list"),
-    ("num_ops", "int64_val"), ("tensor_size", "uint64_val"),
+    ("num_ops", "int64_val"), ("tensor_size", "uint64_val"), ("op_kind", "string_val"),
 )
 _WRITE_MEMBER = dict(WRITE_MEMBERS)
 

@@ -79,13 +79,14 @@ def attr_key(node: EtNode) -> tuple[Any, ...]:
     """The node's known attributes in :data:`WRITE_MEMBERS` order (the key of :func:`attr_block`)."""
     dims = node.involved_dim
     return (node.is_cpu_op, node.comm_type, node.comm_size, node.comm_src, node.comm_dst, node.comm_tag,
-            node.comm_priority, node.pg_name, None if dims is None else tuple(dims), node.num_ops, node.tensor_size)
+            node.comm_priority, node.pg_name, None if dims is None else tuple(dims), node.num_ops, node.tensor_size,
+            node.op_kind)
 
 
 def attr_block(key: tuple[Any, ...], memo: dict[Any, bytes]) -> bytes:
     """The field-10 entries of an :func:`attr_key` tuple (absent members skipped), memoised.
 
-    ``memo`` caches whole blocks (keyed by the 11-tuple) and single attributes (keyed
+    ``memo`` caches whole blocks (keyed by the 12-tuple) and single attributes (keyed
     by ``(name, value)``); the key lengths keep them apart.
     """
     block = memo.get(key)

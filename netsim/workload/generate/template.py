@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from netsim.chakra.model import INT_COLUMNS, MISSING, EtMetadata, EtNode, NodeTable
+from netsim.chakra.model import INT_COLUMNS, MISSING, EtMetadata, EtNode, NodeTable, op_kind_codes
 from netsim.chakra.schema import WRITE_MEMBERS
 from netsim.chakra.write import Heads, RecordColumns, attr_key, attr_record, encode_heads, encode_node, join_records
 
@@ -41,7 +41,7 @@ from netsim.chakra.write import Heads, RecordColumns, attr_key, attr_record, enc
 _SRC, _DST, _PG = 3, 4, 7
 #: NodeTable column of each attribute-key position (WRITE_MEMBERS order).
 _KEY_COLUMNS = ("is_cpu_op", "comm_type", "comm_size", "comm_src", "comm_dst", "comm_tag", "comm_priority",
-                "pg_name", "involved_dim", "num_ops", "tensor_size")
+                "pg_name", "involved_dim", "num_ops", "tensor_size", "op_kind")
 #: The GlobalMetadata version the generator writes (netsim.chakra.write_et's default).
 VERSION = "0.0.4"
 
@@ -167,6 +167,7 @@ class RankTemplate:
         attr_columns["is_cpu_op"] = np.array([-1 if v is None else int(v) for v in columns["is_cpu_op"]], np.int8)
         attr_columns["involved_dim"] = np.array([-1 if v is None else dim_index.setdefault(v, len(dim_index))
                                                  for v in columns["involved_dim"]], np.int32)
+        attr_columns["op_kind"] = op_kind_codes(columns["op_kind"])
         shared = self.shared_columns()
         code = shared["attr_code"] if np.array_equal(remap, np.arange(remap.size)) else remap[self.cols.attr]
         return NodeTable(
