@@ -2,11 +2,15 @@
 
 * FLOPs of a transformer block: 2 x tokens x weights for every matrix product (Kaplan et al.,
   arXiv:2001.08361 §2.1), plus the attention scores 4 x b x s^2 x h (Narayanan et al., SC'21,
-  arXiv:2104.04473 §5.1), backward twice the forward; Megatron-LM splits every matrix over TP.
-* The roofline time of a kernel: ops / min(peak, HBM bandwidth x ops / bytes) (Williams et al.,
-  CACM 2009), with the GPU's datasheet figures.
-* The node counts per rank follow from Megatron-LM's layout: per layer and microbatch one attention
-  and one MLP kernel per pass, a TP all-reduce after each, a CP all-gather (forward) and
+  arXiv:2104.04473 §5.1) halved by the causal mask (the kernel skips blocks above the diagonal),
+  backward twice the forward; Megatron-LM splits every matrix over TP.
+* The roofline time of a kernel: ops / min(e x peak, HBM bandwidth x ops / bytes) (Williams et al.,
+  CACM 2009), with the GPU's datasheet figures and the achieved fraction e of the peak measured for
+  the kernel: matmuls at the Maximum Achievable Matmul FLOPS (stas00/ml-engineering, H100 SXM BF16
+  794.5 of 989 TFLOP/s), the fused attention kernel at FlashAttention-3's (arXiv:2407.08608: H100,
+  BF16, head dim 128, 8k, no causal mask: 646 forward, 559 backward); it reads Q, K, V and writes O.
+* The node counts per rank follow from Megatron-LM's layout: per layer and microbatch one core
+  attention, one attention-projection and one MLP kernel per pass, a TP all-reduce after each, a CP all-gather (forward) and
   reduce-scatter (backward), one gradient bucket per layer, activations and gradients between stages.
 * 1F1B (PipeDream-Flush, Narayanan et al. arXiv:2006.09503) on stages that are equal but the last
   (which also runs the LM head), with a point-to-point time ``c`` that blocks the sender: the last
@@ -20,11 +24,14 @@ from dataclasses import dataclass
 
 #: H100 SXM datasheet: dense BF16 tensor FLOP/s and HBM3 bytes/s.
 H100_PEAK, H100_HBM = 989e12, 3.35e12
+#: Achieved TFLOP/s on an H100 SXM: matmul (MAMF), FlashAttention-3 forward and backward.
+GEMM, ATTN_FWD, ATTN_BWD = 794.5e12, 646e12, 559e12
 
 
-def roofline(ops: float, nbytes: float, peak: float = H100_PEAK, hbm: float = H100_HBM) -> float:
-    """Seconds of a kernel of ``ops`` operations touching ``nbytes`` of weights."""
-    return ops / min(peak, hbm * ops / nbytes)
+def roofline(ops: float, nbytes: float, achieved: float = GEMM, hbm: float = H100_HBM) -> float:
+    """Seconds of a kernel of ``ops`` operations touching ``nbytes`` (weights, or Q/K/V/O for attention)
+    that reaches ``achieved`` FLOP/s when compute-bound."""
+    return ops / min(achieved, hbm * ops / nbytes)
 
 
 @dataclass(frozen=True)
@@ -46,12 +53,16 @@ class Shape:
         return 2 * self.hidden ** 2 + 2 * self.hidden * kv
 
 
-def layer_seconds(shape: Shape, *, tokens: int, seq: int, tp: int, ep: int = 1, dtype: int = 2) -> float:
+def layer_seconds(shape: Shape, *, tokens: int, seq: int, tp: int, ep: int = 1, cp: int = 1, dtype: int = 2) -> float:
     """Forward + backward compute of one layer for one microbatch on one rank."""
     h = shape.hidden
-    attn = roofline(2 * tokens * shape.attn_weights / tp + 4 * tokens * seq * h / tp, shape.attn_weights * dtype / tp)
-    attn_b = roofline(2 * (2 * tokens * shape.attn_weights / tp + 4 * tokens * seq * h / tp),
-                      shape.attn_weights * dtype / tp)
+    kv = h * (shape.kv_heads or shape.heads) // shape.heads
+    qkvo = (2 * tokens * h + 2 * cp * tokens * kv) * dtype / tp  # K and V gathered over the CP group
+    scores = 4 * tokens * seq * h / tp / 2  # halved by the causal mask
+    attn = roofline(scores, qkvo, ATTN_FWD) + roofline(2 * tokens * shape.attn_weights / tp,
+                                                     shape.attn_weights * dtype / tp)
+    attn_b = roofline(2 * scores, qkvo, ATTN_BWD) + roofline(2 * 2 * tokens * shape.attn_weights / tp,
+                                                           shape.attn_weights * dtype / tp)
     if not shape.experts:
         w = 2 * h * shape.ffn  # up and down projections
         return attn + attn_b + roofline(2 * tokens * w / tp, w * dtype / tp) + roofline(4 * tokens * w / tp, w * dtype / tp)
@@ -76,7 +87,7 @@ def compute_per_rank(shape: Shape, layers: int, *, tp: int, pp: int, dp: int, cp
     """GPU compute seconds of every rank (rank = t + tp * (c + cp * (d + dp * stage)))."""
     assert layers % pp == 0, "equal stages only"
     tokens = micro_batch * seq // cp
-    per_layer = layer_seconds(shape, tokens=tokens, seq=seq, tp=tp, ep=ep)
+    per_layer = layer_seconds(shape, tokens=tokens, seq=seq, tp=tp, ep=ep, cp=cp)
     head = head_seconds(shape, tokens=tokens, tp=tp)
     out = []
     for rank in range(tp * cp * dp * pp):
@@ -90,7 +101,7 @@ def node_counts(layers: int, *, tp: int, pp: int, dp: int, cp: int = 1, microbat
     """Nodes of one rank of ``stage`` by kind, counted from the parallelism (1F1B, no recompute)."""
     ls, m, last, first = layers // pp, microbatches, stage == pp - 1, stage == 0
     moe = moe_ep is not None
-    comp_per_pass = 3 if moe else 2  # attention, MLP (or router + experts)
+    comp_per_pass = 4 if moe else 3  # core attention, attention projections, MLP (or router + experts)
     colls = m * ls * ((4 if tp > 1 else 0) + (2 if cp > 1 else 0) + (4 if moe and moe_ep > 1 else 0))
     colls += (ls + (1 if first or last else 0)) if dp * cp > 1 else 0
     return {"comp": m * (2 * ls * comp_per_pass + (2 if last else 0)), "coll": colls,

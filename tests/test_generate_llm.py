@@ -13,7 +13,8 @@ from netsim.workload.generate import MODEL_PRESETS, ModelSpec, generate_llm, loa
 from netsim.workload.generate.llm import stage_layers, one_f_one_b
 from netsim.workload.generate.plan import plan_llm
 
-from llm_closed_form import Shape, compute_per_rank, node_counts, one_f_one_b_iteration, roofline
+from llm_closed_form import (ATTN_BWD, ATTN_FWD, Shape, compute_per_rank, node_counts, one_f_one_b_iteration,
+                             roofline)
 
 TOPO = Path(__file__).resolve().parents[1] / "topologies" / "dgx-h100.yaml"
 SMALL = ModelSpec("small", layers=4, hidden=1024, ffn=4096, heads=16, vocab=32000)
@@ -233,8 +234,11 @@ def test_1f1b_iteration_is_the_closed_form_on_a_contention_free_topology(tmp_pat
     res = simulate(str(topo_path), str(prefix), comm_groups=str(tmp_path / "w" / "comm_groups.json"), model=model)
     h, layers = SMALL.hidden, SMALL.layers // pp
     attn, mlp, head = 4 * h * h, 2 * h * SMALL.ffn, SMALL.vocab * h
-    fwd = layers * (roofline(2 * seq * attn + 4 * seq * seq * h, 2 * attn) + roofline(2 * seq * mlp, 2 * mlp))
-    bwd = layers * (roofline(2 * (2 * seq * attn + 4 * seq * seq * h), 2 * attn) + roofline(4 * seq * mlp, 2 * mlp))
+    scores, qkvo = 2 * seq * seq * h, 4 * seq * h * 2  # causal core attention; Q, K, V, O of seq x h in BF16
+    fwd = layers * (roofline(scores, qkvo, ATTN_FWD) + roofline(2 * seq * attn, 2 * attn)
+                    + roofline(2 * seq * mlp, 2 * mlp))
+    bwd = layers * (roofline(2 * scores, qkvo, ATTN_BWD) + roofline(2 * 2 * seq * attn, 2 * attn)
+                    + roofline(4 * seq * mlp, 2 * mlp))
     assert np.unique(topo.link_bw).size == 1 and np.unique(topo.link_lat).size == 1
     p2p = float(topo.link_lat[0] + seq * h * 2 / topo.link_bw[0])
     expect = one_f_one_b_iteration(pp=pp, microbatches=m, fwd=fwd, bwd=bwd, head_fwd=roofline(2 * seq * head, 2 * head),

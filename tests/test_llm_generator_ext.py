@@ -118,12 +118,15 @@ def test_cp_kv_exchange_sizes_and_compute():
     assert groups[ag[0].pg_name] == [0, 2, 4, 6]
     # K/V gathered right before the forward attention, gradients scattered right after the backward one
     by_id = {n.id: n for n in nodes}
-    assert all(by_id[n.id + 1].name.endswith(".attn") and ".fwd." in n.name for n in ag)
+    assert all(by_id[n.id + 1].name.endswith(".core_attn") and ".fwd." in n.name for n in ag)
     assert all(by_id[n.data_deps[0]].name.endswith(".attn") and ".bwd." in n.name for n in rs)
     tp_ar = {n.comm_size for n in nodes if n.name.endswith("allreduce") and not n.name.startswith("dp.")}
     assert tp_ar == {tokens * TINY.hidden * 2}  # activations of the local tokens
     attn = next(n for n in nodes if n.name == "mb0.fwd.L0.attn")
-    assert attn.num_ops == 2 * tokens * TINY.attn_params // tp + 4 * tokens * seq * TINY.hidden // tp
+    core = next(n for n in nodes if n.name == "mb0.fwd.L0.core_attn")
+    assert attn.num_ops == 2 * tokens * TINY.attn_params // tp and attn.op_kind == "gemm"
+    assert core.num_ops == 2 * tokens * seq * TINY.hidden // tp and core.op_kind == "attn_fwd"  # causal: half
+    assert core.tensor_size == (2 * tokens * TINY.hidden + 2 * cp * tokens * TINY.kv_hidden) * 2 // tp
     mlp = {n.name: n.num_ops for n in nodes if n.name.endswith(".mlp")}
     mlp_base = {n.name: n.num_ops for n in base[0] if n.name.endswith(".mlp")}
     assert all(mlp_base[k] == cp * v for k, v in mlp.items())

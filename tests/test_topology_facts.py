@@ -130,7 +130,8 @@ def test_derived_topologies_get_new_facts():
     assert e.facts.scaleup_Bps_per_gpu == t.facts.scaleup_Bps_per_gpu  # line rate, not achieved
     assert np.allclose(e.link_bw, 0.8 * t.link_bw)
     slow, note = _with_compute_efficiency(t, 0.5)
-    assert slow.facts.peak_flops == 0.5 * t.facts.peak_flops and t.facts.peak_flops == 989e12
+    assert slow.facts.peak_flops == t.facts.peak_flops == 989e12 and t.facts.compute_efficiency["gemm"] < 1
+    assert set(slow.facts.compute_efficiency.values()) == {0.5} and "other" in slow.facts.compute_efficiency
     assert "0.5" in note
 
 

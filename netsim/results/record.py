@@ -221,10 +221,12 @@ class RunRecorder:
     def runs(self):
         """The one-row ``runs`` table (flattened config, versions, wall time, totals)."""
         r = self.result
+        used = self.run.roofline.used() if hasattr(self.run, "roofline") else {}  # kernel kind -> fraction of peak
         return dataset.runs_row(self.config, wall_time_s=float(r.wall_time_s), makespan_ns=self.makespan * 1e9,
                                 n_ranks=self.n, n_ops=len(r.ops), notes="\n".join(r.notes),
                                 unknown_dep_refs=int(r.unknown_deps),
-                                comm_streams=getattr(self.run, "comm_streams", "one"))  # comm-lane policy run
+                                comm_streams=getattr(self.run, "comm_streams", "one"),  # comm-lane policy run
+                                **{f"compute_efficiency_used.{k}": v for k, v in used.items()})
 
     def frames(self) -> dict:
         """All five tables as pandas DataFrames (``run_id`` added)."""

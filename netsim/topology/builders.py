@@ -46,6 +46,23 @@ GPU_PRESETS: dict[str, dict[str, float]] = {
     "GB200": {"peak_flops": 2.5e15, "mem_bw_Bps": 8.0e12},
 }
 
+#: Achieved fraction of the peak per kernel kind (:data:`netsim.vocab.OP_KINDS`), used for compute nodes
+#: that name their kind (the LLM generator's); a kind a GPU lacks runs at the peak.
+#:
+#: * ``gemm``: Maximum Achievable Matmul FLOPS over the datasheet peak, BF16, best shape found
+#:   (stas00/ml-engineering ``compute/accelerator/README.md`` at b9e2972, "Maximum Achievable Matmul FLOPS
+#:   comparison table"): A100 SXM 271.2 / 312, H100 SXM 794.5 / 989, B200 SXM 1745.0 / 2250,
+#:   GB200 1822.0 / 2500.  V100: not in the table.
+#: * ``attn_fwd``, ``attn_bwd``: FlashAttention-3 on H100 80GB SXM5, BF16, head dimension 128, no causal
+#:   mask, sequence 8k: 646 and 559 TFLOP/s (Shah et al., arXiv:2407.08608, the forward and backward
+#:   speed figures of its benchmark section).  No published figure for the other GPUs here.
+GPU_EFFICIENCY: dict[str, dict[str, float]] = {
+    "A100": {"gemm": 271.2 / 312},
+    "H100": {"gemm": 794.5 / 989, "attn_fwd": 646 / 989, "attn_bwd": 559 / 989},
+    "B200": {"gemm": 1745.0 / 2250},
+    "GB200": {"gemm": 1822.0 / 2500},
+}
+
 
 def assemble(name: str, node_kinds: Sequence[str], gpus: Sequence[int],
              links: Iterable[tuple[int, int, float, float, str, int]], facts: TopologyFacts) -> Topology:
@@ -181,7 +198,7 @@ def _gpu_facts(gpu: str | None) -> dict:
     preset = GPU_PRESETS.get(gpu)
     if preset is None:
         raise ValueError(f"unknown GPU model {gpu!r}; known: {', '.join(GPU_PRESETS)}")
-    return {"gpu_model": gpu, **preset}
+    return {"gpu_model": gpu, **preset, "compute_efficiency": GPU_EFFICIENCY.get(gpu, {})}
 
 
 # ------------------------------------------------------------------ presets

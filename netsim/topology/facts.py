@@ -125,6 +125,9 @@ class TopologyFacts:
     gpu_model: str | None = None
     #: Compute roof for the roofline, FLOP/s (the preset's peak, times any compute efficiency).
     peak_flops: float | None = None
+    #: Achieved fraction of ``peak_flops`` per kernel kind (:data:`netsim.vocab.OP_KINDS`) for compute nodes
+    #: that name their kind (:data:`netsim.topology.builders.GPU_EFFICIENCY`); absent kinds run at the peak.
+    compute_efficiency: Mapping[str, float] = field(default_factory=dict)
     #: HBM bandwidth for the roofline, bytes/s.
     mem_bw_Bps: float | None = None
     #: Host CPU vendor (NCCL's tuning tables); ``None``: NCCL's default for the GPU.
@@ -148,7 +151,7 @@ class TopologyFacts:
     astra_network: bool = False
 
     def __post_init__(self):
-        for name in ("link_efficiency", "switches", "oversubscription"):
+        for name in ("link_efficiency", "switches", "oversubscription", "compute_efficiency"):
             object.__setattr__(self, name, _frozen(getattr(self, name)))
         object.__setattr__(self, "xgft", tuple(self.xgft))
         object.__setattr__(self, "dims", tuple(self.dims))

@@ -56,6 +56,8 @@ def summarize(topo: Topology) -> dict:
                         "latency_ns": round(d.latency_s * 1e9, 3)} for d in f.dims]
     if f.gpu_model is not None:
         out["gpu_model"] = f.gpu_model
+        out["peak_TFLOPS"] = round(float(f.peak_flops) / 1e12, 3)
+        out["compute_efficiency"] = dict(f.compute_efficiency)
     return out
 
 
@@ -88,6 +90,10 @@ def format_summary(s: dict) -> str:
     if "dims" in s:
         lines.append("dims          " + " x ".join(
             f"{d['kind']}({d['npus']}, {d['bw_GBps']:g} GB/s, {d['latency_ns']:g} ns)" for d in s["dims"]))
+    if "peak_TFLOPS" in s:
+        eff = ", ".join(f"{k} {v:.3g}" for k, v in s["compute_efficiency"].items()) or "none published"
+        lines.append(f"compute       {s['peak_TFLOPS']:g} TFLOP/s peak (dense tensor); achieved fraction per kernel kind: "
+                     f"{eff}")
     lines += [f"bisection     {s['bisection_GBps']:,.1f} GB/s (one direction, worst balanced cut)",
               f"diameter      {s['diameter_hops']} hops"]
     return "\n".join(lines)

@@ -53,9 +53,10 @@ def register_cli(sub) -> None:
     run.add_argument("--faults", default=None, metavar="FILE.yaml",
                      help="stragglers, launch jitter, degraded/failed links and switches (docs/faults.md)")
     run.add_argument("--seed", type=int, default=None, help="seed of the fault draws (default: the file's, or 0)")
-    run.add_argument("--compute-efficiency", type=float, default=1.0, metavar="F",
-                     help="achieved fraction of the GPU's peak FLOP/s for roofline-timed compute (MFU-style, "
-                     "0 < F <= 1; default 1: the peak); the HBM roof is unchanged")
+    run.add_argument("--compute-efficiency", default=None, metavar="F|peak|KIND=F,...",
+                     help="achieved fraction of the GPU's peak FLOP/s for roofline-timed compute: F (0 < F <= 1) for "
+                     "every node, peak, or per kernel kind (gemm, attn_fwd, attn_bwd, other); default: the GPU "
+                     "preset's per-kind figures (nodes naming no kind at the peak); the HBM roof is unchanged")
     add_set_argument(run)
     add_quiet_argument(run)
     gen = run.add_argument_group("generator (with --llm)")

@@ -60,17 +60,21 @@ def generate_tables(spec, *, symmetry: str = "auto", **gen):
 def simulate_llm(topology, spec, *, model: str = "flow", symmetry: str = "auto", ctrl_deps: bool = True,
                  streams: int = 1, stragglers=(), faults=None, seed: int | None = None, placement: str = "packed",
                  engine: str = "auto", routing: str | None = None, out=None, overwrite: bool = False,
-                 overrides: dict | None = None, progress: bool = False, moe=None, compute_efficiency: float = 1.0,
+                 overrides: dict | None = None, progress: bool = False, moe=None, compute_efficiency=None,
                  **gen):
     """Generate ``spec`` (a preset name, YAML path or ModelSpec) with the generator's keyword
     arguments ``gen`` and run it on ``topology``; see the module docstring.  ``placement``,
     ``engine``, ``routing``, ``overrides``, ``progress`` and ``compute_efficiency`` (achieved / peak
-    FLOP/s) are :func:`~netsim.workload.simulation.simulate`'s.  Returns the
+    FLOP/s; None: the model's ``compute_efficiency`` if it has one, else the GPU preset's) are
+    :func:`~netsim.workload.simulation.simulate`'s.  Returns the
     :class:`~netsim.workload.runner.WorkloadResult` (its config names the generator call).
     ``moe`` (:class:`~netsim.workload.moe_run.MoERunConfig`): MoE all-to-alls run as the bench's
     dispatch and combine (skew, expert placement, algorithm); None: uniform all-to-alls."""
+    from netsim.workload.generate.presets import load_model_spec
     from netsim.workload.simulation import simulate
 
+    if compute_efficiency is None:  # the model YAML's, over the GPU preset's
+        compute_efficiency = load_model_spec(spec).compute_efficiency
     notes = []
     if stragglers or faults is not None:
         symmetry = "none"

@@ -18,10 +18,8 @@ communicator); ``comm_streams="one"`` / ``"communicator"`` forces either.
   are in.
 * **Send/recv** match by (src, dst, tag) in FIFO order; a send completes when
   its last byte lands, a receive when its message has landed.
-* **Compute** takes ``duration_micros``, or the roofline
-  ``num_ops / min(peak, mem_bw * num_ops / tensor_size)`` from the topology's GPU
-  preset when the duration is 0 (0 with nothing to compute costs 1 ns, as in
-  ASTRA-sim).
+* **Compute** takes ``duration_micros``, or the roofline of the topology's GPU preset
+  per kernel kind when the duration is 0 (:mod:`netsim.workload.compute`).
 
 **Placement**: job rank *r* runs on topology GPU ``placement[r]``
 (:mod:`netsim.topology.placement`; identity by default): collectives are planned on the
@@ -51,6 +49,7 @@ from netsim.topology.model import Topology
 from netsim.chakra.schema import CommType, NodeType
 from netsim.chakra.model import MISSING, NodeTable
 from netsim.workload.collectives import SYMMETRIC, Instances, NcclSchedules, collective_schedule, families_of  # noqa: F401
+from netsim.workload.compute import Roofline
 from netsim.workload.deadlock import Unmatched
 from netsim.chakra.groups import CommGroups
 from netsim.workload.replicas import Replicas, RunConflict
@@ -173,6 +172,7 @@ class WorkloadRun:
                                  source="replicas")
             replicas = None
         self.notes: list[str] = []
+        self.roofline = Roofline(topo.facts)
         self.gpus = _placement(placement, n, topo.n_gpus)
         if replicas is not None and self.gpus is not None:
             missing = sorted(set(range(n)) - set(tables))
@@ -360,21 +360,10 @@ class WorkloadRun:
         elif typ in (NodeType.METADATA_NODE, NodeType.INVALID_NODE):
             done()
         else:
-            dur = self._compute_time(t, i) * st.scale if typ == NodeType.COMP_NODE else float(t.duration_micros[i]) * 1e-6
+            dur = self.roofline.time(t, i) * st.scale if typ == NodeType.COMP_NODE else float(t.duration_micros[i]) * 1e-6
             if typ == NodeType.COMP_NODE and lane == GPU:
                 st.compute_s += dur
             self.net.call_at(now + dur, done)
-
-    def _compute_time(self, t: NodeTable, i: int) -> float:
-        dur = float(t.duration_micros[i]) * 1e-6
-        if dur > 0:
-            return dur
-        ops, size = int(t.num_ops[i]), int(t.tensor_size[i])
-        peak, bw = self.topo.facts.peak_flops, self.topo.facts.mem_bw_Bps
-        if ops > 0 and peak:
-            perf = min(peak, bw * ops / size) if size > 0 and bw else peak
-            return ops / perf
-        return 1e-9
 
     def _finish(self, st: _Rank, i: int, lane: int | None, start: float) -> None:
         st.waiting.pop(i, None)

@@ -15,14 +15,16 @@ def simulate(topology, workload, comm_groups=None, model: str = "flow", ctrl_dep
              routing: str | None = None, placement: str = "packed",
              engine: str = "auto", out=None, overwrite: bool = False, replicas=None, label: dict | None = None,
              notes=(), overrides: dict | None = None, progress: bool = False, schedules=None,
-             compute_efficiency: float = 1.0, symmetry: str = "auto"):
+             compute_efficiency=None, symmetry: str = "auto"):
     """Python API of ``netsim run``: returns a :class:`~netsim.workload.runner.WorkloadResult`.
 
-    ``compute_efficiency`` F (0 < F <= 1, ``--compute-efficiency``): roofline-timed compute
-    (nodes with ``num_ops`` and no ``duration_micros``) runs at F x the GPU preset's peak FLOP/s
-    instead of the peak, i.e. at an achieved model-FLOPs utilisation of F where a kernel is
-    compute-bound (the HBM roof is unchanged).  Default 1.0: the peak, as before.  Recorded in
-    the run's config (and so the ``runs`` table) when not 1.
+    ``compute_efficiency`` (``--compute-efficiency``): the achieved fraction of the GPU's peak FLOP/s
+    of roofline-timed compute (nodes with ``num_ops`` and no ``duration_micros``,
+    :mod:`netsim.workload.compute`).  ``None`` (default): the GPU preset's figure for each node's
+    kernel kind (``op_kind``; nodes naming none, as in ASTRA-sim's traces, run at the peak).
+    ``"peak"``: every node at the peak.  F: every node at F x peak.  ``{"gemm": 0.7, ...}``: those
+    kinds replaced.  See :func:`check_compute_efficiency`.  A setting is recorded in the run's
+    config; the fractions used, per kind, in the ``runs`` table (``compute_efficiency_used.*``).
 
     ``schedules``: ``factory(topology, model) -> schedule function`` for the collectives (default:
     NCCL's plans; :func:`netsim.workload.moe_run.schedules_factory` plans MoE all-to-alls).
@@ -81,7 +83,7 @@ def simulate(topology, workload, comm_groups=None, model: str = "flow", ctrl_dep
     if symmetry != "auto" and not in_memory and label is None:
         config["symmetry"] = symmetry  # auto is the default: left out of the run id
     efficiency = check_compute_efficiency(compute_efficiency)
-    if efficiency != 1.0:
+    if efficiency is not None:
         config["compute_efficiency"] = efficiency
     if routing is not None or (isinstance(topology, Topology) and topology.routing != "ecmp"):
         config["routing"] = check_routing(routing) if routing is not None else topology.routing
@@ -133,6 +135,10 @@ def simulate(topology, workload, comm_groups=None, model: str = "flow", ctrl_dep
     with Poller(total, lambda: len(wr.ops), "run", "op", progress,
                 postfix=lambda: f"{wr.env.now * 1e6:,.1f} us simulated"):
         res = wr.run()
+    used = wr.roofline.used()
+    if eff_note is None and any(v != 1.0 for v in used.values()):
+        eff_note = (f"compute at {', '.join(f'{k} {v:.3g}' for k, v in used.items())} x peak "
+                    f"(GPU preset {run_topo.facts.gpu_model}; --compute-efficiency peak for the peak)")
     res.notes[:0] = list(notes) + ([eff_note] if eff_note else [])
     if getattr(sfn, "note", None) is not None and sfn.note() is not None:
         res.notes.append(sfn.note())
@@ -142,29 +148,69 @@ def simulate(topology, workload, comm_groups=None, model: str = "flow", ctrl_dep
     return res
 
 
-def check_compute_efficiency(value) -> float:
-    """``--compute-efficiency``: a fraction in (0, 1] (InputError otherwise)."""
+def check_compute_efficiency(value):
+    """``--compute-efficiency``: ``None`` (the GPU preset's per-kind figures), ``"peak"`` (every kind at
+    the peak), a fraction F in (0, 1] (every kind, and nodes naming none, at F) or per-kind fractions
+    ``"gemm=0.7,attn_fwd=0.6"`` (or a dict) replacing the preset's for those kinds
+    (:data:`netsim.vocab.OP_KINDS`, plus ``other`` for nodes naming no kind).  Returns None,
+    ``"peak"``, a float or a dict; InputError otherwise.
+
+    >>> check_compute_efficiency("gemm=0.7, attn_bwd=0.5"), check_compute_efficiency("0.4")
+    ({'gemm': 0.7, 'attn_bwd': 0.5}, 0.4)
+    """
+    from netsim.vocab import OP_KINDS
+
+    if value is None or value == "peak":
+        return value
+    kinds = (*OP_KINDS, "other")
+    expect = f"a fraction in (0, 1], peak, or KIND=F pairs with KIND one of {', '.join(kinds)}"
+    if isinstance(value, str) and "=" in value:
+        pairs = [p.partition("=") for p in value.split(",") if p.strip()]
+        value = {k.strip(): v.strip() for k, _, v in pairs}
+    if isinstance(value, dict):
+        out = {}
+        for k, v in value.items():
+            if k not in kinds:
+                raise InputError(f"unknown kernel kind {k!r}; expected {expect}", source="--compute-efficiency")
+            out[k] = _fraction(v, expect)
+        if not out:
+            raise InputError(f"expected {expect}, got {value!r}", source="--compute-efficiency")
+        return out
+    return _fraction(value, expect)
+
+
+def _fraction(value, expect: str) -> float:
     try:
         f = float(value)
     except (TypeError, ValueError):
-        raise InputError(f"expected a fraction in (0, 1], got {value!r}", source="--compute-efficiency") from None
-    if not 0.0 < f <= 1.0:
-        raise InputError(f"expected a fraction in (0, 1] (achieved / peak FLOP/s), got {value!r}",
-                         source="--compute-efficiency")
+        f = float("nan")
+    if not 0.0 < f <= 1.0:  # nan fails too
+        raise InputError(f"expected {expect} (achieved / peak FLOP/s), got {value!r}", source="--compute-efficiency")
     return f
 
 
-def _with_compute_efficiency(topo, efficiency: float):
-    """(topology whose compute roof is ``efficiency`` x its peak FLOP/s, note or None)."""
-    if efficiency == 1.0:
-        return topo, None
+def _with_compute_efficiency(topo, setting):
+    """(topology whose GPU runs each kernel kind at ``setting``'s fraction of its peak, note or None);
+    ``setting`` as :func:`check_compute_efficiency` returns it (None: the preset, unchanged)."""
     from dataclasses import replace
-    peak = topo.facts.peak_flops
-    if not peak:
-        return topo, (f"compute efficiency {efficiency:g} has no effect: the topology names no GPU compute "
+
+    from netsim.vocab import OP_KINDS
+
+    if setting is None:
+        return topo, None
+    if not topo.facts.peak_flops:
+        return topo, (f"compute efficiency {setting} has no effect: the topology names no GPU compute "
                       "preset (node.gpu), so compute takes the traces' durations")
-    return replace(topo, facts=replace(topo.facts, peak_flops=float(peak) * efficiency)), \
-        f"compute at {efficiency:g} x peak ({float(peak) * efficiency / 1e12:,.0f} of {float(peak) / 1e12:,.0f} TFLOP/s)"
+    if setting == "peak":
+        eff, what = {}, "compute at the peak"
+    elif isinstance(setting, dict):
+        eff = {**topo.facts.compute_efficiency, **setting}
+        what = "compute efficiency " + ", ".join(f"{k} {v:g}" for k, v in setting.items())
+    else:
+        eff = dict.fromkeys((*OP_KINDS, "other"), setting)
+        peak = float(topo.facts.peak_flops)
+        what = f"compute at {setting:g} x peak ({peak * setting / 1e12:,.0f} of {peak / 1e12:,.0f} TFLOP/s)"
+    return replace(topo, facts=replace(topo.facts, compute_efficiency=eff)), what
 
 
 def _file_replicas(scan, groups, gpus, faulty: bool):

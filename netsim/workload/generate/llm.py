@@ -12,16 +12,20 @@ Megatron's interleaved 1F1B, where the layers form ``pp * vpp`` model chunks and
 activations and one more for gradients, where ``boundary`` is the chunk index on the
 sending side of the forward edge: unique per (src, dst) pair.
 
-Per layer and microbatch the forward pass is an attention COMP node and an MLP COMP
-node, each followed by a TP all-reduce of the activations when ``tp > 1``.  A rank
-holds ``tokens = micro_batch * seq / cp`` tokens of each microbatch:
+Per layer and microbatch the forward pass is a core-attention COMP node (``.core_attn``),
+an attention-projection COMP node (``.attn``) and an MLP COMP node, the last two each followed by
+a TP all-reduce of the activations when ``tp > 1``.  Every COMP node names its kernel kind
+(``op_kind``, :data:`netsim.vocab.OP_KINDS`), which the GPU preset's achieved efficiency is
+looked up by.  A rank holds ``tokens = micro_batch * seq / cp`` tokens of each microbatch:
 
-* projections and MLP: ``num_ops`` = 2 · tokens · block parameters / tp,
+* projections and MLP (``op_kind`` ``gemm``): ``num_ops`` = 2 · tokens · block parameters / tp,
   ``tensor_size`` = block weight bytes / tp (roofline duration);
-* attention scores (QKᵀ and the weighted sum of V): 4 · tokens · seq · hidden / tp more
-  operations on the attention node, every local query against the whole sequence.
-  This is the 4·b·s²·h term of Megatron-LM's FLOP count (Narayanan et al., SC'21,
-  arXiv:2104.04473) without a causal-mask discount (a causal kernel does about half);
+* core attention (QKᵀ, softmax, weighted sum of V: one fused kernel, ``attn_fwd`` /
+  ``attn_bwd``): 2 · tokens · seq · hidden / tp operations, twice that in the backward;
+  ``tensor_size`` = the bytes of Q, K, V and O.  This is the 4·b·s²·h term of Megatron-LM's
+  FLOP count (Narayanan et al., SC'21, arXiv:2104.04473), every query against the whole
+  sequence, halved by the causal mask of a decoder: the kernel skips the blocks above the
+  diagonal (FlashAttention counts causal FLOPs the same way);
 * context parallelism (``cp > 1``) follows Llama 3 (arXiv:2407.21783 §3.3.2): the
   forward attention is preceded by an ALL_GATHER of K and V over the CP group
   (``comm_size`` = one rank's shard, tokens · 2 · kv_hidden · dtype_bytes / tp), and
@@ -37,8 +41,8 @@ holds ``tokens = micro_batch * seq / cp`` tokens of each microbatch:
   gradients back (the combine's).
 * activation recomputation (``recompute``, Megatron-LM's ``--recompute-granularity``; Korthikanti
   et al., arXiv:2205.05198 §4): ``"none"`` (default) keeps every activation; ``"selective"``
-  re-runs the core attention (QKᵀ, softmax, ·V: the 4·tokens·seq·hidden / tp score operations)
-  inside each layer's backward attention node; ``"full"`` checkpoints every layer's input
+  re-runs the core attention's forward (node ``mb<m>.bwd.L<l>.core_attn.recompute``) right
+  before its backward; ``"full"`` checkpoints every layer's input
   (``--recompute-method uniform --recompute-num-layers 1``) and re-runs the layer's whole forward
   (attention and MLP nodes named ``mb<m>.bwd.L<l>.recompute.*``, with their TP all-reduces, CP
   all-gather and MoE all-to-alls) right before the layer's backward.

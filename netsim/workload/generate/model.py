@@ -28,7 +28,8 @@ from netsim.errors import InputError
 __all__ = ["ModelSpec", "read_model_yaml"]
 
 #: ModelSpec fields a YAML model file may leave out.
-_OPTIONAL = ("experts", "top_k", "expert_ffn", "kv_heads", "gated_mlp", "shared_experts", "dense_layers", "source")
+_OPTIONAL = ("experts", "top_k", "expert_ffn", "kv_heads", "gated_mlp", "shared_experts", "dense_layers", "source",
+             "compute_efficiency")
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,11 @@ class ModelSpec:
         The first ``dense_layers`` layers keep a dense ``ffn``-wide MLP (DeepSeek-V3: 3).
     source
         Where the numbers come from (paper, table, model card); not compared.
+    compute_efficiency
+        Achieved fraction of the GPU's peak FLOP/s when this model runs (``netsim run --llm``): one
+        fraction for every kernel, or a mapping kernel kind -> fraction (``gemm``, ``attn_fwd``,
+        ``attn_bwd``) over the GPU preset's; ``--compute-efficiency`` overrides it.  Not part of the
+        generated traces (they hold FLOP counts), so not compared.
     """
 
     name: str
@@ -73,6 +79,7 @@ class ModelSpec:
     shared_experts: int = 0
     dense_layers: int = 0
     source: str = field(default="", compare=False)
+    compute_efficiency: float | dict | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         for key in ("layers", "hidden", "ffn", "heads", "vocab"):
@@ -99,6 +106,13 @@ class ModelSpec:
         if self.dense_layers >= self.layers:
             raise InputError(f"expected dense_layers < layers ({self.layers}), got {self.dense_layers}",
                              source=f"model {self.name}", field="dense_layers")
+        if self.compute_efficiency is not None:
+            from netsim.workload.simulation import check_compute_efficiency
+            try:
+                object.__setattr__(self, "compute_efficiency", check_compute_efficiency(self.compute_efficiency))
+            except InputError as exc:
+                raise InputError(exc.message.replace(" (achieved / peak FLOP/s)", ""), source=f"model {self.name}",
+                                 field="compute_efficiency") from None
         if self.kv_heads is None:
             object.__setattr__(self, "kv_heads", self.heads)
         kv = self.kv_heads

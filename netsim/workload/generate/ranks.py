@@ -102,9 +102,10 @@ class Builder:
         """Make every node in ``ids`` (side branches included) a dependency of the next node."""
         self.pending_join = [i for i in ids if i != self.tail]
 
-    def comp(self, name: str, ops: int, weight_bytes: int) -> None:
+    def comp(self, name: str, ops: int, weight_bytes: int, kind: str = "gemm") -> None:
+        """A compute node of kernel kind ``kind`` (netsim.vocab.OP_KINDS; the GPU preset's efficiency)."""
         self._add(name=name, type=int(NodeType.COMP_NODE), num_ops=int(ops), tensor_size=max(int(weight_bytes), 1),
-                  is_cpu_op=False)
+                  is_cpu_op=False, op_kind=kind)
 
     def coll(self, name: str, ctype: CommType, size: int, group: str, *, side: bool = False) -> None:
         """A collective; ``side=True`` branches it off the chain (later nodes do not wait for it)."""
@@ -154,12 +155,15 @@ class Costs:
         return self.tokens * 2 * self.spec.kv_hidden * self.dtype_bytes // self.tp
 
     @property
-    def score_ops(self) -> int:  # "core attention": QK^T and the weighted sum of V (4·b·s²·h / tp)
-        return 4 * self.tokens * self.seq * self.spec.hidden // self.tp
+    def score_ops(self) -> int:
+        """Core attention (QK^T and the weighted sum of V) under a causal mask: half of Megatron's 4·b·s²·h
+        (a causal kernel skips the blocks above the diagonal; FlashAttention counts them so), over tp."""
+        return 2 * self.tokens * self.seq * self.spec.hidden // self.tp
 
     @property
-    def attn_ops(self) -> int:
-        return self.ops(self.spec.attn_params) + self.score_ops
+    def core_bytes(self) -> int:  # what a fused attention kernel reads and writes: Q and O, and K and V of all cp
+        return (2 * self.tokens * self.spec.hidden + 2 * self.cp * self.tokens * self.spec.kv_hidden) \
+            * self.dtype_bytes // self.tp
 
     @property
     def a2a(self) -> int:
@@ -234,11 +238,17 @@ def rank_nodes(r: int, lay: Layout, g: dict[str, str], cost: Costs, chunks: list
         tp_ar(f"{name}.mlp_allreduce")
 
     def attention(name: str, forward: bool) -> None:
+        """The core attention (one fused kernel, FlashAttention: QK^T, softmax, .V), then the Q, K, V and
+        output projections (GEMMs) and the TP all-reduce."""
         if forward and "cp" in g:
             b.coll(f"{name}.cp_allgather_kv", CommType.ALL_GATHER, cost.kv, g["cp"])
-        # selective recomputation re-runs the core attention before its backward (Korthikanti et al.)
-        redo = cost.score_ops if not forward and cost.recompute == "selective" else 0
-        ops, weights = (1 if forward else 2) * cost.attn_ops + redo, cost.weights(spec.attn_params)
+        if forward:
+            b.comp(f"{name}.core_attn", cost.score_ops, cost.core_bytes, "attn_fwd")
+        else:  # selective recomputation re-runs the core attention's forward first (Korthikanti et al.)
+            if cost.recompute == "selective":
+                b.comp(f"{name}.core_attn.recompute", cost.score_ops, cost.core_bytes, "attn_fwd")
+            b.comp(f"{name}.core_attn", 2 * cost.score_ops, cost.core_bytes, "attn_bwd")
+        ops, weights = (1 if forward else 2) * cost.ops(spec.attn_params), cost.weights(spec.attn_params)
         if not forward and "cp" in g:
             b.comp(f"{name}.attn", ops, weights)
             b.coll(f"{name}.cp_reducescatter_kv", CommType.REDUCE_SCATTER, cost.kv * lay.cp, g["cp"])
