@@ -115,3 +115,9 @@ def test_pure_rdma_rows_send_same_node_copies_through_the_nic():
     assert rdma["setting"]["ll_transport"] == "rdma" and nvl["setting"]["ll_transport"] == "nvlink"
     assert "--ll-transport rdma" in validate.command(rdma) and "--ll-transport" not in validate.command(nvl)
     assert validate.simulate(rdma) > 3 * validate.simulate(nvl)  # one NIC instead of NVLink
+
+
+def test_readme_counts_the_records():
+    held_out = sum(not r["anchor"] for r in validate.RECORDS)
+    text = (ROOT / "README.md").read_text()
+    assert f"Checked against {len(validate.RECORDS)} published measurements ({held_out} never used" in text
