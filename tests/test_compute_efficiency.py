@@ -134,3 +134,14 @@ def test_netsim_topo_shows_the_preset(capsys):
     assert main(["topo", DGX]) == 0
     assert "989 TFLOP/s peak (dense tensor); achieved fraction per kernel kind: gemm 0.803, attn_fwd 0.653, " \
         "attn_bwd 0.565" in capsys.readouterr().out
+
+
+def test_a_sweep_key(tmp_path):
+    from netsim.sweep.spec import parse_sweep
+
+    base = {"topology": DGX, "llm.model": "gpt3-175b", "llm.tp": 8, "llm.pp": 1, "llm.dp": 1}
+    s = parse_sweep({"kind": "run", "base": base, "grid": {"compute_efficiency": ["peak", 0.5, "gemm=0.7"]}})
+    assert [c["compute_efficiency"] for c in s.configs] == ["peak", 0.5, "gemm=0.7"] and len(set(s.run_ids)) == 3
+    with pytest.raises(InputError) as err:
+        parse_sweep({"kind": "run", "base": base, "grid": {"compute_efficiency": [0.5, "x"]}}, "s.yaml")
+    assert err.value.source == "s.yaml" and "compute_efficiency" in err.value.field

@@ -282,6 +282,14 @@ class _Parser:
             from netsim.topology.policy import check_routing
 
             return check_routing(v, source=self.source, field=where)
+        if key == "compute_efficiency":  # checked like --compute-efficiency, kept as written (run ids)
+            from netsim.workload.simulation import check_compute_efficiency
+
+            try:
+                check_compute_efficiency(v)
+            except InputError as exc:
+                raise InputError(exc.message, source=self.source, field=where) from None
+            return v
         if key == "faults" and isinstance(v, dict):  # an inline faults document
             return v
         if key == "placement":
