@@ -326,13 +326,21 @@ def _fmt(v: float) -> str:
 
 
 def main(argv: list[str]) -> None:
-    recs = RECORDS
-    if "--kind" in argv:
-        recs = [r for r in recs if r["kind"] == argv[argv.index("--kind") + 1]]
-    if "--only" in argv:
-        ids = argv[argv.index("--only") + 1].split(",")
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="validate.py", description="netsim against published measurements")
+    ap.add_argument("--kind", choices=sorted({r["kind"] for r in RECORDS}), help="only the rows of one kind")
+    ap.add_argument("--only", metavar="ID,ID", help="only these rows")
+    ap.add_argument("--markdown", action="store_true", help="print the table as markdown (docs/validation.md)")
+    args = ap.parse_args(argv)
+    recs = [r for r in RECORDS if args.kind in (None, r["kind"])]
+    if args.only:
+        ids = args.only.split(",")
+        unknown = sorted(set(ids) - {r["id"] for r in RECORDS})
+        if unknown:
+            ap.error(f"--only: no such row {unknown[0]!r}")
         recs = [r for r in recs if r["id"] in ids]
-    md = "--markdown" in argv
+    md = args.markdown
     c0, w0 = _cpu(), time.perf_counter()
     rows = []
     if md:
