@@ -2,11 +2,14 @@
 (netsim.workload.compute), and --compute-efficiency over it."""
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from netsim.chakra import EtNode, NodeType, write_et
 from netsim.cli import main
 from netsim.errors import InputError
 from netsim.topology.builders import GPU_EFFICIENCY
+from netsim.vocab import OP_KINDS
 from netsim.workload.cli import check_compute_efficiency
 from netsim.workload.generate.model import ModelSpec
 from netsim.workload.llmrun import simulate_llm
@@ -145,3 +148,29 @@ def test_a_sweep_key(tmp_path):
     with pytest.raises(InputError) as err:
         parse_sweep({"kind": "run", "base": base, "grid": {"compute_efficiency": [0.5, "x"]}}, "s.yaml")
     assert err.value.source == "s.yaml" and "compute_efficiency" in err.value.field
+
+
+@settings(max_examples=60, deadline=None)
+@given(nodes=st.lists(st.tuples(st.sampled_from([None, *OP_KINDS]), st.integers(1, 10**13), st.integers(0, 10**10),
+                                st.integers(0, 50)), min_size=1, max_size=8),
+       eff=st.dictionaries(st.sampled_from([*OP_KINDS, "other"]), st.floats(0.05, 1.0), max_size=4))
+def test_each_node_takes_its_kinds_roofline(nodes, eff, tmp_path_factory):
+    """Written from the rule, not from netsim.workload.compute: a node with a duration takes it; else
+    ops / min(e(kind) x peak, HBM x ops / bytes), e from the override, else the H100 preset, else 1."""
+    from netsim.topology.spec import load_topology
+    from netsim.workload.simulation import _with_compute_efficiency
+
+    path = tmp_path_factory.mktemp("r") / "w.0.et"
+    write_et(path, [EtNode(k + 1, f"n{k}", NodeType.COMP_NODE, data_deps=(k,) if k else (), num_ops=ops,
+                           tensor_size=size, duration_micros=dur, op_kind=kind)
+                    for k, (kind, ops, size, dur) in enumerate(nodes)])
+    topo, _ = _with_compute_efficiency(load_topology(DGX), eff)
+    res = simulate(topo, path, model="analytical")
+    expect = 0.0
+    for kind, ops, size, dur in nodes:
+        if dur:
+            expect += dur * 1e-6
+        else:
+            peak = 989e12 * {**H100, **eff}.get(kind or "other", 1.0)
+            expect += ops / (min(peak, 3.35e12 * ops / size) if size else peak)
+    assert res.finish[0] == pytest.approx(expect, rel=1e-9)
