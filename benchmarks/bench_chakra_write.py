@@ -8,7 +8,7 @@ RSS of the largest process, nodes written and nodes per wall second.
 C1  DP1    (128 ranks), the plain writer (generate_llm + write_workload: one EtNode
     and one protobuf-built record per node; what ``--out`` did before) beside the fast one
 C2  DP8    (1,024 ranks)
-C3  DP128  (16,384 ranks, about 35M nodes, 3.3 GB): target <= 60 s wall on 2 cores
+C3  DP128  (16,384 ranks, about 43M nodes, 4.5 GB): target <= 60 s wall on 2 cores
 
 Run: python benchmarks/bench_chakra_write.py [--quick] [--jobs N]   (--quick: C1 and C2 only)
 """
