@@ -348,7 +348,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         extra = {"links": bench_tables.links_frame(topo, kept),
                  "ranks": bench_tables.ranks_frame(topo, placed_ranks(topo, cfg), kept)}
         record.write_bench_run(args.out, run_config, cfg.op, rows, cfg.gpus, time.perf_counter() - t0,
-                               overwrite=args.overwrite, extra=extra)
+                               overwrite=args.overwrite, extra=extra, topo=topo)
     elif args.out:
         from netsim.results.bench_tables import write_bench_file  # the dataset's column names, ns
         write_bench_file(args.out, nt.rows_to_frame(cfg.op, rows, cfg.gpus), config)

@@ -391,8 +391,9 @@ def run_config(r: MoEResult, topology: str, sets: dict | None = None) -> dict:
 
 
 def write_dataset(out_dir, r: MoEResult, topology: str, wall_time_s: float, *, overwrite: bool = False,
-                  sets: dict | None = None) -> str:
-    """``--out DIR``: collectives (one row), links, ranks, experts and runs tables."""
+                  sets: dict | None = None, topo=None) -> str:
+    """``--out DIR``: collectives (one row), links, ranks, experts and runs tables (``topo``: its
+    link efficiencies go in the runs table)."""
     import pandas as pd
 
     from netsim.results import dataset
@@ -406,7 +407,7 @@ def write_dataset(out_dir, r: MoEResult, topology: str, wall_time_s: float, *, o
                           "nvl_bytes": s["nvl_bytes"], "nvl_GBps": s["nvl_GBps"], "bound": s["bound"]}])
     extra = {k: v for k, v in s.items() if k not in ("op", "algorithm", "gpus", "model", "tokens", "hidden",
                                                       "topk", "experts")}
-    runs = dataset.runs_row(cfg, wall_time_s=wall_time_s, n_ranks=s["gpus"], **extra)
+    runs = dataset.runs_row(cfg, wall_time_s=wall_time_s, n_ranks=s["gpus"], **extra, **dataset.efficiency_columns(topo))
     tables = {"collectives": coll, "links": r.links.assign(seq=0), "ranks": r.ranks.assign(seq=0),
               "experts": r.experts.assign(seq=0), "runs": runs}
     dataset.write_run(Path(out_dir), run_id, tables, cfg, overwrite=overwrite)
@@ -490,7 +491,7 @@ def cmd(args: argparse.Namespace) -> int:
         _write_json(args.json_path, {"config": run_config(res, args.topology, sets), "results": [res.summary]},
                     args.overwrite)
     if to_dataset:
-        write_dataset(args.out, res, args.topology, wall, overwrite=args.overwrite, sets=sets)
+        write_dataset(args.out, res, args.topology, wall, overwrite=args.overwrite, sets=sets, topo=topo)
     elif args.out:
         import pandas as pd
 

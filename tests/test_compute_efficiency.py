@@ -174,3 +174,21 @@ def test_each_node_takes_its_kinds_roofline(nodes, eff, tmp_path_factory):
             peak = 989e12 * {**H100, **eff}.get(kind or "other", 1.0)
             expect += ops / (min(peak, 3.35e12 * ops / size) if size else peak)
     assert res.finish[0] == pytest.approx(expect, rel=1e-9)
+
+
+def test_runs_tables_record_the_link_efficiencies(tmp_path):
+    """Every efficiency a run used is in its runs table: compute per kernel kind, and the achieved /
+    line rate of every link kind (workload runs, bench and MoE bench datasets)."""
+    from netsim import open_results
+
+    res = simulate_llm(DGX, TINY, model="analytical", **GEN)
+    runs = res.tables()["runs"].iloc[0]
+    assert runs["link_efficiency.nvlink"] == pytest.approx(20.6 / 25)  # NCCL topo.h H100 NVLink rate
+    for argv in (["bench", "--topology", "topologies/h100-superpod-1su.yaml", "--op", "all_reduce", "-b", "1M",
+                  "-e", "1M", "--gpus", "16", "--model", "analytical"],
+                 ["bench", "--topology", "topologies/h100-superpod-1su.yaml", "--op", "moe_dispatch", "--gpus", "16",
+                  "--tokens", "128", "--model", "analytical"]):
+        out = tmp_path / argv[4]
+        assert main(argv + ["--out", str(out)]) == 0
+        runs = open_results(out).runs.iloc[0]
+        assert runs["link_efficiency.ib"] == pytest.approx(0.96) and runs["link_efficiency.nvlink"] < 1

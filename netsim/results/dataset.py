@@ -326,6 +326,13 @@ def _ns_names(extra: dict):
             yield k, v
 
 
+def efficiency_columns(topo) -> dict:
+    """``runs`` columns of the achieved / line rate per link kind a run used
+    (``link_efficiency.<kind>``; empty for a topology at line rates or ``None``)."""
+    eff = getattr(getattr(topo, "facts", None), "link_efficiency", None) or {}
+    return {f"link_efficiency.{k}": float(v) for k, v in sorted(eff.items())}
+
+
 def runs_row(config: dict, **extra):
     """The one-row ``runs`` table: flattened config, netsim version, schema version, ``extra``
     (metrics named ``*_us`` are stored as ``*_ns``: every table of a dataset is in ns)."""

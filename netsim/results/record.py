@@ -226,7 +226,8 @@ class RunRecorder:
                                 n_ranks=self.n, n_ops=len(r.ops), notes="\n".join(r.notes),
                                 unknown_dep_refs=int(r.unknown_deps),
                                 comm_streams=getattr(self.run, "comm_streams", "one"),  # comm-lane policy run
-                                **{f"compute_efficiency_used.{k}": v for k, v in used.items()})
+                                **{f"compute_efficiency_used.{k}": v for k, v in used.items()},
+                                **dataset.efficiency_columns(getattr(self.run, "topo", None)))
 
     def frames(self) -> dict:
         """All five tables as pandas DataFrames (``run_id`` added)."""
@@ -275,7 +276,7 @@ def link_frame(topo, net, makespan_s: float, status: np.ndarray | None = None):
 
 
 def write_bench_run(out_dir, config: dict, op: str, rows, nranks: int, wall_time_s: float, *,
-                    overwrite: bool = False, extra: dict | None = None) -> str:
+                    overwrite: bool = False, extra: dict | None = None, topo=None) -> str:
     """``netsim bench --out DIR``: one ``collectives`` row per size (nccl-tests definitions), the
     ``extra`` tables (``links`` and ``ranks`` per size, :mod:`netsim.results.bench_tables`) and ``runs``."""
     import pandas as pd
@@ -284,7 +285,7 @@ def write_bench_run(out_dir, config: dict, op: str, rows, nranks: int, wall_time
     records = [(i, op, r.algorithm, "world", nranks, int(r.size_bytes), 0.0, 0.0, r.time_us * 1e3,
                 r.algbw_GBps, r.busbw_GBps) for i, r in enumerate(rows)]
     frame = pd.DataFrame.from_records(records, columns=list(dataset.COLUMNS["collectives"]))
-    runs = dataset.runs_row(config, wall_time_s=wall_time_s, n_ranks=nranks)
+    runs = dataset.runs_row(config, wall_time_s=wall_time_s, n_ranks=nranks, **dataset.efficiency_columns(topo))
     dataset.write_run(Path(out_dir), run_id, {"collectives": frame, **(extra or {}), "runs": runs}, config,
                       overwrite=overwrite)
     return run_id
