@@ -33,8 +33,9 @@ def _overlaps(a, b):
 @pytest.fixture(scope="module")
 def runs():
     out = {}
-    for label, kw in {"communicator": {}, "one": {"comm_streams": "one"}}.items():
-        out[label] = simulate_llm(DGX, TINY, symmetry="none", overlap_grad_reduce=True, **JOB, **kw)
+    for label, kw in {"communicator": {}, "one": {"comm_streams": "one"}}.items():  # lanes only: SMs stay with
+        out[label] = simulate_llm(DGX, TINY, symmetry="none", overlap_grad_reduce=True, sm_contention="off",  # compute
+                                  **JOB, **kw)
     return out
 
 
@@ -85,9 +86,11 @@ def test_tp_comm_overlap_runs_compute_pieces_under_the_allreduce_pieces():
     """The next compute piece runs while the previous all-reduce piece is on the wire; the pieces
     are timed as NCCL all-reduces of a quarter of the bytes (docs/workloads.md says what that costs)."""
     kw = dict(tp=8, pp=1, dp=1, microbatches=1, seq=4096, symmetry="none")
-    plain = simulate_llm(DGX, TINY, **kw)
-    ov = simulate_llm(DGX, TINY, tp_comm_overlap=True, **kw)
+    plain = simulate_llm(DGX, TINY, sm_contention="off", **kw)
+    ov = simulate_llm(DGX, TINY, tp_comm_overlap=True, sm_contention="off", **kw)
     assert ov.compute.sum() == pytest.approx(plain.compute.sum(), rel=1e-9)
+    sms = simulate_llm(DGX, TINY, tp_comm_overlap=True, **kw)  # the all-reduce pieces' kernels take SMs
+    assert (sms.compute > ov.compute).all() and sms.finish.max() >= ov.finish.max()  # here comm-bound
     comp = _intervals(ov, 0, "mb0.fwd.L1.mlp.split")
     comm = _intervals(ov, 0, "mb0.fwd.L1.mlp_allreduce.split")
     assert len(comp) == len(comm) == TP_SPLITS and _overlaps(comp[1:2], comm[:1])

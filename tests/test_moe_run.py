@@ -74,6 +74,9 @@ def test_schedules_are_the_bench_dispatch_and_combine():
     np.testing.assert_allclose(schedule_pair_bytes(c), schedule_pair_bytes(moe.combine_schedule(lay, "node_limited",
                                                                                                 local_size=8)))
     assert s.named(int(CommType.ALL_REDUCE), 4096, gpus, "mb0.fwd.L0.attn_allreduce").op == "all_reduce"  # others: NCCL's plan
+    assert d.blocks == c.blocks == 20  # DeepEP's normal kernels: Buffer.num_sms SMs (compute.SmShare)
+    ll = MoESchedules(topo, TINY, MoERunConfig(algo="low_latency"), 2, default_schedules(topo, "flow"))
+    assert ll.named(A2A, size, gpus, "mb0.fwd.L1.a2a_dispatch").blocks is None  # the hook holds no SMs
 
 
 def test_node_limited_on_two_nodes_skew_slower():

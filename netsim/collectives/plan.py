@@ -97,6 +97,8 @@ def plan(topo: Topology, ranks, op: str, nbytes: float, algo: str = "auto", *,
     if not shaped:
         return Plan(sched, name, "none", sched_channels, None)
     sched = shape(sched, topo, ranks, choice, depth, nc, sched_channels, f"{name}/{choice.protocol}")
+    # NCCL launches one thread block per channel the plan uses (enqueue.cc:1756-1758, v2.30.7-1)
+    sched = replace(sched, blocks=int(nc)) if name in nccl.NCCL_ALGOS else sched
     return Plan(sched, name, choice.protocol, nc, choice.time_us if name == choice.algorithm else None)
 
 
@@ -225,6 +227,8 @@ def _p2p_plan(topo, ranks, op, nbytes, algo, info, g, matrix, protocol, shaped) 
     if not shaped:
         return Plan(sched, name, "none", 1, None)
     sched, proto = shape_p2p(sched, topo, ranks, info, name, peer, protocol)
+    if name != "node_limited":  # one block per p2p channel in use (enqueue.cc:1756-1758); DeepEP's are its own
+        sched = replace(sched, blocks=int(min(setup.channels, parts * (n - 1)) if op == "alltoall" else parts))
     return Plan(sched, name, proto, parts, None)
 
 

@@ -97,6 +97,8 @@ class Schedule:
     op: nccl-tests op name; algorithm: what ran; nbytes: the nccl-tests ``size`` (S) it moves.
     flow: the data flow builders record under :func:`netsim.collectives.compose.tracing` (which
     units of the buffer each transfer carries), for checking; ``None`` otherwise.
+    blocks: thread blocks the collective's kernel holds on every member GPU while it runs (NCCL: one
+    per channel); ``None``: not known (a schedule that is not a GPU kernel's, e.g. ASTRA-sim's).
     """
 
     op: str
@@ -105,6 +107,7 @@ class Schedule:
     nbytes: float
     phases: tuple[Phase, ...] = field(default_factory=tuple)
     flow: object = field(default=None, compare=False, repr=False)
+    blocks: int | None = field(default=None, compare=False)
 
     @property
     def n_steps(self) -> int:

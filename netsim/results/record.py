@@ -226,6 +226,7 @@ class RunRecorder:
                                 n_ranks=self.n, n_ops=len(r.ops), notes="\n".join(r.notes),
                                 unknown_dep_refs=int(r.unknown_deps),
                                 comm_streams=getattr(self.run, "comm_streams", "one"),  # comm-lane policy run
+                                **_sm_columns(self.run),
                                 **{f"compute_efficiency_used.{k}": v for k, v in used.items()},
                                 **dataset.efficiency_columns(getattr(self.run, "topo", None)))
 
@@ -245,6 +246,13 @@ class RunRecorder:
         tables = {"ops": self.iter_ops(), **{k: _later(f) for k, f in lazy.items()}, "runs": self.runs()}
         dataset.write_run(out_dir, self.run_id, tables, self.config, overwrite=overwrite)
         return self.run_id
+
+
+def _sm_columns(run) -> dict:
+    """Whether comm kernels took SMs from compute in ``run``, and the GPU's SM count (0: unknown)."""
+    share = getattr(run, "sms", None)
+    sms = getattr(getattr(getattr(run, "topo", None), "facts", None), "gpu_sms", None)
+    return {"sm_contention": bool(share is not None and share.sms), "gpu_sms": int(sms or 0)}
 
 
 def _later(fn):

@@ -290,6 +290,8 @@ class _Parser:
             except InputError as exc:
                 raise InputError(exc.message, source=self.source, field=where) from None
             return v
+        if key == "sm_contention" and v not in ("on", "off"):
+            raise InputError(f"expected on or off, got {v!r}", source=self.source, field=where)
         if key == "faults" and isinstance(v, dict):  # an inline faults document
             return v
         if key == "placement":

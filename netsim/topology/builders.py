@@ -56,6 +56,13 @@ GPU_PRESETS: dict[str, dict[str, float]] = {
 #: * ``attn_fwd``, ``attn_bwd``: FlashAttention-3 on H100 80GB SXM5, BF16, head dimension 128, no causal
 #:   mask, sequence 8k: 646 and 559 TFLOP/s (Shah et al., arXiv:2407.08608, the forward and backward
 #:   speed figures of its benchmark section).  No published figure for the other GPUs here.
+#: Streaming multiprocessors per GPU (the SM count of the SXM part), for communication kernels that take
+#: SMs from compute (:class:`netsim.workload.compute.SmShare`).  NVIDIA whitepapers: "NVIDIA Tesla V100 GPU
+#: Architecture" (80 SMs), "NVIDIA A100 Tensor Core GPU Architecture" (108 SMs), "NVIDIA H100 Tensor Core
+#: GPU Architecture" (H100 SXM5: 132 SMs).  B200 and GB200: no whitepaper figure found, so their compute is
+#: never slowed by communication kernels.
+GPU_SMS: dict[str, int] = {"V100": 80, "A100": 108, "H100": 132}
+
 GPU_EFFICIENCY: dict[str, dict[str, float]] = {
     "A100": {"gemm": 271.2 / 312},
     "H100": {"gemm": 794.5 / 989, "attn_fwd": 646 / 989, "attn_bwd": 559 / 989},
@@ -198,7 +205,7 @@ def _gpu_facts(gpu: str | None) -> dict:
     preset = GPU_PRESETS.get(gpu)
     if preset is None:
         raise ValueError(f"unknown GPU model {gpu!r}; known: {', '.join(GPU_PRESETS)}")
-    return {"gpu_model": gpu, **preset, "compute_efficiency": GPU_EFFICIENCY.get(gpu, {})}
+    return {"gpu_model": gpu, **preset, "compute_efficiency": GPU_EFFICIENCY.get(gpu, {}), "gpu_sms": GPU_SMS.get(gpu)}
 
 
 # ------------------------------------------------------------------ presets

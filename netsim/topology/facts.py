@@ -128,6 +128,9 @@ class TopologyFacts:
     #: Achieved fraction of ``peak_flops`` per kernel kind (:data:`netsim.vocab.OP_KINDS`) for compute nodes
     #: that name their kind (:data:`netsim.topology.builders.GPU_EFFICIENCY`); absent kinds run at the peak.
     compute_efficiency: Mapping[str, float] = field(default_factory=dict)
+    #: Streaming multiprocessors per GPU (:data:`netsim.topology.builders.GPU_SMS`); ``None``: unknown, and
+    #: communication kernels take no SMs from compute.
+    gpu_sms: int | None = None
     #: HBM bandwidth for the roofline, bytes/s.
     mem_bw_Bps: float | None = None
     #: Host CPU vendor (NCCL's tuning tables); ``None``: NCCL's default for the GPU.

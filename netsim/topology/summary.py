@@ -58,6 +58,7 @@ def summarize(topo: Topology) -> dict:
         out["gpu_model"] = f.gpu_model
         out["peak_TFLOPS"] = round(float(f.peak_flops) / 1e12, 3)
         out["compute_efficiency"] = dict(f.compute_efficiency)
+        out["gpu_sms"] = f.gpu_sms
     return out
 
 
@@ -93,7 +94,7 @@ def format_summary(s: dict) -> str:
     if "peak_TFLOPS" in s:
         eff = ", ".join(f"{k} {v:.3g}" for k, v in s["compute_efficiency"].items()) or "none published"
         lines.append(f"compute       {s['peak_TFLOPS']:g} TFLOP/s peak (dense tensor); achieved fraction per kernel kind: "
-                     f"{eff}")
+                     f"{eff}; " + (f"{s['gpu_sms']} SMs" if s.get("gpu_sms") else "SM count unknown"))
     lines += [f"bisection     {s['bisection_GBps']:,.1f} GB/s (one direction, worst balanced cut)",
               f"diameter      {s['diameter_hops']} hops"]
     return "\n".join(lines)

@@ -57,6 +57,9 @@ def register_cli(sub) -> None:
                      help="achieved fraction of the GPU's peak FLOP/s for roofline-timed compute: F (0 < F <= 1) for "
                      "every node, peak, or per kernel kind (gemm, attn_fwd, attn_bwd, other); default: the GPU "
                      "preset's per-kind figures (nodes naming no kind at the peak); the HBM roof is unchanged")
+    run.add_argument("--sm-contention", default="on", choices=["on", "off"],
+                     help="on: a rank's compute slows while its communication kernels hold SMs (one per NCCL "
+                     "channel; GPU presets with an SM count); off: compute never slows, as in ASTRA-sim")
     add_set_argument(run)
     add_quiet_argument(run)
     gen = run.add_argument_group("generator (with --llm)")
@@ -125,7 +128,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
     common = dict(stragglers=args.straggler, faults=args.faults, seed=args.seed, placement=args.placement,
                   engine=args.engine, out=args.out, overwrite=args.overwrite, overrides=parse_sets(args.sets),
-                  progress=wanted(args.quiet), compute_efficiency=args.compute_efficiency)
+                  progress=wanted(args.quiet), compute_efficiency=args.compute_efficiency,
+                  sm_contention=args.sm_contention)
     common["routing"] = args.routing
     from netsim.workload.moe_run import config_from_args
     moe = config_from_args(args)

@@ -259,7 +259,8 @@ class Instances:
         sched = named(ctype, max(size, 0), gpus, where[3]) if named is not None and len(where) > 3 \
             else self.schedule_fn(ctype, max(size, 0), gpus)
         inst = {"type": ctype, "size": size, "first": (where[2], where[1]), "done": {}, "arrived": set(),
-                "group": group, "rep_of": {}, "left": {}, "t_first": {}, "members": members}
+                "group": group, "rep_of": {}, "left": {}, "t_first": {}, "members": members,
+                "blocks": getattr(sched, "blocks", None)}  # its kernel's thread blocks per member GPU
         on_done = lambda loc, t: self._done(inst, loc, t)  # noqa: E731
         fixed = None
         if self.fast and ctype in SYMMETRIC and family(members) not in self.event_only:

@@ -20,6 +20,8 @@ entry runs at the peak, as ASTRA-sim's roofline does.  A node with nothing to co
 
 from __future__ import annotations
 
+import numpy as np
+
 from netsim.vocab import OP_KINDS
 
 __all__ = ["Roofline"]
@@ -52,3 +54,139 @@ class Roofline:
     def used(self) -> dict[str, float]:
         """Kernel kind -> achieved fraction of the peak, for the kinds of the roofline-timed nodes so far."""
         return {("other" if c < 0 else OP_KINDS[c]): self.eff[c] for c in sorted(self.codes, key=lambda c: (c < 0, c))}
+
+
+class SmShare:
+    """GPU compute slowed by the communication kernels running beside it on the same GPU.
+
+    An NCCL kernel holds one thread block per channel for as long as it runs, waiting for its peers
+    included (one block per channel: ``enqueue.cc:1756-1758``, NCCL v2.30.7-1).  A block is up to 640
+    threads (``NCCL_MAX_NTHREADS``, ``src/include/device.h:93``) of at most 96 registers each
+    (``-maxrregcount=96``, ``makefiles/common.mk:103``): up to 61,440 of the 65,536 registers of an SM
+    (V100, A100 and H100 whitepapers), so no GEMM thread block fits beside it and the SM is lost to
+    compute.  A rank's compute therefore runs at ``(sms - held) / sms`` of its speed while its comm kernels
+    hold ``held`` blocks (none below zero; ``sms``: the GPU preset's, :data:`~netsim.topology.builders.GPU_SMS`),
+    re-timed whenever a kernel starts or ends: a fluid model that leaves out tile quantization and the
+    memory bandwidth the comm kernel also takes.  ``sms=None`` (unknown GPU, ASTRA-sim networks, or
+    ``--sm-contention off``): compute never slows.
+
+    >>> from types import SimpleNamespace as NS
+    >>> import simpy
+    >>> env = simpy.Environment()
+    >>> net = NS(env=env, call_at=lambda t, fn: env.timeout(t - env.now).callbacks.append(lambda _e: fn()))
+    >>> share, ends = SmShare(net, 100), []
+    >>> share.compute(0, 1.0, lambda: ends.append(env.now))
+    >>> env.run(until=0.5); release = share.hold(0, 50)      # half the SMs from t=0.5 ...
+    >>> env.run(until=0.7); release()                          # ... to t=0.7
+    >>> env.run(); ends, round(share.stretch[0], 9)
+    ([1.1], 0.1)
+    """
+
+    def __init__(self, net, sms: int | None, topo=None):
+        self.net, self.sms, self.topo = net, (int(sms) if sms else None), topo
+        self._p2p: dict = {}
+        self.held: dict[int, int] = {}  # rank -> blocks its running comm kernels hold
+        #: rank -> job id -> [work left (s at full speed), since, done, token, seconds, start]
+        self.jobs: dict[int, dict[int, list]] = {}
+        self.stretch: dict[int, float] = {}  # rank -> compute time lost to comm kernels (s)
+        self.peak: dict[int, int] = {}  # rank -> most blocks held at once
+        self._next = 0
+
+    def rate(self, rank: int) -> float:
+        """Fraction of ``rank``'s SMs free for compute now."""
+        return max(self.sms - self.held.get(rank, 0), 0) / self.sms
+
+    def compute(self, rank: int, seconds: float, done) -> None:
+        """Run ``seconds`` of compute (at full speed) on ``rank``; ``done()`` when it has run."""
+        now = self.net.env.now
+        if self.sms is None:
+            self.net.call_at(now + seconds, done)
+            return
+        self._next += 1
+        job = [seconds, now, done, 0, seconds, now]
+        self.jobs.setdefault(rank, {})[self._next] = job
+        self._arm(rank, self._next, job)
+
+    def p2p_blocks(self, src_gpu: int, dst_gpu: int, nbytes: int) -> int:
+        """Thread blocks an NCCL send (or its receive) of ``nbytes`` between two GPUs runs on: its
+        channels (:meth:`netsim.collectives.p2p.P2PSetup.parts`, for a communicator of the two)."""
+        if self.sms is None or self.topo is None:
+            return 0
+        g = max(1, int(self.topo.gpus_per_node))
+        key = (src_gpu % g, dst_gpu % g, src_gpu // g == dst_gpu // g, int(nbytes))
+        hit = self._p2p.get(key)
+        if hit is None:
+            from netsim.collectives import nccl, p2p
+            info = nccl.CommInfo.from_topology(self.topo, np.array([src_gpu, dst_gpu], dtype=np.int64))
+            hit = self._p2p[key] = p2p.P2PSetup.from_info(info).parts(float(nbytes))
+        return hit
+
+    def hold(self, rank: int, blocks):
+        """A comm kernel of ``blocks`` thread blocks starts on ``rank``; returns its end (call once)."""
+        if self.sms is None or not blocks:
+            return _nothing
+        self._retime(rank, int(blocks))
+        self.peak[rank] = max(self.peak.get(rank, 0), self.held[rank])
+        return lambda: self._retime(rank, -int(blocks))
+
+    def notes(self) -> list[str]:
+        """What the run's notes say of compute slowed by comm kernels (nothing if it never was)."""
+        if not self.stretch or not self.peak:
+            return []
+        lost = np.array(list(self.stretch.values()))
+        return [f"communication kernels held SMs while compute ran (up to {max(self.peak.values())} of "
+                f"{self.sms} SMs): compute took {lost.max() * 1e3:.3f} ms longer on the most slowed rank, "
+                f"{lost.mean() * 1e3:.3f} ms on average over the {lost.size} ranks slowed"]
+
+    def _retime(self, rank: int, delta: int) -> None:
+        jobs, now = self.jobs.get(rank), self.net.env.now
+        if jobs:
+            rate = self.rate(rank)
+            for job in jobs.values():
+                job[0] -= (now - job[1]) * rate
+                job[1] = now
+        self.held[rank] = self.held.get(rank, 0) + delta
+        if jobs:
+            for jid, job in jobs.items():
+                self._arm(rank, jid, job)
+
+    def _arm(self, rank: int, jid: int, job: list) -> None:
+        job[3] += 1
+        rate = self.rate(rank)
+        if rate > 0:  # else it waits for a kernel to end
+            token = job[3]
+            self.net.call_at(job[1] + max(job[0], 0.0) / rate, lambda: self._fire(rank, jid, token))
+
+    def _fire(self, rank: int, jid: int, token: int) -> None:
+        jobs = self.jobs[rank]
+        job = jobs.get(jid)
+        if job is None or job[3] != token:
+            return  # re-timed since
+        del jobs[jid]
+        lost = self.net.env.now - job[5] - job[4]
+        if lost > 1e-12 + 1e-9 * job[4]:  # not rounding: a kernel held SMs while it ran
+            self.stretch[rank] = self.stretch.get(rank, 0.0) + lost
+        job[2]()
+
+
+def _nothing() -> None:
+    return None
+
+
+class Kernel:
+    """``done`` of a communication node, wrapped so that its kernel's thread blocks are held on
+    ``rank`` from :meth:`start` until the node is done (a node done before it started holds none)."""
+
+    __slots__ = ("share", "rank", "done", "release", "ended")
+
+    def __init__(self, share: SmShare, rank: int, done):
+        self.share, self.rank, self.done, self.release, self.ended = share, rank, done, _nothing, False
+
+    def start(self, blocks) -> None:
+        if not self.ended:
+            self.release = self.share.hold(self.rank, blocks)
+
+    def __call__(self) -> None:
+        self.ended = True
+        self.release()
+        self.done()

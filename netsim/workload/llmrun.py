@@ -61,10 +61,10 @@ def simulate_llm(topology, spec, *, model: str = "flow", symmetry: str = "auto",
                  streams: int = 1, stragglers=(), faults=None, seed: int | None = None, placement: str = "packed",
                  engine: str = "auto", routing: str | None = None, out=None, overwrite: bool = False,
                  overrides: dict | None = None, progress: bool = False, moe=None, compute_efficiency=None,
-                 **gen):
+                 sm_contention: str = "on", **gen):
     """Generate ``spec`` (a preset name, YAML path or ModelSpec) with the generator's keyword
     arguments ``gen`` and run it on ``topology``; see the module docstring.  ``placement``,
-    ``engine``, ``routing``, ``overrides``, ``progress`` and ``compute_efficiency`` (achieved / peak
+    ``engine``, ``routing``, ``overrides``, ``progress``, ``sm_contention`` and ``compute_efficiency`` (achieved / peak
     FLOP/s; None: the model's ``compute_efficiency`` if it has one, else the GPU preset's) are
     :func:`~netsim.workload.simulation.simulate`'s.  Returns the
     :class:`~netsim.workload.runner.WorkloadResult` (its config names the generator call).
@@ -94,7 +94,7 @@ def simulate_llm(topology, spec, *, model: str = "flow", symmetry: str = "auto",
     return simulate(topology, tables, groups, model, ctrl_deps, streams, stragglers=stragglers, faults=faults,
                     seed=seed, placement=placement, engine=engine, routing=routing, out=out, overwrite=overwrite,
                     replicas=replicas, label=label, notes=notes, overrides=overrides, progress=progress,
-                    schedules=schedules, compute_efficiency=compute_efficiency)
+                    schedules=schedules, compute_efficiency=compute_efficiency, sm_contention=sm_contention)
 
 
 def overlap_settings(gen: dict) -> dict:

@@ -27,7 +27,7 @@ laid out alike on the topology share one, as the default plans do.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
@@ -36,6 +36,11 @@ from netsim.chakra.schema import CommType
 
 __all__ = ["MoERunConfig", "MoESchedules", "moe_kind"]
 
+#: SMs DeepEP's normal (high-throughput) dispatch and combine kernels run on: ``Buffer.num_sms = 20``
+#: (deepseek-ai/DeepEP ``deep_ep/buffers/legacy.py`` line 31 at dd758ca).  Its low-latency kernels
+#: hold none: with the receive hook the traffic runs "without costing any GPU SMs" (``docs/legacy.md``
+#: line 288 there).
+DEEPEP_NORMAL_SMS = 20
 #: Node-name suffixes of the generator's MoE all-to-alls (netsim.workload.generate.ranks).
 KINDS = {"a2a_dispatch": "dispatch", "a2a_combine": "combine"}
 #: ``--moe-algo`` values: the bench's (netsim.moe_bench.ALGOS) plus DeepEP's low-latency kernels.
@@ -177,7 +182,10 @@ class MoESchedules:
         lay = lay.with_bytes(moe.token_bytes(self.spec.hidden, self.dtype if dt is None else dt,
                                              low_latency=low_latency))
         build = moe.dispatch_schedule if kind == "dispatch" else moe.combine_schedule
-        return build(lay, "low_latency" if low_latency else algo, local_size=max(local, 1), chunks=cfg.chunks)
+        sched = build(lay, "low_latency" if low_latency else algo, local_size=max(local, 1), chunks=cfg.chunks)
+        if algo == "node_limited" and not low_latency:  # DeepEP's normal kernels run on Buffer.num_sms SMs
+            sched = replace(sched, blocks=DEEPEP_NORMAL_SMS)
+        return sched
 
 
     def note(self) -> str | None:

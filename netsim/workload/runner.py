@@ -49,7 +49,7 @@ from netsim.topology.model import Topology
 from netsim.chakra.schema import CommType, NodeType
 from netsim.chakra.model import MISSING, NodeTable
 from netsim.workload.collectives import SYMMETRIC, Instances, NcclSchedules, collective_schedule, families_of  # noqa: F401
-from netsim.workload.compute import Roofline
+from netsim.workload.compute import Kernel, Roofline, SmShare
 from netsim.workload.deadlock import Unmatched
 from netsim.chakra.groups import CommGroups
 from netsim.workload.replicas import Replicas, RunConflict
@@ -146,7 +146,7 @@ class WorkloadRun:
                  model: str = "flow", *, ctrl_deps: bool = True, streams: int = 1,
                  schedule_fn=None, network=None, compute_scale=None, launch_delay=None,
                  replicas: Replicas | None = None, event_only=(), fast: bool = True, placement=None,
-                 comm_streams: str | None = None):
+                 comm_streams: str | None = None, sm_contention: bool = True):
         if streams < 1:
             raise InputError(f"expected at least 1 stream per lane, got {streams}", source="--streams")
         self.streams = streams
@@ -173,6 +173,7 @@ class WorkloadRun:
             replicas = None
         self.notes: list[str] = []
         self.roofline = Roofline(topo.facts)
+        self.sm_contention = bool(sm_contention)  # comm kernels take SMs from compute (compute.SmShare)
         self.gpus = _placement(placement, n, topo.n_gpus)
         if replicas is not None and self.gpus is not None:
             missing = sorted(set(range(n)) - set(tables))
@@ -213,6 +214,7 @@ class WorkloadRun:
         """Fresh simulation state (a run may be repeated, see :meth:`run`)."""
         self.env = simpy.Environment()
         self.net = self._network(self.env, self.topo)
+        self.sms = SmShare(self.net, self.topo.facts.gpu_sms if self.sm_contention else None, self.topo)
         self.ranks = []
         for r, (t, children, indeg, lanes) in self._tables.items():
             st = _Rank(r, t, children, indeg.copy(), lanes)
@@ -309,7 +311,8 @@ class WorkloadRun:
             self._reset()
         Unmatched(self).check()
         finish = np.array([st.finish for st in self.ranks])
-        compute = np.array([st.compute_s for st in self.ranks])
+        compute = np.array([st.compute_s + self.sms.stretch.get(st.rank, 0.0) for st in self.ranks])
+        self.notes += self.sms.notes()
         if self.replicas is not None:
             finish, compute = self.replicas.expand(finish), self.replicas.expand(compute)
             self.notes += self.colls.replica_notes(len(self.ranks))
@@ -363,7 +366,9 @@ class WorkloadRun:
             dur = self.roofline.time(t, i) * st.scale if typ == NodeType.COMP_NODE else float(t.duration_micros[i]) * 1e-6
             if typ == NodeType.COMP_NODE and lane == GPU:
                 st.compute_s += dur
-            self.net.call_at(now + dur, done)
+                self.sms.compute(st.rank, dur, done)  # slowed while comm kernels hold SMs
+            else:
+                self.net.call_at(now + dur, done)
 
     def _finish(self, st: _Rank, i: int, lane: int | None, start: float) -> None:
         st.waiting.pop(i, None)
@@ -394,11 +399,13 @@ class WorkloadRun:
         st.coll_seq[comm] += 1
         st.waiting[i] = ("collective", (comm, seq))
         ctype = int(t.comm_type[i])
+        kernel = done = Kernel(self.sms, st.rank, done)
         if ctype in SYMMETRIC:
             done = self._held(comm, seq, done)
         key = self.colls.join(st.rank, members, seq, ctype, int(t.comm_size[i]),
                               (t.source, int(t.id[i]), st.rank, t.name[i]), done, pg_name, comm=comm)
         inst = self._colls[key]
+        kernel.start(inst["blocks"])
         if len(inst["arrived"]) == len(members):  # the last member: release the ones held
             for cb in inst.pop("held", ()):
                 self.net.call_at(self.env.now, cb)
@@ -427,9 +434,10 @@ class WorkloadRun:
             raise InputError(f"rank {st.rank} sends to rank {dst} of another replica, which breaks the "
                              "replica symmetry", source=t.source, field=f"node {int(t.id[i])}")
         src_gpu, dst_gpu = (st.rank, dst) if self.gpus is None else (int(self.gpus[st.rank]), int(self.gpus[dst]))
+        release = self.sms.hold(st.rank, self.sms.p2p_blocks(src_gpu, dst_gpu, max(size, 0)))
         ev = self.p2p.transfer(src_gpu, dst_gpu, max(size, 0))
         sender = (st.rank, i, size)
-        ev.callbacks.append(lambda _e: (self._deliver(key, sender), done()))
+        ev.callbacks.append(lambda _e: (release(), self._deliver(key, sender), done()))
 
     def _deliver(self, key: tuple, sender: tuple) -> None:
         """A message landed: it completes a waiting receive, or waits in the mailbox
@@ -446,9 +454,12 @@ class WorkloadRun:
         if self.mail[key]:
             self.mail[key].popleft()
             done()
-        else:
+        else:  # its kernel holds SMs until the message lands
             st.waiting[i] = ("recv", key)
-            self._recv_wait[key].append(done)
+            kernel = Kernel(self.sms, st.rank, done)
+            g = (lambda r: r) if self.gpus is None else (lambda r: int(self.gpus[r]))
+            kernel.start(self.sms.p2p_blocks(g(src % self.world), g(st.rank), max(int(t.comm_size[i]), 0)))
+            self._recv_wait[key].append(kernel)
 
 
 def _placement(placement, n: int, n_gpus: int) -> np.ndarray | None:

@@ -15,7 +15,7 @@ def simulate(topology, workload, comm_groups=None, model: str = "flow", ctrl_dep
              routing: str | None = None, placement: str = "packed",
              engine: str = "auto", out=None, overwrite: bool = False, replicas=None, label: dict | None = None,
              notes=(), overrides: dict | None = None, progress: bool = False, schedules=None,
-             compute_efficiency=None, symmetry: str = "auto"):
+             compute_efficiency=None, symmetry: str = "auto", sm_contention: str = "on"):
     """Python API of ``netsim run``: returns a :class:`~netsim.workload.runner.WorkloadResult`.
 
     ``compute_efficiency`` (``--compute-efficiency``): the achieved fraction of the GPU's peak FLOP/s
@@ -25,6 +25,11 @@ def simulate(topology, workload, comm_groups=None, model: str = "flow", ctrl_dep
     ``"peak"``: every node at the peak.  F: every node at F x peak.  ``{"gemm": 0.7, ...}``: those
     kinds replaced.  See :func:`check_compute_efficiency`.  A setting is recorded in the run's
     config; the fractions used, per kind, in the ``runs`` table (``compute_efficiency_used.*``).
+
+    ``sm_contention`` (``--sm-contention``): ``on`` (default) slows a rank's GPU compute while its
+    communication kernels hold SMs (:class:`netsim.workload.compute.SmShare`; GPU presets with an SM
+    count only), ``off`` leaves compute alone as ASTRA-sim does.  ``off`` is recorded in the config; the
+    ``runs`` table records ``sm_contention`` (whether it applied) and ``gpu_sms``.
 
     ``schedules``: ``factory(topology, model) -> schedule function`` for the collectives (default:
     NCCL's plans; :func:`netsim.workload.moe_run.schedules_factory` plans MoE all-to-alls).
@@ -82,6 +87,10 @@ def simulate(topology, workload, comm_groups=None, model: str = "flow", ctrl_dep
               "placement": placement, "engine": engine}
     if symmetry != "auto" and not in_memory and label is None:
         config["symmetry"] = symmetry  # auto is the default: left out of the run id
+    if sm_contention not in ("on", "off"):
+        raise InputError(f"expected on or off, got {sm_contention!r}", source="--sm-contention")
+    if sm_contention == "off":
+        config["sm_contention"] = "off"  # on is the default: left out of the run id
     efficiency = check_compute_efficiency(compute_efficiency)
     if efficiency is not None:
         config["compute_efficiency"] = efficiency
@@ -129,7 +138,7 @@ def simulate(topology, workload, comm_groups=None, model: str = "flow", ctrl_dep
     run_topo, eff_note = _with_compute_efficiency(plan.topology, efficiency)
     wr = WorkloadRun(run_topo, tables, groups, model, ctrl_deps=ctrl_deps, streams=streams,
                      compute_scale=plan.compute_scale, launch_delay=plan.launch_delay, replicas=replicas,
-                     placement=gpus, fast=engine == "auto", schedule_fn=sfn)
+                     placement=gpus, fast=engine == "auto", schedule_fn=sfn, sm_contention=sm_contention == "on")
     from netsim.progress import Poller
     total = sum(len(st.table) for st in wr.ranks)  # executed ops (a repeated run starts over)
     with Poller(total, lambda: len(wr.ops), "run", "op", progress,
