@@ -82,9 +82,8 @@ class SmShare:
     ([1.1], 0.1)
     """
 
-    def __init__(self, net, sms: int | None, topo=None):
-        self.net, self.sms, self.topo = net, (int(sms) if sms else None), topo
-        self._p2p: dict = {}
+    def __init__(self, net, sms: int | None, sends=None):
+        self.net, self.sms, self.sends = net, (int(sms) if sms else None), sends
         self.held: dict[int, int] = {}  # rank -> blocks its running comm kernels hold
         #: rank -> job id -> [work left (s at full speed), since, done, token, seconds, start]
         self.jobs: dict[int, dict[int, list]] = {}
@@ -109,17 +108,10 @@ class SmShare:
 
     def p2p_blocks(self, src_gpu: int, dst_gpu: int, nbytes: int) -> int:
         """Thread blocks an NCCL send (or its receive) of ``nbytes`` between two GPUs runs on: its
-        channels (:meth:`netsim.collectives.p2p.P2PSetup.parts`, for a communicator of the two)."""
-        if self.sms is None or self.topo is None:
+        channels (:meth:`netsim.workload.sends.Sends.blocks`)."""
+        if self.sms is None or self.sends is None:
             return 0
-        g = max(1, int(self.topo.gpus_per_node))
-        key = (src_gpu % g, dst_gpu % g, src_gpu // g == dst_gpu // g, int(nbytes))
-        hit = self._p2p.get(key)
-        if hit is None:
-            from netsim.collectives import nccl, p2p
-            info = nccl.CommInfo.from_topology(self.topo, np.array([src_gpu, dst_gpu], dtype=np.int64))
-            hit = self._p2p[key] = p2p.P2PSetup.from_info(info).parts(float(nbytes))
-        return hit
+        return self.sends.blocks(src_gpu, dst_gpu, nbytes)
 
     def hold(self, rank: int, blocks):
         """A comm kernel of ``blocks`` thread blocks starts on ``rank``; returns its end (call once)."""

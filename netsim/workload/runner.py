@@ -53,6 +53,7 @@ from netsim.workload.compute import Kernel, Roofline, SmShare
 from netsim.workload.deadlock import Unmatched
 from netsim.chakra.groups import CommGroups
 from netsim.workload.replicas import Replicas, RunConflict
+from netsim.workload.sends import Sends
 from netsim.workload.streams import COMM_STREAMS, comm_lanes
 
 CPU, GPU, COMM = 0, 1, 2
@@ -214,7 +215,8 @@ class WorkloadRun:
         """Fresh simulation state (a run may be repeated, see :meth:`run`)."""
         self.env = simpy.Environment()
         self.net = self._network(self.env, self.topo)
-        self.sms = SmShare(self.net, self.topo.facts.gpu_sms if self.sm_contention else None, self.topo)
+        self.sends = Sends(self.topo)  # sends as NCCL runs them (parts over the network)
+        self.sms = SmShare(self.net, self.topo.facts.gpu_sms if self.sm_contention else None, self.sends)
         self.ranks = []
         for r, (t, children, indeg, lanes) in self._tables.items():
             st = _Rank(r, t, children, indeg.copy(), lanes)
@@ -435,7 +437,7 @@ class WorkloadRun:
                              "replica symmetry", source=t.source, field=f"node {int(t.id[i])}")
         src_gpu, dst_gpu = (st.rank, dst) if self.gpus is None else (int(self.gpus[st.rank]), int(self.gpus[dst]))
         release = self.sms.hold(st.rank, self.sms.p2p_blocks(src_gpu, dst_gpu, max(size, 0)))
-        ev = self.p2p.transfer(src_gpu, dst_gpu, max(size, 0))
+        ev = self.sends.transfer(self.p2p, src_gpu, dst_gpu, max(size, 0))
         sender = (st.rank, i, size)
         ev.callbacks.append(lambda _e: (release(), self._deliver(key, sender), done()))
 
