@@ -16,10 +16,10 @@ communicator); ``comm_streams="one"`` / ``"communicator"`` forces either.
   issue order; type and size must agree.  A collective starts for each member as it
   arrives (no barrier): transfers begin as soon as both of their endpoints
   are in.
-* **Send/recv** match by (src, dst, tag) in FIFO order; a send completes when
-  its last byte lands, a receive when its message has landed.
-* **Compute** takes ``duration_micros``, or the roofline of the topology's GPU preset
-  per kernel kind when the duration is 0 (:mod:`netsim.workload.compute`).
+* **Send/recv** match by (src, dst, tag) in FIFO order; a send (on NCCL's channels,
+  :mod:`netsim.workload.sends`) completes when its last byte lands, a receive when its message has.
+* **Compute** takes ``duration_micros``, or the roofline of the GPU preset per kernel kind when
+  it is 0, slowed while the rank's comm kernels hold SMs (:mod:`netsim.workload.compute`).
 
 **Placement**: job rank *r* runs on topology GPU ``placement[r]``
 (:mod:`netsim.topology.placement`; identity by default): collectives are planned on the
