@@ -111,6 +111,17 @@ def test_overlapped_llm_training_is_slowed_and_says_so():
     assert any("communication kernels held SMs" in n for n in on.notes)
 
 
+def test_the_default_generated_job_has_nothing_beside_its_compute():
+    """Without overlap flags every collective and send sits on the rank's chain: nothing changes."""
+    from netsim.workload.llmrun import simulate_llm
+
+    gen = dict(tp=4, pp=2, dp=1, microbatches=4, seq=2048)
+    on = simulate_llm(DGX, "llama3-8b", model="flow", **gen)
+    off = simulate_llm(DGX, "llama3-8b", model="flow", sm_contention="off", **gen)
+    assert np.array_equal(on.finish, off.finish) and np.array_equal(on.compute, off.compute)
+    assert not any("held SMs" in n for n in on.notes)
+
+
 def test_bad_values(tmp_path, capsys):
     with pytest.raises(InputError, match="--sm-contention"):
         simulate(DGX, _overlap_trace(tmp_path, 1 << 20), model="flow", sm_contention="maybe")
