@@ -54,23 +54,7 @@ from netsim.workload.deadlock import Unmatched
 from netsim.chakra.groups import CommGroups
 from netsim.workload.replicas import Replicas, RunConflict
 from netsim.workload.sends import Sends
-from netsim.workload.streams import COMM_STREAMS, comm_lanes
-
-CPU, GPU, COMM = 0, 1, 2
-
-
-def _lanes(t: NodeTable) -> np.ndarray:
-    """Lane of every node: CPU (``is_cpu_op`` compute and host-side comm), GPU compute, COMM
-    (GPU collectives and sends), or -1 (receives, memory, metadata: no lane)."""
-    typ = np.asarray(t.type)
-    cpu = np.asarray(t.is_cpu_op) == 1
-    out = np.full(typ.size, -1, dtype=np.int8)
-    comp = typ == NodeType.COMP_NODE
-    out[comp] = np.where(cpu[comp], CPU, GPU)
-    coll = typ == NodeType.COMM_COLL_NODE
-    out[coll] = np.where(cpu[coll] | (np.asarray(t.comm_type)[coll] == MISSING), CPU, COMM)
-    out[typ == NodeType.COMM_SEND_NODE] = COMM
-    return out
+from netsim.workload.streams import COMM, COMM_STREAMS, CPU, GPU, comm_lanes, node_lanes  # noqa: F401
 
 
 @dataclass
@@ -277,7 +261,7 @@ class WorkloadRun:
                 children[j].append(i)
                 indeg[i] += 1
         _check_acyclic(t, children, indeg.copy())
-        lanes = _lanes(t)
+        lanes = node_lanes(t)
         return t, children, indeg, comm_lanes(t, lanes, COMM) if self.comm_streams == "communicator" else lanes
 
     # ------------------------------------------------------------ execution

@@ -22,13 +22,30 @@ from __future__ import annotations
 
 import numpy as np
 
-from netsim.chakra.model import NodeTable
+from netsim.chakra.model import MISSING, NodeTable
 from netsim.vocab import NodeType
 
-__all__ = ["COMM_STREAMS", "comm_lanes"]
+__all__ = ["COMM_STREAMS", "comm_lanes", "node_lanes"]
+
+#: The runner's lanes: host CPU, GPU compute, GPU communication (the first comm lane).
+CPU, GPU, COMM = 0, 1, 2
 
 #: Comm-lane policies: ASTRA-sim's one comm lane, or one per communicator / send peer (PyTorch).
 COMM_STREAMS = ("one", "communicator")
+
+
+def node_lanes(t: NodeTable) -> np.ndarray:
+    """Lane of every node: CPU (``is_cpu_op`` compute and host-side comm), GPU compute, COMM
+    (GPU collectives and sends), or -1 (receives, memory, metadata: no lane)."""
+    typ = np.asarray(t.type)
+    cpu = np.asarray(t.is_cpu_op) == 1
+    out = np.full(typ.size, -1, dtype=np.int8)
+    comp = typ == NodeType.COMP_NODE
+    out[comp] = np.where(cpu[comp], CPU, GPU)
+    coll = typ == NodeType.COMM_COLL_NODE
+    out[coll] = np.where(cpu[coll] | (np.asarray(t.comm_type)[coll] == MISSING), CPU, COMM)
+    out[typ == NodeType.COMM_SEND_NODE] = COMM
+    return out
 
 
 def comm_lanes(t: NodeTable, lanes: np.ndarray, comm: int) -> np.ndarray:
