@@ -30,10 +30,11 @@ SWITCH_KINDS = ("nvswitch", "leaf", "spine", "core", "switch")
 LINK_STATUS = ("ok", "degraded", "failed")
 
 #: Kernel kinds of a compute node (the ``op_kind`` string attribute netsim's generator writes; a node table
-#: holds the index, -1 when absent).  A GPU preset gives each kind its achieved fraction of peak FLOP/s:
+#: holds the index, -1 when absent).  A GPU preset gives each kind its achieved fraction of the roofline:
 #: ``gemm`` (matrix multiplies: projections, MLPs, experts, router, LM head), ``attn_fwd`` / ``attn_bwd`` (the
-#: fused core-attention kernel, FlashAttention, forward and backward).
-OP_KINDS = ("gemm", "attn_fwd", "attn_bwd")
+#: fused core-attention kernel, FlashAttention, forward and backward), ``elementwise`` (memory-bound kernels:
+#: norms, residual adds, activations, rotary embeddings, embedding lookups).
+OP_KINDS = ("gemm", "attn_fwd", "attn_bwd", "elementwise")
 
 #: Marks an absent integer attribute in Chakra node-table int64 columns.
 MISSING = -(2**63)

@@ -34,12 +34,15 @@ def test_preset_times_each_kernel_kind_at_its_fraction_of_peak():
     pre = simulate_llm(DGX, TINY, model="analytical", **GEN)
     a, b = _durations(peak), _durations(pre)
     kinds = {"mb0.fwd.L0.core_attn": "attn_fwd", "mb0.bwd.L0.core_attn": "attn_bwd", "mb0.fwd.L0.attn": "gemm",
-             "mb0.fwd.L1.mlp": "gemm", "mb0.bwd.L1.mlp": "gemm", "mb0.fwd.lm_head": "gemm"}
+             "mb0.fwd.L1.mlp": "gemm", "mb0.bwd.L1.mlp.dgrad": "gemm", "mb0.bwd.L1.mlp.wgrad": "gemm",
+             "mb0.fwd.lm_head": "gemm", "mb0.fwd.L0.attn_elementwise": "elementwise",
+             "mb0.bwd.L1.mlp_elementwise": "elementwise"}
     for name, kind in kinds.items():
         assert b[name] == pytest.approx(a[name] / H100[kind], rel=1e-12), name
-    assert 0.56 < H100["attn_bwd"] < H100["attn_fwd"] < H100["gemm"] < 0.81
+    assert 0.56 < H100["attn_bwd"] < H100["attn_fwd"] < H100["gemm"] < 0.81 < H100["elementwise"] < 0.9
     assert "compute_efficiency" not in pre.config and pre.config != peak.config
-    assert any("gemm 0.803, attn_fwd 0.653, attn_bwd 0.565 x peak (GPU preset H100" in n for n in pre.notes)
+    assert any("gemm 0.803, attn_fwd 0.653, attn_bwd 0.565, elementwise 0.887 x the roofline (GPU preset H100" in n
+               for n in pre.notes)
     runs = pre.tables()["runs"].iloc[0]  # the fractions used, per kind, in the runs table
     assert runs["compute_efficiency_used.gemm"] == H100["gemm"]
     assert runs["compute_efficiency_used.attn_bwd"] == H100["attn_bwd"]
@@ -51,7 +54,7 @@ def test_one_fraction_for_every_node_and_per_kind_overrides():
     half = simulate_llm(DGX, TINY, model="analytical", compute_efficiency=0.5, **GEN)
     assert half.compute.mean() == pytest.approx(2 * base.compute.mean(), rel=1e-9)
     assert half.config["compute_efficiency"] == 0.5  # recorded in the run's config (runs table)
-    assert any("0.5 x peak" in n for n in half.notes)
+    assert any("0.5 x the roofline" in n for n in half.notes)
     gemm = simulate_llm(DGX, TINY, model="analytical", compute_efficiency="gemm=0.5", **GEN)
     a, b = _durations(base), _durations(gemm)
     assert b["mb0.fwd.L0.attn"] == pytest.approx(2 * a["mb0.fwd.L0.attn"], rel=1e-12)
@@ -88,7 +91,7 @@ def test_cli_flag(capsys):
     argv = ["run", "--topology", DGX, "--llm", "llama3-8b", "--tp", "8", "--pp", "1", "--dp", "1",
             "--microbatches", "1", "--seq", "512", "--model", "analytical", "--json", "-q"]
     assert main(argv + ["--compute-efficiency", "0.4"]) == 0
-    assert "0.4 x peak" in capsys.readouterr().out
+    assert "0.4 x the roofline" in capsys.readouterr().out
     assert main(argv + ["--compute-efficiency", "attn_fwd=0.5"]) == 0
     assert "compute efficiency attn_fwd 0.5" in capsys.readouterr().out
     assert main(argv + ["--compute-efficiency", "gemm=1.5"]) == 2
@@ -156,7 +159,7 @@ def test_a_sweep_key(tmp_path):
        eff=st.dictionaries(st.sampled_from([*OP_KINDS, "other"]), st.floats(0.05, 1.0), max_size=4))
 def test_each_node_takes_its_kinds_roofline(nodes, eff, tmp_path_factory):
     """Written from the rule, not from netsim.workload.compute: a node with a duration takes it; else
-    ops / min(e(kind) x peak, HBM x ops / bytes), e from the override, else the H100 preset, else 1."""
+    ops / (e(kind) x min(peak, HBM x ops / bytes)), e from the override, else the H100 preset, else 1."""
     from netsim.topology.spec import load_topology
     from netsim.workload.simulation import _with_compute_efficiency
 
@@ -171,8 +174,8 @@ def test_each_node_takes_its_kinds_roofline(nodes, eff, tmp_path_factory):
         if dur:
             expect += dur * 1e-6
         else:
-            peak = 989e12 * {**H100, **eff}.get(kind or "other", 1.0)
-            expect += ops / (min(peak, 3.35e12 * ops / size) if size else peak)
+            e = {**H100, **eff}.get(kind or "other", 1.0)
+            expect += ops / (e * (min(989e12, 3.35e12 * ops / size) if size else 989e12))
     assert res.finish[0] == pytest.approx(expect, rel=1e-9)
 
 

@@ -13,8 +13,8 @@ from netsim.workload.generate import MODEL_PRESETS, ModelSpec, generate_llm, loa
 from netsim.workload.generate.llm import stage_layers, one_f_one_b
 from netsim.workload.generate.plan import plan_llm
 
-from llm_closed_form import (ATTN_BWD, ATTN_FWD, Shape, compute_per_rank, node_counts, one_f_one_b_iteration,
-                             roofline)
+from llm_closed_form import (ATTN_BWD, ATTN_FWD, STREAM, Shape, compute_per_rank, node_counts,
+                             one_f_one_b_iteration, roofline)
 
 TOPO = Path(__file__).resolve().parents[1] / "topologies" / "dgx-h100.yaml"
 SMALL = ModelSpec("small", layers=4, hidden=1024, ffn=4096, heads=16, vocab=32000)
@@ -29,12 +29,14 @@ def _shape(spec: ModelSpec) -> Shape:
 
 
 def _run(tmp_path, spec, **kw):
-    """Simulate on one DGX H100; every rank's GPU compute is the closed-form roofline sum
+    """Simulate on one DGX H100 (compute never slowed by comm kernels); every rank's GPU compute is the
+    closed-form roofline sum
     (FLOPs from the model's shape, H100 datasheet peak and HBM bandwidth) and no rank finishes
     before its own compute."""
     m, seq = kw.pop("microbatches", 4), kw.pop("seq", 512)
     prefix = write_llm_workload(tmp_path, spec, microbatches=m, seq=seq, **kw)
-    res = simulate(str(TOPO), str(prefix), comm_groups=str(tmp_path / "comm_groups.json"))
+    # SM contention off: the backward's TP all-reduces beside the weight gradients would slow them
+    res = simulate(str(TOPO), str(prefix), comm_groups=str(tmp_path / "comm_groups.json"), sm_contention="off")
     expect = compute_per_rank(_shape(spec), spec.layers, microbatches=m, seq=seq, **kw)
     assert len(res.finish) == len(expect) == kw["tp"] * kw["pp"] * kw["dp"]
     np.testing.assert_allclose(res.compute, expect, rtol=1e-12)
@@ -235,15 +237,21 @@ def test_1f1b_iteration_is_the_closed_form_on_a_contention_free_topology(tmp_pat
     h, layers = SMALL.hidden, SMALL.layers // pp
     attn, mlp, head = 4 * h * h, 2 * h * SMALL.ffn, SMALL.vocab * h
     scores, qkvo = 2 * seq * seq * h, 4 * seq * h * 2  # causal core attention; Q, K, V, O of seq x h in BF16
+    x, f = seq * h * 2, seq * SMALL.ffn * 2  # one activation and one MLP hidden state in BF16
+    # element-wise: 2 norms + 2 residual adds + rotary on Q and K (2 x read/write) + GELU, in bytes
+    ew_fwd, ew_bwd = (2 * 2 * x + 2 * 3 * x + 2 * 2 * x + 2 * f) / STREAM, \
+        (2 * 3 * x + 2 * 3 * x + 2 * 2 * x + 3 * f) / STREAM
     fwd = layers * (roofline(scores, qkvo, ATTN_FWD) + roofline(2 * seq * attn, 2 * attn)
-                    + roofline(2 * seq * mlp, 2 * mlp))
+                    + roofline(2 * seq * mlp, 2 * mlp) + ew_fwd)
     bwd = layers * (roofline(2 * scores, qkvo, ATTN_BWD) + roofline(2 * 2 * seq * attn, 2 * attn)
-                    + roofline(4 * seq * mlp, 2 * mlp))
+                    + roofline(4 * seq * mlp, 2 * mlp) + ew_bwd)
     assert np.unique(topo.link_bw).size == 1 and np.unique(topo.link_lat).size == 1
     p2p = float(topo.link_lat[0] + seq * h * 2 / topo.link_bw[0])
-    expect = one_f_one_b_iteration(pp=pp, microbatches=m, fwd=fwd, bwd=bwd, head_fwd=roofline(2 * seq * head, 2 * head),
-                                   head_bwd=roofline(4 * seq * head, 2 * head), p2p=p2p)
+    expect = one_f_one_b_iteration(pp=pp, microbatches=m, fwd=fwd, bwd=bwd,
+                                   head_fwd=roofline(2 * seq * head, 2 * head) + 2 * x / STREAM,
+                                   head_bwd=roofline(4 * seq * head, 2 * head) + 3 * x / STREAM, p2p=p2p,
+                                   first_fwd=2 * x / STREAM, first_bwd=3 * x / STREAM)
     assert res.finish.max() == pytest.approx(expect, rel=1e-12)
     busy = res.compute[0]  # stage 0: m forwards and backwards
-    assert busy == pytest.approx(m * (fwd + bwd), rel=1e-12)
+    assert busy == pytest.approx(m * (fwd + bwd + 5 * x / STREAM), rel=1e-12)
     assert res.finish.max() - busy > (pp - 1) * (fwd + bwd)  # at least the (p - 1)-slot bubble of GPipe/1F1B

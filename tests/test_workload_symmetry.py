@@ -271,7 +271,7 @@ def test_cli_run_llm(tmp_path, capsys):
     assert out["ranks"] == 64 and any("simulated 16 of 64 ranks" in n for n in out["notes"])
     assert main(args[:-1] + ["--symmetry", "none", "--json"]) == 0
     full = json.loads(capsys.readouterr().out)
-    assert full["iteration_us"] == pytest.approx(out["iteration_us"], rel=1e-12) and full["notes"] == out["notes"][:1]
+    assert full["iteration_us"] == pytest.approx(out["iteration_us"], rel=1e-12) and full["notes"] == out["notes"][:2]
     assert main(["run", "--topology", SUPERPOD, "--llm", str(model), "--pp", "2", "--dp", "4"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--llm needs --tp" in err[0]

@@ -46,8 +46,17 @@ GPU_PRESETS: dict[str, dict[str, float]] = {
     "GB200": {"peak_flops": 2.5e15, "mem_bw_Bps": 8.0e12},
 }
 
-#: Achieved fraction of the peak per kernel kind (:data:`netsim.vocab.OP_KINDS`), used for compute nodes
-#: that name their kind (the LLM generator's); a kind a GPU lacks runs at the peak.
+#: Streaming multiprocessors per GPU (the SM count of the SXM part), for communication kernels that take
+#: SMs from compute (:class:`netsim.workload.compute.SmShare`).  NVIDIA whitepapers: "NVIDIA Tesla V100 GPU
+#: Architecture" (80 SMs), "NVIDIA A100 Tensor Core GPU Architecture" (108 SMs), "NVIDIA H100 Tensor Core
+#: GPU Architecture" (H100 SXM5: 132 SMs).  B200 and GB200: no whitepaper figure found, so their compute is
+#: never slowed by communication kernels.
+GPU_SMS: dict[str, int] = {"V100": 80, "A100": 108, "H100": 132}
+
+#: Achieved fraction of the roofline per kernel kind (:data:`netsim.vocab.OP_KINDS`), used for compute nodes
+#: that name their kind (the LLM generator's); a kind a GPU lacks runs at the roofline.  The fraction applies
+#: to the roof that binds the kernel: the peak FLOP/s for the compute-bound kinds, the HBM bandwidth for
+#: ``elementwise``.
 #:
 #: * ``gemm``: Maximum Achievable Matmul FLOPS over the datasheet peak, BF16, best shape found
 #:   (stas00/ml-engineering ``compute/accelerator/README.md`` at b9e2972, "Maximum Achievable Matmul FLOPS
@@ -56,16 +65,13 @@ GPU_PRESETS: dict[str, dict[str, float]] = {
 #: * ``attn_fwd``, ``attn_bwd``: FlashAttention-3 on H100 80GB SXM5, BF16, head dimension 128, no causal
 #:   mask, sequence 8k: 646 and 559 TFLOP/s (Shah et al., arXiv:2407.08608, the forward and backward
 #:   speed figures of its benchmark section).  No published figure for the other GPUs here.
-#: Streaming multiprocessors per GPU (the SM count of the SXM part), for communication kernels that take
-#: SMs from compute (:class:`netsim.workload.compute.SmShare`).  NVIDIA whitepapers: "NVIDIA Tesla V100 GPU
-#: Architecture" (80 SMs), "NVIDIA A100 Tensor Core GPU Architecture" (108 SMs), "NVIDIA H100 Tensor Core
-#: GPU Architecture" (H100 SXM5: 132 SMs).  B200 and GB200: no whitepaper figure found, so their compute is
-#: never slowed by communication kernels.
-GPU_SMS: dict[str, int] = {"V100": 80, "A100": 108, "H100": 132}
-
+#: * ``elementwise``: BabelStream's Add kernel (two arrays read, one written: a residual add's pattern)
+#:   over the datasheet HBM bandwidth, on Azure's VMs (Azure/AI-benchmarking-guide at 8fd0c6e,
+#:   ``Azure_Results/ND_A100_v4_results.md`` line 39, A100-SXM4-80GB: 1.70 of 2.039 TB/s;
+#:   ``ND_H100_v5_results.md`` line 40, H100 80GB HBM3: 2.97 of 3.35 TB/s).
 GPU_EFFICIENCY: dict[str, dict[str, float]] = {
-    "A100": {"gemm": 271.2 / 312},
-    "H100": {"gemm": 794.5 / 989, "attn_fwd": 646 / 989, "attn_bwd": 559 / 989},
+    "A100": {"gemm": 271.2 / 312, "elementwise": 1.70 / 2.039},
+    "H100": {"gemm": 794.5 / 989, "attn_fwd": 646 / 989, "attn_bwd": 559 / 989, "elementwise": 2.97 / 3.35},
     "B200": {"gemm": 1745.0 / 2250},
     "GB200": {"gemm": 1822.0 / 2500},
 }

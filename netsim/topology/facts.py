@@ -125,8 +125,8 @@ class TopologyFacts:
     gpu_model: str | None = None
     #: Compute roof for the roofline, FLOP/s (the preset's peak, times any compute efficiency).
     peak_flops: float | None = None
-    #: Achieved fraction of ``peak_flops`` per kernel kind (:data:`netsim.vocab.OP_KINDS`) for compute nodes
-    #: that name their kind (:data:`netsim.topology.builders.GPU_EFFICIENCY`); absent kinds run at the peak.
+    #: Achieved fraction of the roofline per kernel kind (:data:`netsim.vocab.OP_KINDS`) for compute nodes
+    #: that name their kind (:data:`netsim.topology.builders.GPU_EFFICIENCY`); absent kinds run at the roofline.
     compute_efficiency: Mapping[str, float] = field(default_factory=dict)
     #: Streaming multiprocessors per GPU (:data:`netsim.topology.builders.GPU_SMS`); ``None``: unknown, and
     #: communication kernels take no SMs from compute.

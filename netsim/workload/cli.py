@@ -173,8 +173,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def add_overlap_arguments(p, default) -> None:
-    """Megatron's overlap switches (docs/workloads.md, "Overlap"); ``default`` None leaves them to the
-    generator (``netsim run --llm``), True sets the generator's defaults (``netsim workload llm``)."""
+    """Megatron's overlap switches (docs/workloads.md, "Overlap") and ``--sequence-parallel``; ``default``
+    None leaves them to the generator (``netsim run --llm``), True sets its defaults (``netsim workload llm``)."""
+    p.add_argument("--sequence-parallel", action="store_true", default=None if default is None else False,
+                   help="Megatron --sequence-parallel: norms and residual adds on 1/tp of the tokens, each TP "
+                   "all-reduce a reduce-scatter plus an all-gather (default off, as in Megatron)")
     p.add_argument("--overlap-grad-reduce", action="store_true", default=None if default is None else False,
                    help="reduce gradients in Megatron's buckets during the last microbatch's backward, on their "
                    "own stream (Megatron --overlap-grad-reduce; default, as in Megatron: one reduction per model "
@@ -198,7 +201,8 @@ def _generator_kwargs(args: argparse.Namespace) -> dict:
     params = inspect.signature(generate_llm).parameters
     kw = {}
     for key in ("tp", "pp", "dp", "ep", "cp", "microbatches", "seq", "micro_batch", "vpp", "global_batch",
-                "schedule", "recompute", "overlap_grad_reduce", "tp_comm_overlap", "comm_streams"):
+                "schedule", "recompute", "overlap_grad_reduce", "tp_comm_overlap", "comm_streams",
+                "sequence_parallel"):
         value = getattr(args, key, None)
         if value is None:
             continue
@@ -229,7 +233,8 @@ def _cmd_llm(args: argparse.Namespace) -> int:
                           microbatches=args.microbatches, global_batch=args.global_batch, seq=args.seq,
                           micro_batch=args.micro_batch, schedule=args.schedule, vpp=args.vpp,
                           recompute=args.recompute, overlap_grad_reduce=args.overlap_grad_reduce,
-                          tp_comm_overlap=args.tp_comm_overlap, comm_streams=args.comm_streams)
+                          tp_comm_overlap=args.tp_comm_overlap, comm_streams=args.comm_streams,
+                          sequence_parallel=args.sequence_parallel)
     world = args.tp * args.cp * args.pp * args.dp
     which = f"{rep.ranks} of {world} ranks" if rep.ranks != world else f"{world} ranks"
     print(f"wrote {which}: {rep.prefix}.<rank>.et and {out / 'comm_groups.json'}  ({rep.nodes:,} nodes, "

@@ -1,21 +1,22 @@
 """How long a compute node takes: its duration, or the roofline of the topology's GPU preset.
 
 A node with ``duration_micros`` > 0 takes that.  Otherwise a node with ``num_ops`` takes
-``num_ops / min(e * peak, mem_bw * num_ops / tensor_size)``, where ``e`` is the achieved fraction
-of the peak for the node's kernel kind (its ``op_kind``, :data:`netsim.vocab.OP_KINDS`) in the
-topology's ``compute_efficiency`` (the GPU preset's :data:`~netsim.topology.builders.GPU_EFFICIENCY`,
-or ``--compute-efficiency``); key ``other`` covers nodes that name no kind.  A kind without an
-entry runs at the peak, as ASTRA-sim's roofline does.  A node with nothing to compute costs 1 ns
-(as in ASTRA-sim).
+``num_ops / (e * min(peak, mem_bw * num_ops / tensor_size))``: the roofline (Williams et al., CACM
+2009) scaled by ``e``, the achieved fraction of it for the node's kernel kind (its ``op_kind``,
+:data:`netsim.vocab.OP_KINDS`) in the topology's ``compute_efficiency`` (the GPU preset's
+:data:`~netsim.topology.builders.GPU_EFFICIENCY`, or ``--compute-efficiency``); key ``other`` covers
+nodes that name no kind.  The fraction applies to the roof that binds: the peak FLOP/s of a
+compute-bound GEMM, the HBM bandwidth of a memory-bound element-wise kernel.  A kind without an entry
+runs at the roofline, as ASTRA-sim's does.  A node with nothing to compute costs 1 ns (as in ASTRA-sim).
 
 >>> from types import SimpleNamespace as NS
 >>> import numpy as np
->>> facts = NS(peak_flops=1e15, mem_bw_Bps=1e12, compute_efficiency={"gemm": 0.5})
->>> t = NS(duration_micros=np.zeros(2), num_ops=np.array([10**12] * 2), tensor_size=np.array([1, 1]),
-...        op_kind=np.array([0, -1], np.int8))
+>>> facts = NS(peak_flops=1e15, mem_bw_Bps=1e12, compute_efficiency={"gemm": 0.5, "elementwise": 0.8})
+>>> t = NS(duration_micros=np.zeros(3), num_ops=np.array([10**12] * 2 + [10**6]),
+...        tensor_size=np.array([1, 1, 2 * 10**6]), op_kind=np.array([0, -1, 3], np.int8))
 >>> r = Roofline(facts)
->>> r.time(t, 0), r.time(t, 1), r.used()
-(0.002, 0.001, {'gemm': 0.5, 'other': 1.0})
+>>> r.time(t, 0), r.time(t, 1), r.time(t, 2), r.used()
+(0.002, 0.001, 2.5e-06, {'gemm': 0.5, 'elementwise': 0.8, 'other': 1.0})
 """
 
 from __future__ import annotations
@@ -35,7 +36,6 @@ class Roofline:
         eff = dict(getattr(facts, "compute_efficiency", None) or {})
         #: achieved fraction per op_kind code; the last entry (code -1) is for nodes naming no kind
         self.eff = [float(eff.get(k, 1.0)) for k in OP_KINDS] + [float(eff.get("other", 1.0))]
-        self.perf = [self.peak * e for e in self.eff] if self.peak else None
         self.codes: set[int] = set()
 
     def time(self, t, i: int) -> float:
@@ -44,15 +44,15 @@ class Roofline:
         if dur > 0:
             return dur
         ops, size = int(t.num_ops[i]), int(t.tensor_size[i])
-        if ops > 0 and self.perf:
+        if ops > 0 and self.peak:
             code = int(t.op_kind[i])
             self.codes.add(code)
-            peak = self.perf[code]
-            return ops / (min(peak, self.bw * ops / size) if size > 0 and self.bw else peak)
+            roof = min(self.peak, self.bw * ops / size) if size > 0 and self.bw else self.peak
+            return ops / (self.eff[code] * roof)
         return 1e-9
 
     def used(self) -> dict[str, float]:
-        """Kernel kind -> achieved fraction of the peak, for the kinds of the roofline-timed nodes so far."""
+        """Kernel kind -> achieved fraction of the roofline, for the kinds of the roofline-timed nodes so far."""
         return {("other" if c < 0 else OP_KINDS[c]): self.eff[c] for c in sorted(self.codes, key=lambda c: (c < 0, c))}
 
 
@@ -121,14 +121,15 @@ class SmShare:
         self.peak[rank] = max(self.peak.get(rank, 0), self.held[rank])
         return lambda: self._retime(rank, -int(blocks))
 
-    def notes(self) -> list[str]:
-        """What the run's notes say of compute slowed by comm kernels (nothing if it never was)."""
+    def notes(self, copies: int = 1) -> list[str]:
+        """What the run's notes say of compute slowed by comm kernels (nothing if it never was); ``copies``:
+        the ranks each simulated rank stands for (replica symmetry)."""
         if not self.stretch or not self.peak:
             return []
         lost = np.array(list(self.stretch.values()))
         return [f"communication kernels held SMs while compute ran (up to {max(self.peak.values())} of "
                 f"{self.sms} SMs): compute took {lost.max() * 1e3:.3f} ms longer on the most slowed rank, "
-                f"{lost.mean() * 1e3:.3f} ms on average over the {lost.size} ranks slowed"]
+                f"{lost.mean() * 1e3:.3f} ms on average over the {lost.size * copies} ranks slowed"]
 
     def _retime(self, rank: int, delta: int) -> None:
         jobs, now = self.jobs.get(rank), self.net.env.now

@@ -298,7 +298,7 @@ class WorkloadRun:
         Unmatched(self).check()
         finish = np.array([st.finish for st in self.ranks])
         compute = np.array([st.compute_s + self.sms.stretch.get(st.rank, 0.0) for st in self.ranks])
-        self.notes += self.sms.notes()
+        self.notes += self.sms.notes(1 if self.replicas is None else self.replicas.count)
         if self.replicas is not None:
             finish, compute = self.replicas.expand(finish), self.replicas.expand(compute)
             self.notes += self.colls.replica_notes(len(self.ranks))

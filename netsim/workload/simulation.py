@@ -18,11 +18,11 @@ def simulate(topology, workload, comm_groups=None, model: str = "flow", ctrl_dep
              compute_efficiency=None, symmetry: str = "auto", sm_contention: str = "on"):
     """Python API of ``netsim run``: returns a :class:`~netsim.workload.runner.WorkloadResult`.
 
-    ``compute_efficiency`` (``--compute-efficiency``): the achieved fraction of the GPU's peak FLOP/s
-    of roofline-timed compute (nodes with ``num_ops`` and no ``duration_micros``,
-    :mod:`netsim.workload.compute`).  ``None`` (default): the GPU preset's figure for each node's
-    kernel kind (``op_kind``; nodes naming none, as in ASTRA-sim's traces, run at the peak).
-    ``"peak"``: every node at the peak.  F: every node at F x peak.  ``{"gemm": 0.7, ...}``: those
+    ``compute_efficiency`` (``--compute-efficiency``): the achieved fraction of the roofline (the GPU's
+    peak FLOP/s, or its HBM bandwidth for memory-bound nodes) of roofline-timed compute (nodes with
+    ``num_ops`` and no ``duration_micros``, :mod:`netsim.workload.compute`).  ``None`` (default): the GPU
+    preset's figure for each node's kernel kind (``op_kind``; nodes naming none, as in ASTRA-sim's traces,
+    run at the roofline).  ``"peak"``: every node at the roofline.  F: every node at F x the roofline.  ``{"gemm": 0.7, ...}``: those
     kinds replaced.  See :func:`check_compute_efficiency`.  A setting is recorded in the run's
     config; the fractions used, per kind, in the ``runs`` table (``compute_efficiency_used.*``).
 
@@ -146,8 +146,8 @@ def simulate(topology, workload, comm_groups=None, model: str = "flow", ctrl_dep
         res = wr.run()
     used = wr.roofline.used()
     if eff_note is None and any(v != 1.0 for v in used.values()):
-        eff_note = (f"compute at {', '.join(f'{k} {v:.3g}' for k, v in used.items())} x peak "
-                    f"(GPU preset {run_topo.facts.gpu_model}; --compute-efficiency peak for the peak)")
+        eff_note = (f"compute at {', '.join(f'{k} {v:.3g}' for k, v in used.items())} x the roofline "
+                    f"(GPU preset {run_topo.facts.gpu_model}; --compute-efficiency peak for the roofline)")
     res.notes[:0] = list(notes) + ([eff_note] if eff_note else [])
     if getattr(sfn, "note", None) is not None and sfn.note() is not None:
         res.notes.append(sfn.note())
@@ -194,12 +194,12 @@ def _fraction(value, expect: str) -> float:
     except (TypeError, ValueError):
         f = float("nan")
     if not 0.0 < f <= 1.0:  # nan fails too
-        raise InputError(f"expected {expect} (achieved / peak FLOP/s), got {value!r}", source="--compute-efficiency")
+        raise InputError(f"expected {expect} (achieved / roofline), got {value!r}", source="--compute-efficiency")
     return f
 
 
 def _with_compute_efficiency(topo, setting):
-    """(topology whose GPU runs each kernel kind at ``setting``'s fraction of its peak, note or None);
+    """(topology whose GPU runs each kernel kind at ``setting``'s fraction of its roofline, note or None);
     ``setting`` as :func:`check_compute_efficiency` returns it (None: the preset, unchanged)."""
     from dataclasses import replace
 
@@ -218,7 +218,8 @@ def _with_compute_efficiency(topo, setting):
     else:
         eff = dict.fromkeys((*OP_KINDS, "other"), setting)
         peak = float(topo.facts.peak_flops)
-        what = f"compute at {setting:g} x peak ({peak * setting / 1e12:,.0f} of {peak / 1e12:,.0f} TFLOP/s)"
+        what = (f"compute at {setting:g} x the roofline ({peak * setting / 1e12:,.0f} of {peak / 1e12:,.0f} "
+                "TFLOP/s when compute-bound)")
     return replace(topo, facts=replace(topo.facts, compute_efficiency=eff)), what
 
 

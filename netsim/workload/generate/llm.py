@@ -104,7 +104,7 @@ def generate_llm(spec: ModelSpec | str, *, tp: int, pp: int, dp: int, ep: int = 
                  dtype_bytes: int = 2, schedule: str = "1f1b", vpp: int | None = None,
                  ranks: Iterable[int] | None = None, recompute: str = "none", overlap_grad_reduce: bool = False,
                  tp_comm_overlap: bool = False, comm_streams: str = "communicator",
-                 ) -> tuple[list[list[EtNode]] | dict[int, list[EtNode]], dict[str, list[int]]]:
+                 sequence_parallel: bool = False) -> tuple[list[list[EtNode]] | dict[int, list[EtNode]], dict[str, list[int]]]:
     """Build one training iteration for every rank (or for ``ranks``).
 
     Parameters
@@ -137,6 +137,10 @@ def generate_llm(spec: ModelSpec | str, *, tp: int, pp: int, dp: int, ep: int = 
         "Overlap"): gradient buckets reduced during the backward (default) or after it; TP
         all-reduces pipelined with their compute (off by default); ``"communicator"`` (default: one
         comm stream per communicator and send peer, as PyTorch) or ``"one"`` (ASTRA-sim's lane).
+    sequence_parallel
+        Megatron's ``--sequence-parallel`` (off by default, as in Megatron-Core's
+        ``ModelParallelConfig``): norms and residual adds run on ``1/tp`` of the tokens, and each TP
+        all-reduce becomes a reduce-scatter after the block and an all-gather before the next.
 
     Returns
     -------
@@ -159,7 +163,7 @@ def generate_llm(spec: ModelSpec | str, *, tp: int, pp: int, dp: int, ep: int = 
     plan = plan_llm(spec, tp=tp, pp=pp, dp=dp, ep=ep, cp=cp, microbatches=microbatches, global_batch=global_batch,
                     seq=seq, micro_batch=micro_batch, dtype_bytes=dtype_bytes, schedule=schedule, vpp=vpp,
                     recompute=recompute, overlap_grad_reduce=overlap_grad_reduce, tp_comm_overlap=tp_comm_overlap,
-                    comm_streams=comm_streams)
+                    comm_streams=comm_streams, sequence_parallel=sequence_parallel)
     selected = _selected_ranks(ranks, plan.world)
     build = range(plan.world) if selected is None else selected
     nodes = {r: plan.nodes(r) for r in build}

@@ -111,7 +111,7 @@ class ModelSpec:
             try:
                 object.__setattr__(self, "compute_efficiency", check_compute_efficiency(self.compute_efficiency))
             except InputError as exc:
-                raise InputError(exc.message.replace(" (achieved / peak FLOP/s)", ""), source=f"model {self.name}",
+                raise InputError(exc.message.replace(" (achieved / roofline)", ""), source=f"model {self.name}",
                                  field="compute_efficiency") from None
         if self.kv_heads is None:
             object.__setattr__(self, "kv_heads", self.heads)

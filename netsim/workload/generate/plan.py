@@ -146,7 +146,7 @@ def plan_llm(spec: ModelSpec | str, *, tp: int, pp: int, dp: int, ep: int = 1, c
              microbatches: int | None = None, global_batch: int | None = None, seq: int, micro_batch: int = 1,
              dtype_bytes: int = 2, schedule: str = "1f1b", vpp: int | None = None,
              recompute: str = "none", overlap_grad_reduce: bool = False, tp_comm_overlap: bool = False,
-             comm_streams: str = "communicator") -> LLMPlan:
+             comm_streams: str = "communicator", sequence_parallel: bool = False) -> LLMPlan:
     """Check a generator call (the arguments of :func:`generate_llm` but ``ranks``) and plan it.
 
     Raises
@@ -161,7 +161,8 @@ def plan_llm(spec: ModelSpec | str, *, tp: int, pp: int, dp: int, ep: int = 1, c
     if comm_streams not in COMM_STREAMS:
         raise InputError(f"expected one of {', '.join(COMM_STREAMS)}, got {comm_streams!r}", source="argument",
                          field="comm_streams")
-    for key, val in (("overlap_grad_reduce", overlap_grad_reduce), ("tp_comm_overlap", tp_comm_overlap)):
+    for key, val in (("overlap_grad_reduce", overlap_grad_reduce), ("tp_comm_overlap", tp_comm_overlap),
+                     ("sequence_parallel", sequence_parallel)):
         if not isinstance(val, bool):
             raise InputError(f"expected true or false, got {val!r}", source="argument", field=key)
     check_positive(tp=tp, pp=pp, dp=dp, ep=ep, cp=cp, seq=seq, micro_batch=micro_batch, dtype_bytes=dtype_bytes)
@@ -186,7 +187,8 @@ def plan_llm(spec: ModelSpec | str, *, tp: int, pp: int, dp: int, ep: int = 1, c
     lay = Layout(tp, cp, dp, pp)
     groups, member = layout_groups(lay, ep)
     cost = Costs(spec, tp, cp, micro_batch * seq // cp, seq, dtype_bytes, spec.experts // ep if spec.is_moe else 0,
-                 recompute, overlap_grad_reduce, tp_comm_overlap, comm_streams, bucket_params(dp * cp))
+                 recompute, overlap_grad_reduce, tp_comm_overlap, comm_streams, bucket_params(dp * cp),
+                 sequence_parallel and tp > 1)
     return LLMPlan(lay, cost, tuple(stage_layers(spec.layers, pp * vpp)), vpp, microbatches, groups, member)
 
 

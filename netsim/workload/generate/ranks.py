@@ -107,6 +107,11 @@ class Builder:
         self._add(name=name, type=int(NodeType.COMP_NODE), num_ops=int(ops), tensor_size=max(int(weight_bytes), 1),
                   is_cpu_op=False, op_kind=kind)
 
+    def elementwise(self, name: str, nbytes: int, dtype_bytes: int) -> None:
+        """A memory-bound element-wise node: ``nbytes`` of HBM traffic and one operation per element, an
+        arithmetic intensity far below any GPU's ridge point, so the roofline's memory roof times it."""
+        self.comp(name, max(nbytes // dtype_bytes, 1), nbytes, "elementwise")
+
     def coll(self, name: str, ctype: CommType, size: int, group: str, *, side: bool = False) -> None:
         """A collective; ``side=True`` branches it off the chain (later nodes do not wait for it)."""
         self._add(side, name=name, type=int(NodeType.COMM_COLL_NODE), comm_type=int(ctype), comm_size=int(size),
@@ -139,6 +144,40 @@ class Costs:
     tp_comm_overlap: bool = False  # Megatron --tp-comm-overlap: TP collectives pipelined with their GEMMs
     comm_streams: str = "communicator"  # comm-lane policy the traces declare (netsim.workload.streams)
     bucket_params: int = 40_000_000  # gradient bucket in parameters (plan.bucket_params)
+    sequence_parallel: bool = False  # Megatron --sequence-parallel: norms and residuals on 1/tp of the tokens
+
+    @property
+    def shard(self) -> int:
+        """Bytes of one activation as the norms and residual adds see it: the whole ``act``, or its
+        ``1/tp`` sequence shard under sequence parallelism (Korthikanti et al., arXiv:2205.05198 §4.2.2)."""
+        return self.act // self.tp if self.sequence_parallel else self.act
+
+    def elementwise(self, block: str, forward: bool, layer: int = 0) -> int:
+        """HBM bytes of one block's element-wise kernels (each reads its inputs once and writes its outputs once).
+
+        ``attn``: the input RMSNorm (forward reads x, writes y: 2 activations; backward reads dy and x,
+        writes dx: 3), rotary embeddings on Q and K (read and write each, both passes) and the residual
+        add (reads 2, writes 1; its backward sums two gradients: the same).  ``mlp``: the RMSNorm, the
+        residual add and the activation over the ``ffn``-wide hidden state F: SwiGLU reads the gate and up
+        projections and writes their product (3 F), its backward reads dy, gate and up and writes two
+        gradients (5 F); a plain GELU MLP 2 F and 3 F.  MoE layers apply it to the top-k routed tokens'
+        expert_ffn and to the shared experts.  ``final``: the last RMSNorm before the LM head.
+        ``embedding``: the lookup (read rows, write the activation), and its backward's scatter-add
+        (read the gradient, read and write the rows).  Norms and residual adds cover ``shard``; the
+        other kernels work on heads or the ffn split over TP."""
+        s, a = self.spec, self.shard
+        norm = 2 * a if forward else 3 * a
+        if block == "final":
+            return norm
+        if block == "embedding":
+            return 2 * self.act if forward else 3 * self.act
+        if block == "attn":
+            qk = self.tokens * (s.hidden + s.kv_hidden) * self.dtype_bytes // self.tp
+            return norm + 2 * qk + 3 * a
+        width = (s.top_k + s.shared_experts) * s.expert_ffn if s.moe_layer(layer) else s.ffn
+        f = self.tokens * width * self.dtype_bytes // self.tp
+        act_fn = (3 if forward else 5) * f if s.gated_mlp else (2 if forward else 3) * f
+        return norm + act_fn + 3 * a
 
     def ops(self, params: int) -> int:  # forward operations of a block with ``params`` weights, split over TP
         return 2 * self.tokens * params // self.tp
@@ -199,62 +238,126 @@ def rank_nodes(r: int, lay: Layout, g: dict[str, str], cost: Costs, chunks: list
     def tag(m: int, boundary: int, grad: int) -> int:
         return 2 * (m * vpp + boundary // pp) + grad
 
-    def tp_ar(name: str) -> None:
-        if "tp" in g:
-            b.coll(name, CommType.ALL_REDUCE, act, g["tp"])
+    sp = cost.sequence_parallel and "tp" in g and not cost.tp_comm_overlap  # SP's collectives replace the AR
+    split = "tp" in g and not cost.tp_comm_overlap  # backward TP comm overlapped with the weight gradients
 
-    def block(name: str, ops: int, weight_bytes: int, ar_name: str) -> None:
-        """A block's compute, then its TP all-reduce; under ``tp_comm_overlap`` both cut into
+    def ew(name: str, block: str, forward: bool, layer: int = 0) -> None:
+        b.elementwise(name, cost.elementwise(block, forward, layer), cost.dtype_bytes)
+
+    def tp_in(name: str) -> None:
+        """SP: the sequence shards all-gathered before a column-parallel GEMM (``comm_size``: one shard)."""
+        if sp:
+            b.coll(f"{name}_allgather", CommType.ALL_GATHER, act // lay.tp, g["tp"])
+
+    def tp_out(name: str) -> None:
+        """After a row-parallel GEMM: the partial sums all-reduced, or reduce-scattered to shards (SP)."""
+        if sp:
+            b.coll(f"{name}_reducescatter", CommType.REDUCE_SCATTER, act, g["tp"])
+        elif "tp" in g:
+            b.coll(f"{name}_allreduce", CommType.ALL_REDUCE, act, g["tp"])
+
+    def block(name: str, ops: int, weight_bytes: int) -> None:
+        """A block's compute, then its TP collective; under ``tp_comm_overlap`` both cut into
         TP_SPLITS pieces, piece k of the all-reduce right after piece k of the compute, off the
         chain, so only the last piece's all-reduce is exposed (TE userbuffers' "pipeline")."""
         if not (cost.tp_comm_overlap and "tp" in g):
             b.comp(name, ops, weight_bytes)
-            tp_ar(ar_name)
+            tp_out(name)
             return
         pieces = []
         for k in range(TP_SPLITS):
             b.comp(f"{name}.split{k}", ops // TP_SPLITS + (k < ops % TP_SPLITS), max(weight_bytes // TP_SPLITS, 1))
-            b.coll(f"{ar_name}.split{k}", CommType.ALL_REDUCE, act // TP_SPLITS + (k < act % TP_SPLITS), g["tp"],
-                   side=True)
+            b.coll(f"{name}_allreduce.split{k}", CommType.ALL_REDUCE, act // TP_SPLITS + (k < act % TP_SPLITS),
+                   g["tp"], side=True)
             pieces.append(len(b.nodes))
         b.join(pieces)
 
-    def mlp(name: str, mult: int, layer: int) -> None:
-        if not spec.moe_layer(layer):
-            block(f"{name}.mlp", mult * cost.ops(spec.mlp_params), cost.weights(spec.mlp_params),
-                  f"{name}.mlp_allreduce")
+    def column_bwd(name: str, row: int, col: int) -> None:
+        """The backward of a block whose last forward GEMM is row-parallel (``row`` weights) and first is
+        column-parallel (``col`` weights).  The row GEMM's backward (dgrad and wgrad) and the column GEMM's
+        input gradient (dgrad) come first; then that gradient's TP all-reduce (SP: reduce-scatter) runs off
+        the chain while the column GEMM's weight gradient (wgrad) runs; under SP the input's shards are
+        all-gathered again for that wgrad, while the dgrad runs.  Megatron-LM
+        ``LinearWithGradAccumulationAndAsyncCommunication.backward`` (tensor_parallel/layers.py)."""
+        if not split:
+            block(name, 2 * cost.ops(row + col), cost.weights(row + col))
             return
+        regather = 0
+        if sp:
+            b.coll(f"{name}_regather", CommType.ALL_GATHER, act // lay.tp, g["tp"], side=True)
+            regather = len(b.nodes)
+        b.comp(f"{name}.dgrad", 2 * cost.ops(row) + cost.ops(col), cost.weights(row + col))
+        if sp:
+            b.coll(f"{name}_reducescatter", CommType.REDUCE_SCATTER, act, g["tp"], side=True)
         else:
-            b.comp(f"{name}.router", mult * 2 * cost.tokens * spec.router_params, spec.router_params * cost.dtype_bytes)
-            if spec.shared_experts:  # every token, where it is (DeepSeekMoE's shared experts)
-                shared = spec.shared_experts * spec.expert_params
-                b.comp(f"{name}.shared_experts", mult * cost.ops(shared), cost.weights(shared))
-            if "ep" in g:
-                b.coll(f"{name}.a2a_dispatch", CommType.ALL_TO_ALL, cost.a2a, g["ep"])
-            b.comp(f"{name}.experts", mult * cost.ops(spec.top_k * spec.expert_params),
-                   cost.weights(cost.local_experts * spec.expert_params))
-            if "ep" in g:
-                b.coll(f"{name}.a2a_combine", CommType.ALL_TO_ALL, cost.a2a, g["ep"])
-        tp_ar(f"{name}.mlp_allreduce")
+            b.coll(f"{name}_allreduce", CommType.ALL_REDUCE, act, g["tp"], side=True)
+        reduce = len(b.nodes)
+        if regather:
+            b.join([regather])
+        b.comp(f"{name}.wgrad", cost.ops(col), cost.weights(col))
+        b.join([reduce])
+
+    def mlp(name: str, mult: int, layer: int) -> None:
+        """The element-wise kernels (norm, activation, residual: first in the forward, last in the backward)
+        and the GEMMs with their TP collectives; MoE layers: router, shared experts, all-to-alls, experts."""
+        if mult == 1:
+            ew(f"{name}.mlp_elementwise", "mlp", True, layer)
+        tp_in(f"{name}.mlp")  # SP: in the backward, the output gradient's shards
+        mlp_gemms(name, mult, layer)
+        if mult == 2:
+            ew(f"{name}.mlp_elementwise", "mlp", False, layer)
+
+    def mlp_gemms(name: str, mult: int, layer: int) -> None:
+        if not spec.moe_layer(layer):
+            if mult == 1:
+                block(f"{name}.mlp", cost.ops(spec.mlp_params), cost.weights(spec.mlp_params))
+            else:  # the down projection is row-parallel; the up (and gate) projections column-parallel
+                column_bwd(f"{name}.mlp", spec.hidden * spec.ffn, spec.mlp_params - spec.hidden * spec.ffn)
+            return
+        b.comp(f"{name}.router", mult * 2 * cost.tokens * spec.router_params, spec.router_params * cost.dtype_bytes)
+        if spec.shared_experts:  # every token, where it is (DeepSeekMoE's shared experts)
+            shared = spec.shared_experts * spec.expert_params
+            b.comp(f"{name}.shared_experts", mult * cost.ops(shared), cost.weights(shared))
+        if "ep" in g:
+            b.coll(f"{name}.a2a_dispatch", CommType.ALL_TO_ALL, cost.a2a, g["ep"])
+        b.comp(f"{name}.experts", mult * cost.ops(spec.top_k * spec.expert_params),
+               cost.weights(cost.local_experts * spec.expert_params))
+        if "ep" in g:
+            b.coll(f"{name}.a2a_combine", CommType.ALL_TO_ALL, cost.a2a, g["ep"])
+        tp_out(f"{name}.mlp")
 
     def attention(name: str, forward: bool) -> None:
-        """The core attention (one fused kernel, FlashAttention: QK^T, softmax, .V), then the Q, K, V and
-        output projections (GEMMs) and the TP all-reduce."""
+        """The element-wise kernels (norm, rotary, residual: first in the forward, last in the backward), the
+        core attention (one fused kernel, FlashAttention: QK^T, softmax, .V) and the Q, K, V and output
+        projections (GEMMs) with their TP collectives; CP's K/V all-gather before the forward core attention,
+        reduce-scatter after its backward."""
+        if forward:
+            ew(f"{name}.attn_elementwise", "attn", True)
+        tp_in(f"{name}.attn")
+        attention_kernels(name, forward)
+        if not forward:
+            ew(f"{name}.attn_elementwise", "attn", False)
+
+    def attention_kernels(name: str, forward: bool) -> None:
         if forward and "cp" in g:
             b.coll(f"{name}.cp_allgather_kv", CommType.ALL_GATHER, cost.kv, g["cp"])
         if forward:
             b.comp(f"{name}.core_attn", cost.score_ops, cost.core_bytes, "attn_fwd")
-        else:  # selective recomputation re-runs the core attention's forward first (Korthikanti et al.)
-            if cost.recompute == "selective":
-                b.comp(f"{name}.core_attn.recompute", cost.score_ops, cost.core_bytes, "attn_fwd")
-            b.comp(f"{name}.core_attn", 2 * cost.score_ops, cost.core_bytes, "attn_bwd")
-        ops, weights = (1 if forward else 2) * cost.ops(spec.attn_params), cost.weights(spec.attn_params)
-        if not forward and "cp" in g:
-            b.comp(f"{name}.attn", ops, weights)
+            block(f"{name}.attn", cost.ops(spec.attn_params), cost.weights(spec.attn_params))
+            return
+        if cost.recompute == "selective":  # re-run the core attention's forward first (Korthikanti et al.)
+            b.comp(f"{name}.core_attn.recompute", cost.score_ops, cost.core_bytes, "attn_fwd")
+        b.comp(f"{name}.core_attn", 2 * cost.score_ops, cost.core_bytes, "attn_bwd")
+        if "cp" in g:
+            if not split:
+                b.comp(f"{name}.attn", 2 * cost.ops(spec.attn_params), cost.weights(spec.attn_params))
             b.coll(f"{name}.cp_reducescatter_kv", CommType.REDUCE_SCATTER, cost.kv * lay.cp, g["cp"])
-            tp_ar(f"{name}.attn_allreduce")
-        else:
-            block(f"{name}.attn", ops, weights, f"{name}.attn_allreduce")
+            if not split:
+                tp_out(f"{name}.attn")
+                return
+        # the output projection (row-parallel) joins the Q, K, V projections' dgrad: the chain's order within
+        # a stretch without communication does not change its time
+        column_bwd(f"{name}.attn", spec.hidden * spec.hidden, spec.attn_params - spec.hidden * spec.hidden)
 
     if vpp == 1:
         order = [(phase, m, stage) for phase, m in one_f_one_b(stage, pp, microbatches)]
@@ -284,16 +387,22 @@ def rank_nodes(r: int, lay: Layout, g: dict[str, str], cost: Costs, chunks: list
         if phase == "F":
             if ch > 0:
                 b.recv(f"{mb}.recv_act", peer(ch - 1), tag(m, ch - 1, 0), act, r)
+            else:  # vocab-parallel embedding: each TP rank looks up its rows, then the sum over TP
+                ew(f"mb{m}.fwd.embedding", "embedding", True)
+                tp_out(f"mb{m}.fwd.embedding")
             for layer in chunks[ch]:
                 attention(f"mb{m}.fwd.L{layer}", True)
                 mlp(f"mb{m}.fwd.L{layer}", 1, layer)
-            if ch == nchunks - 1:
+            if ch == nchunks - 1:  # the final norm, then the LM head (column-parallel over the vocabulary)
+                ew(f"mb{m}.fwd.final_norm", "final", True)
+                tp_in(f"mb{m}.fwd.lm_head")
                 b.comp(f"mb{m}.fwd.lm_head", cost.ops(embed), cost.weights(embed))
             else:
                 b.send(f"{mb}.send_act", peer(ch + 1), tag(m, ch, 0), act, r)
         else:
             if ch == nchunks - 1:
-                b.comp(f"mb{m}.bwd.lm_head", 2 * cost.ops(embed), cost.weights(embed))
+                column_bwd(f"mb{m}.bwd.lm_head", 0, embed)
+                ew(f"mb{m}.bwd.final_norm", "final", False)
                 if m == last_mb:  # the output layer's gradients are the first ready
                     grads(embed, ch, False)
                     chunk_params[ch] += embed
@@ -308,6 +417,9 @@ def rank_nodes(r: int, lay: Layout, g: dict[str, str], cost: Costs, chunks: list
                 if m == last_mb:  # this layer's gradients are ready
                     grads(cost.layer_params(layer), ch, False)
                     chunk_params[ch] += cost.layer_params(layer)
+            if ch == 0:
+                tp_in(f"mb{m}.bwd.embedding")  # SP: the gradient's shards (the forward reduce-scatter's backward)
+                ew(f"mb{m}.bwd.embedding", "embedding", False)
             if m == last_mb:  # the input embedding's gradients come last; the chunk's backward is done
                 grads(embed if ch == 0 else 0, ch, True)
                 chunk_params[ch] += embed if ch == 0 else 0
