@@ -12,14 +12,20 @@ Megatron's interleaved 1F1B, where the layers form ``pp * vpp`` model chunks and
 activations and one more for gradients, where ``boundary`` is the chunk index on the
 sending side of the forward edge: unique per (src, dst) pair.
 
-Per layer and microbatch the forward pass is a core-attention COMP node (``.core_attn``),
-an attention-projection COMP node (``.attn``) and an MLP COMP node, the last two each followed by
-a TP all-reduce of the activations when ``tp > 1``.  Every COMP node names its kernel kind
+Per layer and microbatch the forward pass is an element-wise COMP node (``.attn_elementwise``: norm,
+rotary, residual add), a core-attention COMP node (``.core_attn``), an attention-projection COMP node
+(``.attn``), another element-wise node (``.mlp_elementwise``: norm, activation, residual add) and an MLP
+COMP node, the projections and the MLP each followed by a TP all-reduce of the activations when
+``tp > 1`` (a reduce-scatter, with an all-gather before the block, under ``sequence_parallel``).  The
+first stage looks up the embedding (element-wise, then summed over TP); the last runs the final norm and
+the LM head.  Every COMP node names its kernel kind
 (``op_kind``, :data:`netsim.vocab.OP_KINDS`), which the GPU preset's achieved efficiency is
 looked up by.  A rank holds ``tokens = micro_batch * seq / cp`` tokens of each microbatch:
 
 * projections and MLP (``op_kind`` ``gemm``): ``num_ops`` = 2 · tokens · block parameters / tp,
   ``tensor_size`` = block weight bytes / tp (roofline duration);
+* element-wise kernels (``elementwise``): ``tensor_size`` = the HBM bytes they read and write
+  (:meth:`~netsim.workload.generate.ranks.Costs.elementwise`), one operation per element;
 * core attention (QKᵀ, softmax, weighted sum of V: one fused kernel, ``attn_fwd`` /
   ``attn_bwd``): 2 · tokens · seq · hidden / tp operations, twice that in the backward;
   ``tensor_size`` = the bytes of Q, K, V and O.  This is the 4·b·s²·h term of Megatron-LM's
@@ -47,7 +53,10 @@ looked up by.  A rank holds ``tokens = micro_batch * seq / cp`` tokens of each m
   (attention and MLP nodes named ``mb<m>.bwd.L<l>.recompute.*``, with their TP all-reduces, CP
   all-gather and MoE all-to-alls) right before the layer's backward.
 
-The backward pass mirrors the forward pass with twice the operations.  Gradients are
+The backward pass mirrors the forward pass with twice the operations.  With ``tp > 1`` a block's
+backward GEMMs split into ``.dgrad`` (the row-parallel GEMM's backward and the column-parallel GEMM's
+input gradient) and ``.wgrad`` (the column GEMM's weight gradient), and the input gradient's TP
+reduction runs beside the wgrad, as Megatron-LM's async all-reduce does.  Gradients are
 all-reduced over the DP×CP group (Megatron reduces over ``dp * cp`` ranks), one bucket
 per layer during the last microbatch's backward of its chunk, then the embedding / LM
 head.  Nodes form one linear ``data_deps`` chain per rank in schedule order (sends

@@ -9,7 +9,7 @@ returns an :class:`LLMPlan` (layout, costs, schedule, groups) that builds any ra
 >>> plan = plan_llm(ModelSpec("tiny", layers=2, hidden=256, ffn=1024, heads=4, vocab=1000),
 ...                 tp=2, pp=2, dp=2, microbatches=2, seq=128)
 >>> plan.world, plan.stage(5), len(plan.nodes(5))
-(8, 1, 29)
+(8, 1, 49)
 """
 
 from __future__ import annotations
