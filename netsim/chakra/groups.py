@@ -58,6 +58,7 @@ class CommGroups:
     def __init__(self, groups: Mapping[str, list[int]] | None, world: int, source: str = "comm groups"):
         self.world = world
         self.source = source
+        self._keys: dict[str, str] = {}
         self._groups: dict[str, tuple[int, ...]] = {}
         for key, ranks in (groups or {}).items():
             if not isinstance(ranks, list) or not ranks or not all(type(r) is int for r in ranks):
@@ -96,20 +97,29 @@ class CommGroups:
         """
         if pg_name is None or pg_name == "":
             return ""
-        key = normalize_group_name(pg_name)
+        key = self._key(pg_name)
         return "" if key == "0" and key not in self._groups else key
 
-    def resolve(self, pg_name: str | None, *, where: str = "") -> tuple[int, ...]:
-        """Members of the group a node names; raises InputError if it is unknown."""
+    def _key(self, pg_name: str) -> str:
+        """``normalize_group_name``, remembered (a workload names few groups, millions of times)."""
+        key = self._keys.get(pg_name)
+        if key is None:
+            key = self._keys[pg_name] = normalize_group_name(pg_name)
+        return key
+
+    def resolve(self, pg_name: str | None, *, where="") -> tuple[int, ...]:
+        """Members of the group a node names; raises InputError if it is unknown (``where``: the node, or
+        a function that says it, called only then)."""
         if pg_name is None or pg_name == "":
             return tuple(range(self.world))
-        key = normalize_group_name(pg_name)
+        key = self._key(pg_name)
         if key in self._groups:
             return self._groups[key]
         if key == "0":
             return tuple(range(self.world))
         raise InputError(f"pg_name {pg_name!r} names no communicator group in {self.source}; "
-                         "pass --comm-groups with that id", source=where or None, field="pg_name")
+                         "pass --comm-groups with that id", source=(where() if callable(where) else where) or None,
+                         field="pg_name")
 
 
 # --------------------------------------------------------------------------- PyTorch metadata

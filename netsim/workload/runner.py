@@ -376,7 +376,7 @@ class WorkloadRun:
         t = st.table
         pg = int(t.pg[i])
         pg_name = t.pg_names[pg] if pg >= 0 else None
-        members = self.groups.resolve(pg_name, where=f"{t.source}: node {int(t.id[i])}")
+        members = self.groups.resolve(pg_name, where=lambda: f"{t.source}: node {int(t.id[i])}")
         if st.rank not in members:
             raise InputError(f"rank {st.rank} issues a collective on group {members} it is not in",
                              source=t.source, field=f"node {int(t.id[i])}")
