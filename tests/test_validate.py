@@ -121,3 +121,14 @@ def test_readme_counts_the_records():
     held_out = sum(not r["anchor"] for r in validate.RECORDS)
     text = (ROOT / "README.md").read_text()
     assert f"Checked against {len(validate.RECORDS)} published measurements ({held_out} never used" in text
+
+
+def test_llm_rows_run_sequence_parallel_and_the_cli_takes_their_arguments():
+    """The Llama 3 rows pass --sequence-parallel (torchtitan's TP plan); their argv parses."""
+    from netsim.cli import build_parser
+
+    for rid in ("llama3-8k", "llama3-16k", "llama3-16k-cp16"):
+        argv = validate._llm_argv(BY_ID[rid]["setting"])
+        assert "--sequence-parallel" in argv and argv == validate.command(BY_ID[rid]).split()
+        args = build_parser().parse_args(argv[1:])
+        assert args.sequence_parallel is True and args.tp == 8
