@@ -175,6 +175,18 @@ def node_counts(layers: int, *, tp: int, pp: int, dp: int, cp: int = 1, microbat
             "recv": m * ((0 if first else 1) + (0 if last else 1))}
 
 
+def kind_counts(nodes) -> dict[str, int]:
+    """A generated rank's nodes counted as :func:`node_counts` counts them."""
+    from netsim.chakra.schema import NodeType
+
+    names = {NodeType.COMP_NODE: "comp", NodeType.COMM_COLL_NODE: "coll", NodeType.COMM_SEND_NODE: "send",
+             NodeType.COMM_RECV_NODE: "recv"}
+    got = dict.fromkeys(names.values(), 0)
+    for n in nodes:
+        got[names[n.type]] += 1
+    return got
+
+
 def one_f_one_b_iteration(*, pp: int, microbatches: int, fwd: float, bwd: float, head_fwd: float,
                           head_bwd: float, p2p: float, first_fwd: float = 0.0, first_bwd: float = 0.0) -> float:
     """Iteration time of 1F1B where every stage runs ``fwd`` + ``bwd`` per microbatch, the last

@@ -13,7 +13,7 @@ from netsim.workload.generate import MODEL_PRESETS, ModelSpec, generate_llm, loa
 from netsim.workload.generate.llm import stage_layers, one_f_one_b
 from netsim.workload.generate.plan import plan_llm
 
-from llm_closed_form import (ATTN_BWD, ATTN_FWD, STREAM, Shape, compute_per_rank, node_counts,
+from llm_closed_form import (ATTN_BWD, ATTN_FWD, STREAM, Shape, compute_per_rank, kind_counts, node_counts,
                              one_f_one_b_iteration, roofline)
 
 TOPO = Path(__file__).resolve().parents[1] / "topologies" / "dgx-h100.yaml"
@@ -196,12 +196,8 @@ def test_node_counts_per_rank_follow_the_parallelism(spec, tp, pp, dp, cp, ep):
     m = 3
     per_rank, groups = generate_llm(spec, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, microbatches=m, seq=128,
                                     overlap_grad_reduce=True)
-    kinds = {NodeType.COMP_NODE: "comp", NodeType.COMM_COLL_NODE: "coll", NodeType.COMM_SEND_NODE: "send",
-             NodeType.COMM_RECV_NODE: "recv"}
     for r, nodes in enumerate(per_rank):
-        got = dict.fromkeys(kinds.values(), 0)
-        for n in nodes:
-            got[kinds[NodeType(n.type)]] += 1
+        got = kind_counts(nodes)
         stage = r // (tp * cp * dp)
         expect = node_counts(spec.layers, tp=tp, pp=pp, dp=dp, cp=cp, microbatches=m, stage=stage,
                              moe_ep=ep if spec.experts else None)

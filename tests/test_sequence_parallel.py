@@ -14,7 +14,7 @@ from netsim.workload.cli import simulate
 from netsim.workload.generate import ModelSpec, generate_llm, write_llm_workload
 from netsim.workload.llmrun import simulate_llm
 
-from llm_closed_form import STREAM, Shape, compute_per_rank, node_counts
+from llm_closed_form import Shape, compute_per_rank, kind_counts, node_counts
 
 DGX = str(Path(__file__).resolve().parents[1] / "topologies" / "dgx-h100.yaml")
 #: Llama-like: SwiGLU, grouped-query attention.
@@ -50,12 +50,8 @@ def test_node_counts(spec, moe_ep, sp):
     tp, pp, dp, m = 2, 2, 2, 3
     per_rank, _ = generate_llm(spec, tp=tp, pp=pp, dp=dp, ep=moe_ep or 1, microbatches=m, seq=128,
                                sequence_parallel=sp)
-    kinds = {NodeType.COMP_NODE: "comp", NodeType.COMM_COLL_NODE: "coll", NodeType.COMM_SEND_NODE: "send",
-             NodeType.COMM_RECV_NODE: "recv"}
     for r, nodes in enumerate(per_rank):
-        got = dict.fromkeys(kinds.values(), 0)
-        for n in nodes:
-            got[kinds[NodeType(n.type)]] += 1
+        got = kind_counts(nodes)
         stage = r // (tp * dp)
         expect = node_counts(spec.layers, tp=tp, pp=pp, dp=dp, microbatches=m, stage=stage, moe_ep=moe_ep, sp=sp,
                              shared=bool(spec.shared_experts))
