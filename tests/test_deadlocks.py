@@ -91,6 +91,21 @@ def test_symmetric_collective_ends_after_its_last_member_arrives(tmp_path):
         assert min(end for *_, end, _row in coll) >= 500e-6, (model, engine)
 
 
+def test_in_switch_all_reduce_starts_with_its_last_member(tmp_path):
+    """NVLS: the switch reduces once every GPU has contributed, so a late member delays every member by
+    its lateness, and all end together: at the late arrival plus the all-reduce's own time."""
+    late = [EtNode(1, "c", COMP, duration_micros=500), ar(2, None, deps=(1,), size=8 << 20)]
+    write_workload(tmp_path / "w", [[ar(1, None, size=8 << 20)] for _ in range(7)] + [late])
+    write_workload(tmp_path / "all", [late] * 8)  # everyone late: the all-reduce alone, from 500 us
+    for model, engine in ENGINES:
+        ends, alone = ([end for _rank, _id, _name, typ, _start, end, _row in
+                        simulate(DGX, str(tmp_path / w), model=model, engine=engine, symmetry="none").ops
+                        if typ == COLL]
+                       for w in ("w", "all"))
+        assert len(ends) == len(alone) == 8 and max(ends) == pytest.approx(min(ends), abs=1e-12), (model, engine)
+        assert min(ends) == pytest.approx(min(alone), rel=1e-12) and min(alone) > 500e-6 + 20e-6
+
+
 # ------------------------------------------------------------ communicators by identity
 def two_comms(tmp_path, opposite: bool) -> tuple[str, str]:
     r0 = [ar(1, "1"), ar(2, "2", (1,))]

@@ -27,8 +27,10 @@ Closed form (link latency λ on GPU<->switch, per-GPU bandwidth B, c chunks):
 c >= 3 that is ``(c+3)·λ + (S(c+3)/c + S(c-1)/(c·n))/B``, → ``S(n+1)/(n·B)``.
 
 The executor ties an UP transfer to its sender and a DOWN transfer to its
-receiver only; the switch waiting for all GPUs' contributions is not modelled
-(all GPUs run in lockstep on a symmetric domain).
+receiver only.  The switch waits for every GPU's contribution, so in a workload
+every member starts the collective when the last one has issued it
+(:attr:`Schedule.in_switch`, ``netsim.workload.collectives.Instances.join``);
+in ``netsim bench`` all GPUs start together anyway.
 
 >>> s = nvls_all_reduce(4, 4096, chunks=1)
 >>> s.bytes_sent().tolist(), s.bytes_received().tolist()

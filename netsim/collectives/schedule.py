@@ -110,6 +110,12 @@ class Schedule:
     blocks: int | None = field(default=None, compare=False)
 
     @property
+    def in_switch(self) -> bool:
+        """Whether a switch reduces or multicasts for it (UP/DOWN transfers, NVLS): the switch
+        needs every member's contribution, which the steps' per-rank dependencies leave out."""
+        return any(p.step.hop is not None and bool((p.step.hop != PATH).any()) for p in self.phases)
+
+    @property
     def n_steps(self) -> int:
         """Steps including repetitions."""
         return int(sum(p.repeat for p in self.phases))

@@ -250,7 +250,16 @@ class Instances:
         inst["left"][local] = len(orbit)
         for loc in orbit:
             inst["arrived"].add(members[loc])
-            inst["run"].arrive(loc)
+        if inst["waiting"] is None:
+            for loc in orbit:
+                inst["run"].arrive(loc)
+            return key
+        # in-switch (NVLS): the switch reduces or multicasts once every member has contributed, so
+        # every member starts with the last one (the steps tie an UP transfer to its sender only)
+        inst["waiting"] += orbit
+        if len(inst["arrived"]) == len(members):
+            for loc in inst["waiting"]:
+                inst["run"].arrive(loc)
         return key
 
     def _create(self, key, members, ctype, size, where, group, kind) -> dict:
@@ -260,7 +269,8 @@ class Instances:
             else self.schedule_fn(ctype, max(size, 0), gpus)
         inst = {"type": ctype, "size": size, "first": (where[2], where[1]), "done": {}, "arrived": set(),
                 "group": group, "rep_of": {}, "left": {}, "t_first": {}, "members": members,
-                "blocks": getattr(sched, "blocks", None)}  # its kernel's thread blocks per member GPU
+                "blocks": getattr(sched, "blocks", None),  # its kernel's thread blocks per member GPU
+                "waiting": [] if getattr(sched, "in_switch", False) else None}  # members not yet started
         on_done = lambda loc, t: self._done(inst, loc, t)  # noqa: E731
         fixed = None
         if self.fast and ctype in SYMMETRIC and family(members) not in self.event_only:
