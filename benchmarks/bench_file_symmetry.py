@@ -12,7 +12,8 @@ Usage (from the repository root)::
     python benchmarks/bench_file_symmetry.py --big /tmp/wl   # + Llama-3-405B TP8 PP16 DP128 on 16,384 GPUs
 
 ``--big DIR`` uses the file set in DIR (``DIR/llm.<rank>.et``, ``DIR/comm_groups.json``) and writes it
-there first with ``netsim workload llm`` when it is missing (minutes).
+there first with ``netsim workload llm`` when it is missing (minutes).  A set written by another netsim
+version gives another iteration time than ``--llm``: the row's last column shows it.
 """
 
 from __future__ import annotations
@@ -97,10 +98,14 @@ def run_case(name: str, case: dict, folder: Path, full: bool) -> list[tuple]:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--small", default="/tmp/netsim-bench-fsym-small", help="folder of the small file set")
+    ap.add_argument("--small", default=None, help="folder of the small file set (default: a fresh temporary "
+                    "folder; a folder that already holds one is reused as it is, so it must match this netsim)")
     ap.add_argument("--big", default=None, metavar="DIR", help="also run the 16,384-rank Llama-3-405B set in DIR")
     args = ap.parse_args(argv)
-    rows = run_case("llama3-8b TP8 PP4 DP8", SMALL, Path(args.small), full=True)
+    import tempfile
+
+    small = Path(args.small or tempfile.mkdtemp(prefix="netsim-bench-fsym-"))
+    rows = run_case("llama3-8b TP8 PP4 DP8", SMALL, small, full=True)
     if args.big:
         rows += run_case("llama3-405b TP8 PP16 DP128", BIG, Path(args.big), full=False)
     head = ("case", "ranks", "distinct traces (files / renamed)", "simulated ranks", "wall s", "CPU s",
