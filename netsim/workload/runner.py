@@ -46,7 +46,7 @@ import simpy
 from netsim.errors import InputError
 from netsim.network_models import MODELS
 from netsim.topology.model import Topology
-from netsim.chakra.schema import CommType, NodeType
+from netsim.chakra.schema import NodeType
 from netsim.chakra.model import MISSING, NodeTable
 from netsim.workload.collectives import SYMMETRIC, Instances, NcclSchedules, collective_schedule, families_of  # noqa: F401
 from netsim.workload.compute import Kernel, Roofline, SmShare
@@ -54,7 +54,7 @@ from netsim.workload.deadlock import Unmatched
 from netsim.chakra.groups import CommGroups
 from netsim.workload.replicas import Replicas, RunConflict
 from netsim.workload.sends import Sends
-from netsim.workload.streams import COMM, COMM_STREAMS, CPU, GPU, comm_lanes, node_lanes  # noqa: F401
+from netsim.workload.streams import COMM, COMM_STREAMS, GPU, comm_lanes, node_lanes
 
 
 @dataclass

@@ -47,8 +47,8 @@ class Sends:
         if hit is None:
             from netsim.collectives import nccl, p2p
             info = nccl.CommInfo.from_topology(self.topo, np.array([src_gpu, dst_gpu], dtype=np.int64))
-            hit = self._setups[key] = (p2p.P2PSetup.from_info(info), info)
-        return hit[0]
+            hit = self._setups[key] = p2p.P2PSetup.from_info(info)
+        return hit
 
     def networked(self, src_gpu: int, dst_gpu: int) -> bool:
         """Whether the send leaves through a NIC as NCCL runs it."""
