@@ -140,7 +140,7 @@ def test_ids_and_group_names_renamed(tmp_path):
 
 
 def test_bad_symmetry_value(llm):
-    with pytest.raises(InputError, match="expected auto or none"):
+    with pytest.raises(InputError, match="expected one of auto, approximate, none"):
         simulate(SUPERPOD, str(llm[0]), str(llm[1]), "flow", symmetry="maybe")
 
 

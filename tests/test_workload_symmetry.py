@@ -228,7 +228,22 @@ def test_mirrored_waits_for_slowest_copy():
     for _k, fire in net.calls:
         fire()
     assert len(got) == 1 and got[0][0].tolist() == [0, 1] and got[0][1] == 3.0
-    assert mirror.max_skew_s == pytest.approx(2.0)
+    assert mirror.verifier.max_skew_s == pytest.approx(2.0)
+
+
+def test_mirrored_copies_apart_stop_an_exact_run():
+    from netsim.workload.symmetry import SymmetryBroken, Verifier
+
+    rep = Replicas(np.array([0, 1]), np.array([[0, 1, 2, 3, 4, 5], [2, 3, 4, 5, 0, 1], [4, 5, 0, 1, 2, 3]]))
+    net = _Uneven()
+    net.topo = type("T", (), {"routes": staticmethod(lambda s, d, k=None: (np.zeros(s.size + 1, np.int64),
+                                                                         np.zeros(0, np.int64)))})()
+    mirror = Mirrored(net, rep, Verifier(strict=True))
+    mirror.submit(np.array([0, 1]), np.array([1, 0]), np.array([8.0, 8.0]), lambda idx, t: None)
+    net.calls[0][1]()
+    net.calls[1][1]()
+    with pytest.raises(SymmetryBroken, match=r"copies of transfer 0->1 finished up to 2e\+06 us apart \(at 3000000.000 us"):
+        net.calls[2][1]()
 
 
 def test_identical_rank_traces_share_one_file(tmp_path):
@@ -244,19 +259,30 @@ def test_identical_rank_traces_share_one_file(tmp_path):
     assert not [p for p in os.listdir(tmp_path) if p.endswith(".tmp")]
 
 
-def test_replicas_smaller_than_a_node_pace_the_slowest(tmp_path, superpod):
+def test_replicas_smaller_than_a_node_fall_back_or_approximate(tmp_path, superpod):
     # tp2: four replicas share a node, and DP members at different places in the node finish
-    # at different times: the representatives wait for their slowest copy, and say so
+    # at different times.  Exact (the default): the run notices and simulates every rank, equal to
+    # the full run.  Approximate: the representatives wait for their slowest copy, and say so.
     from netsim.workload.generate.llm import llm_replicas
 
     prefix = write_llm_workload(tmp_path, TINY, tp=2, pp=2, dp=8, microbatches=4, seq=1024)
     tables = read_workload(str(prefix))
     groups = CommGroups(json.loads((tmp_path / "comm_groups.json").read_text()), len(tables))
-    a = WorkloadRun(superpod, tables, groups, "analytical", replicas=llm_replicas(2, 2, 8)).run()
+    exact = WorkloadRun(superpod, tables, groups, "analytical", replicas=llm_replicas(2, 2, 8))
+    a = exact.run()
     b = WorkloadRun(superpod, tables, groups, "analytical").run()
-    assert any("replica symmetry is approximate" in n for n in a.notes)
-    assert (a.finish >= b.finish - 1e-12).all()
-    assert a.finish.max() == pytest.approx(b.finish.max(), rel=1e-6)
+    np.testing.assert_array_equal(a.finish, b.finish)
+    assert exact.replicas is None and len(exact.ranks) == 32
+    why = next(n for n in a.notes if n.startswith("replica symmetry not exact for this run: "))
+    assert "apart" in why and why.endswith("simulated every rank"), why
+    c = WorkloadRun(superpod, tables, groups, "analytical", replicas=llm_replicas(2, 2, 8),
+                    symmetry="approximate").run()
+    assert any("replica symmetry is approximate" in n and "not a bound" in n for n in c.notes), c.notes
+    assert not np.array_equal(c.finish, b.finish)  # some ranks paced by a slower copy
+    # only the representatives' tables: nothing to fall back to, so an exact run refuses
+    with pytest.raises(InputError, match="replica symmetry is not exact for this run .* holds only the repr"):
+        WorkloadRun(superpod, {r: tables[r] for r in llm_replicas(2, 2, 8).reps.tolist()}, groups, "analytical",
+                    replicas=llm_replicas(2, 2, 8)).run()
 
 
 def test_cli_run_llm(tmp_path, capsys):

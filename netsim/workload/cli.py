@@ -69,10 +69,11 @@ def register_cli(sub) -> None:
     gen.add_argument("--recompute", default=None, choices=["none", "selective", "full"],
                      help="as in `netsim workload llm --recompute`")
     add_overlap_arguments(gen, None)
-    gen.add_argument("--symmetry", default="auto", choices=["auto", "none"],
-                     help="auto: simulate one data-parallel replica standing for all (exact when they "
-                     "see the same fabric; with --workload, when the files prove it; docs/workloads.md); "
-                     "none: every rank")
+    gen.add_argument("--symmetry", default="auto", choices=["auto", "approximate", "none"],
+                     help="auto: simulate one data-parallel replica standing for all where that is proven exact "
+                     "for this run (every replica planned alike, every copy finishing with its representative), "
+                     "else every rank; approximate: one replica even where copies finish apart (the notes "
+                     "give the spread, not a bound); none: every rank (docs/workloads.md)")
     from netsim.workload.moe_run import add_run_arguments
     add_run_arguments(run)
     run.set_defaults(func=_cmd_run)

@@ -42,6 +42,7 @@ from netsim.errors import InputError
 from netsim.topology.model import Topology
 from netsim.chakra.schema import CommType
 from netsim.workload.replicas import GLOBAL, LOCAL, LinkGuard, Mirrored
+from netsim.workload.symmetry import SKEW_TOL_S, Verifier
 
 
 def collective_schedule(comm_type: int, comm_size: int, n: int):
@@ -144,9 +145,10 @@ class FixedRun:
     representatives did.  Attributes mirror :class:`CollectiveRun` for the recorder."""
 
     def __init__(self, net, sched, rankmap: np.ndarray, n: int, on_done, prepared, release=None,
-                 inexact=None):
+                 inexact=None, verifier=None):
         self.net, self.sched, self.rankmap, self.on_done = net, sched, rankmap, on_done
         self.prepared, self.release, self.inexact = prepared, release, inexact
+        self.verifier = verifier  # copies (replicas) must finish with the representatives
         self.start = np.full(n, np.nan)
         self.t_done = np.full(n, np.nan)
         self.left = n
@@ -164,6 +166,15 @@ class FixedRun:
         if not res["exact"] and self.inexact is not None:
             self.inexact()  # contended and out of lockstep: the runner repeats it event-driven
         fin = res["finish"][:n]
+        if self.verifier is not None and res["finish"].size > n:
+            copies = res["finish"].reshape(-1, n)
+            spread = np.ptp(copies, axis=0) if copies.size else np.zeros(0)
+            worst = int(np.argmax(spread)) if spread.size else 0
+            if spread.size:
+                self.verifier.check(float(spread[worst]), lambda: (
+                    f"the replicas' copies of a {self.sched.algorithm} {self.sched.op} finished up to "
+                    f"{float(spread[worst]) * 1e6:.6g} us apart (at {float(copies[:, worst].max()) * 1e6:.3f} us "
+                    "simulated)"))
         self.net.add_tally(counts)
         self.t_done = np.maximum(fin, now) if fin.size else np.full(n, now)
         if self.release is not None:
@@ -178,7 +189,7 @@ class Instances:
     ``items[key]["members"]`` holds its ranks."""
 
     def __init__(self, env, net, schedule_fn, replicas=None, event_only=frozenset(), fast: bool = True,
-                 gpus: np.ndarray | None = None, stop_after: frozenset | None = None):
+                 gpus: np.ndarray | None = None, stop_after: frozenset | None = None, strict: bool = True):
         self.env, self.net, self.schedule_fn, self.replicas = env, net, schedule_fn, replicas
         # topology GPU of every job rank; replicas are shifted copies only on the packed placement
         self.gpus = None if gpus is None else np.asarray(gpus, dtype=np.int64)
@@ -188,25 +199,31 @@ class Instances:
         # queue in an earlier run: every instance of them runs event-driven
         self.event_only, self.fast = event_only, fast
         self.items: dict[tuple, dict] = {}
-        self.mirrored = Mirrored(net, replicas) if replicas is not None else None
+        # exact replica runs (strict) stop where copies finish apart (netsim.workload.symmetry)
+        self.verifier = Verifier(strict=strict and replicas is not None)
+        self.mirrored = Mirrored(net, replicas, self.verifier) if replicas is not None else None
         self.guard = None
         if net.live_sharing:  # rates depend on what runs beside: guard the links (link_load, watch)
             self.guard = net.watch = LinkGuard(net.topo.n_links, stop_after)
         self._prepared: dict = {}  # (schedule id, members) -> (schedule, patterns, counts, links) or None
         self._kinds: dict = {}  # members -> (kind, rank -> local index)
         self.stats = {"fixed": 0, "event": 0}
-        self.max_skew_s = 0.0  # largest spread of finish times within a representative's orbit
 
     def replica_notes(self, simulated: int) -> list[str]:
         """What the run's notes say of replica symmetry: ``simulated`` ranks stood for the world,
         exactly or (where copies of a transfer or collective finished apart) approximately."""
         r = self.replicas
-        notes = [f"replica symmetry: simulated {simulated} of {r.world} ranks ({r.count} replicas); ops rows "
-                 "are the representatives'"]
-        skew = max(self.mirrored.max_skew_s, self.max_skew_s)
-        if skew > 1e-12:
+        skew = self.verifier.max_skew_s
+        if self.verifier.strict:
+            return [f"replica symmetry: simulated {simulated} of {r.world} ranks ({r.count} replicas), exact: every "
+                    "replica's plans and sends are the representatives' and every copy finished with its "
+                    "representative; ops rows are the representatives'"]
+        notes = [f"replica symmetry (approximate): simulated {simulated} of {r.world} ranks ({r.count} replicas); "
+                 "ops rows are the representatives'"]
+        if skew > SKEW_TOL_S:
             notes.append(f"replica symmetry is approximate: replicas' copies of a transfer or a collective finished "
-                         f"up to {skew * 1e6:.3f} us apart; the representatives waited for the slowest copy")
+                         f"up to {skew * 1e6:.3f} us apart; the representatives waited for the slowest copy "
+                         "(not a bound: --symmetry auto gives the exact run)")
         return notes
 
     def placed(self, ranks) -> np.ndarray:
@@ -302,7 +319,7 @@ class Instances:
                 return None
             ticket = self.guard.hold(links, fam)
             release = lambda t: self.guard.release(ticket, links, t)  # noqa: E731
-        return FixedRun(self.net, sched, rankmap, len(members), on_done, prepared, release, inexact)
+        return FixedRun(self.net, sched, rankmap, len(members), on_done, prepared, release, inexact, self.verifier)
 
     def _prepare(self, sched, members: tuple, kind):
         ranks = np.asarray(members, dtype=np.int64)
@@ -327,5 +344,9 @@ class Instances:
             first.setdefault(rep, t)
             left[rep] -= 1
             if left[rep] == 0:
-                self.max_skew_s = max(self.max_skew_s, t - first[rep])
+                if t - first[rep] > 0.0:
+                    self.verifier.check(t - first[rep], lambda: (
+                        f"the members of a {CommType(inst['type']).name} on group {list(inst['members'][:8])} that "
+                        f"one representative stands for finished up to {(t - first[rep]) * 1e6:.6g} us apart (at "
+                        f"{t * 1e6:.3f} us simulated)"))
                 inst["done"].pop(rep)()

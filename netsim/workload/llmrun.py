@@ -8,9 +8,12 @@ give; no Chakra bytes in between), and the runner simulates one replica standing
 (:mod:`netsim.workload.replicas`).  A 16,384-rank Llama-3-405B job (TP8 PP16 DP128)
 thus walks 128 ranks' graphs instead of 16,384.
 
+The replica run is exact only where :mod:`netsim.workload.symmetry` proves it for the run at
+hand; where it does not, every rank is generated and simulated, and the notes say why.
 ``symmetry="none"``, any straggler or fault (they make ranks differ), or a placement
 other than the packed one (replicas are then not shifted copies of each other on the
-fabric), generates and simulates every rank; the run's notes say so.
+fabric), generates and simulates every rank from the start; the run's notes say so.
+``symmetry="approximate"`` keeps the replica run where copies finish apart.
 """
 
 from __future__ import annotations
@@ -32,11 +35,13 @@ def generate_tables(spec, *, symmetry: str = "auto", **gen):
     from netsim.workload.generate.plan import plan_llm
     from netsim.workload.generate.template import RankTemplate
 
-    if symmetry not in ("auto", "none"):
-        raise InputError(f"expected auto or none, got {symmetry!r}", source="--symmetry")
+    from netsim.workload.simulation import SYMMETRIES
+
+    if symmetry not in SYMMETRIES:
+        raise InputError(f"expected one of {', '.join(SYMMETRIES)}, got {symmetry!r}", source="--symmetry")
     plan = plan_llm(spec, **gen)
     replicas = None
-    if symmetry == "auto":
+    if symmetry != "none":
         replicas = llm_replicas(**{k: gen[k] for k in LAYOUT if k in gen})
         if replicas.count == 1:
             replicas = None
@@ -78,7 +83,7 @@ def simulate_llm(topology, spec, *, model: str = "flow", symmetry: str = "auto",
     notes = []
     if stragglers or faults is not None:
         symmetry = "none"
-    elif symmetry == "auto" and not _packed(placement, gen):
+    elif symmetry != "none" and not _packed(placement, gen):
         symmetry = "none"
         notes.append(f"replica symmetry off: placement {placement} does not lay the data-parallel replicas out "
                      "as shifted copies on the fabric; generated and simulated every rank")
@@ -94,7 +99,9 @@ def simulate_llm(topology, spec, *, model: str = "flow", symmetry: str = "auto",
     return simulate(topology, tables, groups, model, ctrl_deps, streams, stragglers=stragglers, faults=faults,
                     seed=seed, placement=placement, engine=engine, routing=routing, out=out, overwrite=overwrite,
                     replicas=replicas, label=label, notes=notes, overrides=overrides, progress=progress,
-                    schedules=schedules, compute_efficiency=compute_efficiency, sm_contention=sm_contention)
+                    schedules=schedules, compute_efficiency=compute_efficiency, sm_contention=sm_contention,
+                    symmetry="approximate" if symmetry == "approximate" else "auto",
+                    full_tables=None if replicas is None else lambda: generate_tables(spec, symmetry="none", **gen)[0])
 
 
 def overlap_settings(gen: dict) -> dict:

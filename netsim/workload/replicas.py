@@ -18,11 +18,12 @@ representatives' dependency graphs only:
   at different times when a replica is smaller than a node);
 * send/recv pairs must join representatives; their traffic is mirrored too.
 
-Exact when the fabric treats the replicas alike (every replica's traffic meets the same
-contention).  Where it does not (ECMP collisions hit some replicas' transfers and not
-others), a representative's transfer completes when the last of its copies does: the
-simulated replica paces the slowest one, which is the one the data-parallel
-collectives wait for.  The run's notes then report the largest spread between copies.  Faults that differ per rank
+Exact when every replica is planned as the representatives are and every copy finishes with
+its representative; :mod:`netsim.workload.symmetry` checks both for the run at hand (the plans
+before it starts, the timing as it runs) and the runner simulates every rank where either
+fails.  Under ``symmetry="approximate"`` a representative's transfer completes when the last of
+its copies does instead (the simulated replica paces the slowest one) and the notes report the
+largest spread between copies: an approximation with no bound.  Faults that differ per rank
 break the symmetry, so the runner simulates every rank then.
 """
 
@@ -121,12 +122,15 @@ class Replicas:
 class Mirrored:
     """A network seen through the representatives: every transfer they make is made by
     every replica (``perms[k]`` applied to both ends).  A representative's transfer is
-    reported done when its last copy lands, so that the representatives pace the slowest
-    replica; ``max_skew_s`` is the largest spread between the first and the last copy."""
+    reported done when its last copy lands; the spread between the first and the last copy
+    goes to ``verifier`` (:class:`~netsim.workload.symmetry.Verifier`), which stops an exact
+    run where copies finish apart."""
 
-    def __init__(self, net, replicas: Replicas):
+    def __init__(self, net, replicas: Replicas, verifier=None):
+        from netsim.workload.symmetry import Verifier
+
         self.net, self.perms = net, replicas.perms
-        self.max_skew_s = 0.0
+        self.verifier = verifier if verifier is not None else Verifier(strict=False)
         self.transfers = 0
         self._routes: dict = {}  # (src, dst, key) of the representatives -> every copy's routes
 
@@ -149,7 +153,11 @@ class Mirrored:
             first[j] = np.fmin(first[j], t)
             ready = j[left[j] == 0]
             if ready.size:
-                self.max_skew_s = max(self.max_skew_s, float((t - first[ready]).max()))
+                spread = t - first[ready]
+                worst = int(np.argmax(spread))
+                self.verifier.check(float(spread[worst]), lambda: (
+                    f"the copies of transfer {int(src[ready[worst]])}->{int(dst[ready[worst]])} finished up to "
+                    f"{float(spread[worst]) * 1e6:.6g} us apart (at {t * 1e6:.3f} us simulated)"))
                 on_done(ready, t)
 
         self.transfers += (k - 1) * m

@@ -54,6 +54,7 @@ from netsim.workload.deadlock import Unmatched
 from netsim.chakra.groups import CommGroups
 from netsim.workload.replicas import Replicas, RunConflict
 from netsim.workload.sends import Sends
+from netsim.workload.symmetry import MODES, SymmetryBroken, prove_plans, unproven_policy
 from netsim.workload.streams import COMM, COMM_STREAMS, GPU, comm_lanes, node_lanes
 
 
@@ -131,7 +132,8 @@ class WorkloadRun:
                  model: str = "flow", *, ctrl_deps: bool = True, streams: int = 1,
                  schedule_fn=None, network=None, compute_scale=None, launch_delay=None,
                  replicas: Replicas | None = None, event_only=(), fast: bool = True, placement=None,
-                 comm_streams: str | None = None, sm_contention: bool = True):
+                 comm_streams: str | None = None, sm_contention: bool = True, symmetry: str = "exact",
+                 full_tables=None):
         if streams < 1:
             raise InputError(f"expected at least 1 stream per lane, got {streams}", source="--streams")
         self.streams = streams
@@ -170,6 +172,11 @@ class WorkloadRun:
             replicas = None
             self.notes.append("replica symmetry off: the placement is not packed, so replicas are not shifted "
                               "copies on the fabric; simulated every rank")
+        if symmetry not in MODES:
+            raise InputError(f"expected one of {', '.join(MODES)}, got {symmetry!r}", source="symmetry")
+        self.symmetry = symmetry
+        # every rank's tables, for when an exact replica run is not proven (see _unreplicate)
+        self._full_tables = tables if replicas is not None and len(tables) == n else full_tables
         if replicas is not None:
             if replicas.count == 1:
                 replicas = None
@@ -185,6 +192,7 @@ class WorkloadRun:
         self.topo, self.groups = topo, groups
         self.unknown = 0
         self._graphs: dict = {}
+        self._ctrl = ctrl_deps
         self._tables = {r: self._graph(r, tables[r], ctrl_deps) for r in sorted(tables)}
         self.event_only = set(event_only)
         self.fast = fast
@@ -211,7 +219,8 @@ class WorkloadRun:
             self.ranks.append(st)
         every = None if self.event_only else families_of([g[0] for g in self._tables.values()], self.groups)
         self.colls = Instances(self.env, self.net, self.schedule_fn, self.replicas, frozenset(self.event_only),
-                               self.fast, self.gpus, every or frozenset())  # when a run stops: see run()
+                               self.fast, self.gpus, every or frozenset(),  # when a run stops: see run()
+                               strict=self.symmetry == "exact")
         self._colls = self.colls.items
         self.p2p = self.colls.mirrored or self.net
         #: Messages that landed before their receive was posted: message key -> senders, in order.
@@ -277,6 +286,33 @@ class WorkloadRun:
         A repeat that deadlocks, or the last one allowed, runs every collective event-driven (its
         verdict is final: a deadlock is never repeated away); a deadlock that holds in every
         timing (:meth:`~netsim.workload.deadlock.Unmatched.certain`) is reported at once."""
+        if self.replicas is not None and self.symmetry == "exact":
+            why = unproven_policy(self.topo) or prove_plans(self.replicas, {r: g[0] for r, g in self._tables.items()},
+                                                            self.groups, self.schedule_fn, self.sends, self.gpus)
+            if why is not None:
+                self._unreplicate(why)
+        kept = len(self.notes)
+        try:
+            return self._run()
+        except SymmetryBroken as exc:
+            del self.notes[kept:]  # what the stopped replica run said
+            self._unreplicate(str(exc))
+            return self._run()
+
+    def _unreplicate(self, why: str) -> None:
+        """Simulate every rank from now on: the replica symmetry is not exact for this run."""
+        full = self._full_tables() if callable(self._full_tables) else self._full_tables
+        if full is None:
+            raise InputError(f"replica symmetry is not exact for this run ({why}), and the workload holds only the "
+                             "representatives; give every rank's table, or symmetry 'approximate'",
+                             source="replicas")
+        self.notes.append(f"replica symmetry not exact for this run: {why}; simulated every rank")
+        self.replicas, self._full_tables = None, None
+        ctrl = self._ctrl
+        self._tables = {r: self._graph(r, full[r], ctrl) for r in sorted(full)}
+        self._reset()
+
+    def _run(self) -> WorkloadResult:
         for attempt in range(1, self.MAX_ATTEMPTS + 2):
             stopped = self._simulate()
             guard = self.colls.guard

@@ -10,12 +10,16 @@ from netsim.collectives.executor import ENGINES
 from netsim.errors import InputError
 
 
+#: ``symmetry`` values: replica symmetry where proven exact (else every rank), even where not, or never.
+SYMMETRIES = ("auto", "approximate", "none")
+
+
 def simulate(topology, workload, comm_groups=None, model: str = "flow", ctrl_deps: bool = True,
              streams: int = 1, *, stragglers=(), faults=None, seed: int | None = None,
              routing: str | None = None, placement: str = "packed",
              engine: str = "auto", out=None, overwrite: bool = False, replicas=None, label: dict | None = None,
              notes=(), overrides: dict | None = None, progress: bool = False, schedules=None,
-             compute_efficiency=None, symmetry: str = "auto", sm_contention: str = "on"):
+             compute_efficiency=None, symmetry: str = "auto", sm_contention: str = "on", full_tables=None):
     """Python API of ``netsim run``: returns a :class:`~netsim.workload.runner.WorkloadResult`.
 
     ``compute_efficiency`` (``--compute-efficiency``): the achieved fraction of the roofline (the GPU's
@@ -52,9 +56,13 @@ def simulate(topology, workload, comm_groups=None, model: str = "flow", ctrl_dep
 
     ``symmetry`` (``--symmetry``): ``auto`` looks for replica symmetry in a file set (ranks whose
     traces are the same up to a renaming of ranks and groups, :mod:`netsim.workload.file_symmetry`)
-    and simulates one replica standing for all when it is proven; the notes say what was
-    de-duplicated or why not.  ``none`` simulates every rank.  In-memory workloads and
-    ``replicas`` given by the caller are taken as they are.
+    and simulates one replica standing for all when it is proven exact for this run
+    (:mod:`netsim.workload.symmetry`: every replica planned as the representatives, every copy
+    finishing with its representative), else every rank; the notes say what was de-duplicated or
+    why not.  ``approximate`` keeps one replica even where copies finish apart (the notes give the
+    spread; no bound).  ``none`` simulates every rank.  In-memory workloads and ``replicas`` given
+    by the caller are taken as they are; ``full_tables`` (every rank's tables, or a function
+    returning them) is what an unproven replica run falls back to.
     """
     import time
     from pathlib import Path
@@ -72,8 +80,8 @@ def simulate(topology, workload, comm_groups=None, model: str = "flow", ctrl_dep
     from netsim.workload.runner import WorkloadRun
 
     t0 = time.perf_counter()
-    if symmetry not in ("auto", "none"):
-        raise InputError(f"expected auto or none, got {symmetry!r}", source="--symmetry")
+    if symmetry not in SYMMETRIES:
+        raise InputError(f"expected one of {', '.join(SYMMETRIES)}, got {symmetry!r}", source="--symmetry")
     if engine not in ENGINES:
         raise InputError(f"expected one of {', '.join(ENGINES)}, got {engine!r}", source="--engine")
     placement = "packed" if placement is None else str(placement).strip()
@@ -112,7 +120,7 @@ def simulate(topology, workload, comm_groups=None, model: str = "flow", ctrl_dep
     scan = tables = None
     if in_memory:
         tables = workload
-    elif symmetry == "auto" and replicas is None and not Path(workload).is_file():
+    elif symmetry != "none" and replicas is None and not Path(workload).is_file():
         scan = scan_workload(workload)  # signatures; tables are read again for the ranks simulated
     else:
         tables = read_workload(workload)
@@ -131,14 +139,16 @@ def simulate(topology, workload, comm_groups=None, model: str = "flow", ctrl_dep
         replicas, note = _file_replicas(scan, groups, gpus, bool(stragglers) or faults is not None)
         notes = [*notes, note] if note else notes
         tables = scan.tables(None if replicas is None else replicas.reps)
-        del scan
+        if replicas is not None:  # every rank's tables, read only if the replica run is not exact
+            full_tables = _checked(scan.tables, None)
         for table in {id(t): t for t in tables.values()}.values():
             check_runnable(table)
     sfn = None if schedules is None else schedules(plan.topology, model)
     run_topo, eff_note = _with_compute_efficiency(plan.topology, efficiency)
     wr = WorkloadRun(run_topo, tables, groups, model, ctrl_deps=ctrl_deps, streams=streams,
                      compute_scale=plan.compute_scale, launch_delay=plan.launch_delay, replicas=replicas,
-                     placement=gpus, fast=engine == "auto", schedule_fn=sfn, sm_contention=sm_contention == "on")
+                     placement=gpus, fast=engine == "auto", schedule_fn=sfn, sm_contention=sm_contention == "on",
+                     symmetry="approximate" if symmetry == "approximate" else "exact", full_tables=full_tables)
     from netsim.progress import Poller
     total = sum(len(st.table) for st in wr.ranks)  # executed ops (a repeated run starts over)
     with Poller(total, lambda: len(wr.ops), "run", "op", progress,
@@ -238,3 +248,15 @@ def _file_replicas(scan, groups, gpus, faulty: bool):
     if faulty:  # as run --llm: stragglers, jitter and link faults make ranks or their paths differ
         return None, "file symmetry off: stragglers or faults make ranks differ; simulated every rank"
     return find_replicas(scan, groups)
+
+
+def _checked(read, ranks):
+    """``read(ranks)`` later, with every distinct table checked runnable (a fallback's tables)."""
+    def tables():
+        from netsim.chakra.check import check_runnable
+
+        out = read(ranks)
+        for table in {id(t): t for t in out.values()}.values():
+            check_runnable(table)
+        return out
+    return tables
