@@ -42,7 +42,7 @@ class BenchConfig:
     channels (default: NCCL's count, reduced for small sizes like NCCL). protocol: force
     LL/LL128/Simple. skew: ``zipf:ALPHA`` or ``uniform`` expert load (all-to-all becomes
     alltoallv). skew_matrix: file with an n x n byte matrix (alltoallv). seed: skew seed.
-    routing: scale-out routing ecmp/adaptive/spray overriding the topology file's (None keeps it).
+    routing: scale-out routing ftree/ecmp/adaptive/spray overriding the topology file's (None keeps it).
     """
 
     op: str
@@ -244,8 +244,9 @@ def register_cli(sub) -> None:
     p.add_argument("--engine", default="auto", choices=ENGINES,
                    help="auto: vectorized where provably exact (default); event: event-driven reference")
     p.add_argument("--routing", default=None, metavar="POLICY",
-                   help="scale-out routing: ecmp (static hash), adaptive (least-loaded path at flow start) or "
-                        "spray (every flow over all equal-cost paths); default: the topology file's (ecmp)")
+                   help="scale-out routing: ftree (InfiniBand subnet manager, by destination), ecmp (static "
+                        "hash), adaptive (least-loaded path at flow start) or spray (every flow over all "
+                        "equal-cost paths); default: the topology file's (ftree on InfiniBand, ecmp on RoCE)")
     p.add_argument("--model", default="flow", metavar="MODEL",
                    help="network model: flow (congestion-aware max-min sharing, default) or analytical "
                         "(each step alone: a bound; README)")

@@ -328,9 +328,14 @@ def _ns_names(extra: dict):
 
 def efficiency_columns(topo) -> dict:
     """``runs`` columns of the achieved / line rate per link kind a run used
-    (``link_efficiency.<kind>``; empty for a topology at line rates or ``None``)."""
+    (``link_efficiency.<kind>``; empty for a topology at line rates or ``None``), and on a fat-tree
+    the fabric kind and routing (``fabric``, ``routing``)."""
     eff = getattr(getattr(topo, "facts", None), "link_efficiency", None) or {}
-    return {f"link_efficiency.{k}": float(v) for k, v in sorted(eff.items())}
+    out = {f"link_efficiency.{k}": float(v) for k, v in sorted(eff.items())}
+    fabric = getattr(getattr(topo, "facts", None), "fabric", None)
+    if fabric is not None:  # the scale-out fabric's kind and the routing the run used on it
+        out.update(fabric=fabric, routing=topo.routing)
+    return out
 
 
 def runs_row(config: dict, **extra):

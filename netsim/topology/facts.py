@@ -141,6 +141,8 @@ class TopologyFacts:
     tiers: int = 0
     switches: Mapping[str, int] = field(default_factory=dict)
     oversubscription: Mapping[str, float] = field(default_factory=dict)
+    #: Fat-tree: ``infiniband`` (routed by its subnet manager) or ``roce`` (switches hash flows).
+    fabric: str | None = None
     #: Fat-tree: the NICs of a server sit on different leaves (one rail per local GPU index).
     rail_optimized: bool = False
     #: Fat-tree: inter-node traffic crosses NVLink to the GPU on the destination's rail first.

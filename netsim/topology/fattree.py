@@ -15,8 +15,9 @@ to the leaf of rail *i* (rails follow NICs, not GPUs), and the leaves of one rai
 adjacent, so that a spine pod holds one rail of several scalable units (rail-aligned pods).
 
 Routing is computed from coordinates: go up from the source NIC to the lowest
-common ancestor tier, choosing each parent by an ECMP hash of
-``(src, dst, key, tier)``, then down the unique path to the destination.  A GPU with several
+common ancestor tier, choosing each parent by the fabric's policy (InfiniBand: by the
+destination, as OpenSM's fat-tree engine does; RoCE: an ECMP hash of ``(src, dst, key, tier)``),
+then down the unique path to the destination.  A GPU with several
 NICs picks one per transfer by its key (:meth:`~netsim.topology.hostio.NicLayout.local_nic`).
 GPUs of the same node talk over the node's own scale-up network, or, with
 ``intra_node="nic"`` (pure-RDMA kernels), through their NICs and the fabric (a NIC shared by
@@ -34,7 +35,7 @@ import numpy as np
 
 from netsim.topology.facts import INTRA_NODE_ROUTES, TopologyFacts, XgftLevel
 from netsim.topology.hostio import NicLayout, host_links, up_down_columns
-from netsim.topology.model import (NODE_KINDS, Topology, csr_from_columns, csr_merge,
+from netsim.topology.model import (FABRICS, NODE_KINDS, Topology, csr_from_columns, csr_merge, default_routing,
                                    link_kind_id, mix_hash, node_kind_id)
 from netsim.topology.policy import adaptive_pick, with_routing
 
@@ -244,7 +245,7 @@ class FatTreeRouter:
             cd = (pd // below.M) * below.W + B
             base = self.level_base[i - 2]
             bi = self._branches(lv.w, s, d, key, i, k >= i, base + cs * lv.w,
-                                base + below.S * lv.w + cd * lv.w, load)
+                                base + below.S * lv.w + cd * lv.w, load, pd // below.W)
             up_cols.append(base + cs * lv.w + bi)
             down_cols.append(base + below.S * lv.w + cd * lv.w + bi)
             valid.append(k >= i)
@@ -256,10 +257,13 @@ class FatTreeRouter:
                + [v & fabric for v in valid[::-1]] + [fabric] + [ok_all] * (len(host_down) - 1))
         return csr_from_columns(np.stack(cols, axis=1), np.stack(oks, axis=1))
 
-    def _branches(self, w, s, d, key, i, uses, up0, down0, load) -> np.ndarray:
-        """Branch per transfer at tier ``i`` (``uses``: transfers that cross it; blocks at ``up0``/``down0``)."""
+    def _branches(self, w, s, d, key, i, uses, up0, down0, load, digits) -> np.ndarray:
+        """Branch per transfer at tier ``i`` (``uses``: transfers that cross it; blocks at ``up0``/``down0``;
+        ``digits``: the destination position over the parents per group below, for ``ftree``)."""
         if self.policy == "spray":
             return np.zeros(s.size, dtype=np.int64)
+        if self.policy == "ftree":  # D-mod-K: the destination's next digit picks the parent
+            return digits % w
         bi = (mix_hash(s, d, key, np.int64(i)) % np.uint64(w)).astype(np.int64)
         if self.policy != "adaptive" or w == 1 or not uses.any():
             return bi
@@ -274,8 +278,8 @@ class FatTreeRouter:
 
 def fat_tree(node: Topology, n_nodes: int, tiers: list[Tier], *, nic_bw: float,
              nic_latency: float = 400e-9, pcie_bw: float = 63e9, pcie_latency: float = 100e-9,
-             rail_optimized: bool = True, pxn: bool | None = None, routing: str = "ecmp",
-             name: str = "fat-tree", nics_per_gpu: int = 1, gpus_per_nic: int = 1,
+             rail_optimized: bool = True, pxn: bool | None = None, routing: str | None = None,
+             fabric: str = "infiniband", name: str = "fat-tree", nics_per_gpu: int = 1, gpus_per_nic: int = 1,
              gpus_per_switch: int | None = None, nic_pcie_bw: float | None = None,
              switch_latency: float | None = None, intra_node: str = "nvlink") -> Topology:
     """Replicate ``node`` ``n_nodes`` times under a fat-tree of ``tiers``.
@@ -297,7 +301,11 @@ def fat_tree(node: Topology, n_nodes: int, tiers: list[Tier], *, nic_bw: float,
         source node on the destination's rail, then through that GPU's NIC, so that
         traffic between nodes stays on one rail.  Default: on when rail-optimized.
     routing
-        ``ecmp``, ``adaptive`` or ``spray`` (:mod:`netsim.topology.policy`).
+        ``ftree``, ``ecmp``, ``adaptive`` or ``spray`` (:mod:`netsim.topology.policy`); default: the
+        fabric's (:func:`~netsim.topology.model.default_routing`).
+    fabric
+        ``infiniband`` (routed by its subnet manager: ``ftree`` by default) or ``roce`` (switches
+        hash flows: ``ecmp`` by default).
     nics_per_gpu, gpus_per_nic, gpus_per_switch
         NICs per GPU, GPUs per NIC, GPUs per PCIe switch (:class:`~netsim.topology.hostio.NicLayout`).
     nic_pcie_bw, switch_latency
@@ -316,6 +324,9 @@ def fat_tree(node: Topology, n_nodes: int, tiers: list[Tier], *, nic_bw: float,
         raise ValueError("a fat-tree needs at least one node and one tier")
     if intra_node not in INTRA_NODE_ROUTES:
         raise ValueError(f"intra_node must be one of {', '.join(INTRA_NODE_ROUTES)}, got {intra_node!r}")
+    if fabric not in FABRICS:
+        raise ValueError(f"fabric must be one of {', '.join(FABRICS)}, got {fabric!r}")
+    routing = default_routing(fabric) if routing is None else routing
     g = node.n_gpus
     lay = NicLayout.default(g, nics_per_gpu, gpus_per_nic, gpus_per_switch)
     pos, slots = rail_positions(n_nodes, lay.nics, tiers[0].down, rail_optimized)
@@ -329,7 +340,7 @@ def fat_tree(node: Topology, n_nodes: int, tiers: list[Tier], *, nic_bw: float,
     router = FatTreeRouter(node, n_nodes, pos, levels, link_base, level_base, node.n_links, pxn,
                            layout=lay, intra_node=intra_node)
     facts = _fat_tree_facts(node, n_nodes, tiers, levels, nic_bw, rail_optimized, bool(pxn), lay, pcie)
-    facts = replace(facts, intra_node=intra_node)
+    facts = replace(facts, intra_node=intra_node, fabric=fabric)
     gpus = (np.arange(H) // g) * node.n_nodes + node.gpus[np.arange(H) % g]
     topo = Topology(name=name, gpus=gpus.astype(np.int32), router=router, facts=facts,
                     node_kind=node_base, **arrays)

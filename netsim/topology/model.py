@@ -36,8 +36,20 @@ MAX_LINKS = 16_000_000
 
 NODE_KINDS: tuple[str, ...] = ("gpu", "nvswitch", "nic", "leaf", "spine", "core", "switch")
 LINK_KINDS: tuple[str, ...] = ("nvlink", "pcie", "ib", "ethernet", "link")
-#: Scale-out routing policies (:mod:`netsim.topology.policy`); the first is the default.
-ROUTINGS: tuple[str, ...] = ("ecmp", "adaptive", "spray")
+#: Scale-out routing policies (:mod:`netsim.topology.policy`).  The default follows the fabric
+#: (:data:`FABRICS`): ``ftree`` on InfiniBand, ``ecmp`` on RoCE and on every fixed-route topology.
+ROUTINGS: tuple[str, ...] = ("ecmp", "ftree", "adaptive", "spray")
+#: Scale-out fabric kinds and the routing each runs by default (:func:`default_routing`).
+FABRICS: dict[str, str] = {"infiniband": "ftree", "roce": "ecmp"}
+
+
+def default_routing(fabric: str | None) -> str:
+    """The routing a fabric runs by default: its subnet manager's on InfiniBand, ECMP hashing on RoCE.
+
+    >>> default_routing("infiniband"), default_routing("roce"), default_routing(None)
+    ('ftree', 'ecmp', 'ecmp')
+    """
+    return FABRICS.get(fabric, "ecmp") if fabric is not None else "ecmp"
 
 
 def node_kind_id(name: str) -> int:
@@ -145,7 +157,7 @@ class Topology:
             raise ValueError(f"rank out of range [0, {n})")
         if key is not None:
             key = np.broadcast_to(np.asarray(key, dtype=np.int64), src.shape)
-        if self.routing == "ecmp":
+        if self.routing in ("ecmp", "ftree"):  # static: the router's own tables (fault detours included)
             return self.router.routes(src, dst, key)
         if not getattr(self.router, "load_aware", False):
             from netsim.errors import InputError

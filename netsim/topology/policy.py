@@ -1,4 +1,4 @@
-"""Scale-out routing policies of a fat-tree: ``ecmp``, ``adaptive`` and ``spray``.
+"""Scale-out routing policies of a fat-tree: ``ftree``, ``ecmp``, ``adaptive`` and ``spray``.
 
 Routing applies to the scale-out fabric only.  Routes inside a server (NVLink, NVSwitch,
 the GPU<->NIC PCIe hop, PXN's NVLink relay hop) and the NIC<->leaf links are the same under
@@ -7,9 +7,26 @@ every policy: they offer no choice.  The choices are the parents taken at tiers 
 and the down path mirrors the up path, so a fabric path is a digit string ``(b_2, ..., b_k)``
 up to the lowest common ancestor tier *k*.
 
-``ecmp`` (default)
+``ftree`` (default on InfiniBand, ``scale_out.fabric: infiniband``)
+    What an InfiniBand subnet manager writes into the switches: OpenSM's fat-tree routing engine
+    (``opensm -R ftree``; OpenSM's ``doc/current-routing.txt``, "Fat-tree Routing Algorithm":
+    it "optimizes routing of fat-trees for congestion-free 'shift' communication pattern").
+    Forwarding is by destination only, so every switch holds one output port per destination
+    LID; going up, the parent is the destination's next digit in the fabric's mixed radix
+    (D-mod-K, Zahavi et al., "Optimized InfiniBand fat-tree routing for shift all-to-all
+    communication patterns", CCPE 2010, eq. 1): ``b_i = (p_d // W_{i-1}) % w_i`` with ``p_d``
+    the destination NIC's position under the leaves (leaf-major, then port: the order in which
+    OpenSM's engine indexes hosts) and ``W_{i-1} = w_2 ... w_{i-1}``.  Destinations spread
+    round-robin over the parents, all flows towards one destination meet at one top switch, and
+    its down path is unique.  What is modelled: the up-port choice and unique down paths of a
+    healthy, fully populated XGFT; the source, the flow key and load play no part.  Not modelled:
+    OpenSM's handling of non-full or degraded trees (a ``--faults`` detour hashes, see
+    :class:`~netsim.workload.fault_routing.FaultRouter`), its ``updn``/``minhop`` engines, and
+    the adaptive routing of NVIDIA Quantum switches (``adaptive`` below).
+
+``ecmp`` (default on RoCE, ``scale_out.fabric: roce``, and on fixed-route topologies)
     Static hashing: ``b_i = mix_hash(src, dst, key, i) % w_i``.  Flows may collide on one
-    link while its siblings idle, as on a real fabric with static ECMP.
+    link while its siblings idle, as on a real Ethernet fabric with static ECMP.
 
 ``adaptive``
     InfiniBand adaptive routing decided when a flow starts (a flowlet that lasts the whole

@@ -94,6 +94,13 @@ def _routing(v, src, f):
     return check_routing(v, source=src, field=f)
 
 
+def _fabric(v, src, f):
+    from netsim.topology.model import FABRICS
+    if v not in FABRICS:
+        raise InputError(f"expected one of {', '.join(FABRICS)}, got {v!r}", source=src, field=f)
+    return v
+
+
 def _ratio(v, src, f):
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not 1 <= v <= 1e6:
         raise InputError(f"expected a ratio in 1..1e6 (down:up capacity), got {v!r}", source=src, field=f)
@@ -225,7 +232,9 @@ class ScaleOutSpec:
         and the fabric (pure-RDMA kernels).
     rail_optimized: NIC *i* of every node on the leaf of rail *i*.
     pxn: NCCL PXN routing (NVLink to the GPU on the destination's rail first); default = rail_optimized.
-    routing: path choice among equal-cost paths: ecmp (static hash), adaptive or spray (docs/topology.md).
+    fabric: ``infiniband`` (default; routed by its subnet manager) or ``roce`` (Ethernet switches hash flows).
+    routing: path choice among equal-cost paths: ftree (OpenSM's fat-tree engine), ecmp (static hash),
+        adaptive or spray (docs/topology.md); default: ftree on InfiniBand, ecmp on RoCE.
     tiers: switch tiers, leaf first.
     """
 
@@ -240,7 +249,8 @@ class ScaleOutSpec:
     intra_node: str = _opt(_intra, "nvlink")
     rail_optimized: bool = _opt(_bool, True)
     pxn: bool | None = _opt(_bool)
-    routing: str = _opt(_routing, "ecmp")
+    fabric: str = _opt(_fabric, "infiniband")
+    routing: str | None = _opt(_routing)
     tiers: tuple = _opt(_tiers, ())
 
 
@@ -427,7 +437,7 @@ def _build(spec: TopologySpec, source: str) -> Topology:
     try:
         return fat_tree(node, spec.nodes, tiers, nic_bw=so.nic_bw, nic_latency=so.nic_latency,
                         pcie_bw=so.pcie_bw, pcie_latency=so.pcie_latency,
-                        rail_optimized=so.rail_optimized, pxn=so.pxn, routing=so.routing, name=spec.name,
+                        rail_optimized=so.rail_optimized, pxn=so.pxn, routing=so.routing, fabric=so.fabric, name=spec.name,
                         nics_per_gpu=lay.nics_per_gpu, gpus_per_nic=lay.gpus_per_nic,
                         gpus_per_switch=lay.gpus_per_switch, nic_pcie_bw=sw.nic_bw,
                         switch_latency=sw.latency, intra_node=so.intra_node)

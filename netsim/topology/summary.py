@@ -45,6 +45,7 @@ def summarize(topo: Topology) -> dict:
         out["oversubscription"] = dict(f.oversubscription)
         out["rail_optimized"] = f.rail_optimized
         out["routing"] = topo.routing
+        out["fabric"] = f.fabric
         out["nics"] = int(kinds.get("nic", 0))
         out["nics_per_gpu"], out["gpus_per_nic"] = f.nics_per_gpu, f.gpus_per_nic
         out["nic_port_GBps"] = round(f.nic_port_Bps / 1e9, 3)
@@ -86,7 +87,8 @@ def format_summary(s: dict) -> str:
                      f"{s['pcie_GBps_per_gpu']:g} GB/s per GPU" + (f", {s['pcie_switches']:,} PCIe switches"
                                                                     if s["pcie_switches"] else ""))
     if "routing" in s:
-        lines.append(f"routing       {s['routing']} (scale-out fabric)"
+        fabric = {"infiniband": "InfiniBand", "roce": "RoCE"}.get(s.get("fabric"), "scale-out")
+        lines.append(f"routing       {s['routing']} ({fabric} fabric)"
                      + ("; same-node traffic through the NICs" if s.get("intra_node") == "nic" else ""))
     if "dims" in s:
         lines.append("dims          " + " x ".join(

@@ -15,7 +15,8 @@ class FaultRouter:
     """The topology's routes, except that pairs crossing a failed link are re-routed.
 
     First the base router's other ECMP choices (the flow key re-hashed, up to ``tries``
-    times), which keeps its routing discipline (up/down, PXN); then a shortest path over
+    times; hashed over the same paths when the base routes by destination, ``ftree``), which
+    keeps its routing discipline (up/down, PXN); then a shortest path over
     the surviving links (breadth-first; may forward through GPUs, as on an NVLink mesh).
     Deterministic.  Construction checks that the job's ranks (on GPUs ``gpus``, default the
     first ``n_ranks``) still reach each other.
@@ -24,6 +25,9 @@ class FaultRouter:
     def __init__(self, topo: Topology, failed: np.ndarray, n_ranks: int, tries: int = 16,
                  gpus: np.ndarray | None = None):
         self.base, self.failed, self.gpus, self.tries = topo.router, failed, topo.gpus, tries
+        # the other equal-cost choices to try: a destination-routed (ftree) base has one per
+        # destination, so detours hash over the base's paths as ECMP does
+        self._detour = self.base.with_policy("ecmp") if getattr(self.base, "policy", None) == "ftree" else self.base
         self._job = np.arange(n_ranks, dtype=np.int64) if gpus is None else np.asarray(gpus, dtype=np.int64)
         self.link_src, self.link_dst = topo.link_src.astype(np.int64), topo.link_dst.astype(np.int64)
         alive = np.flatnonzero(~failed)
@@ -42,7 +46,7 @@ class FaultRouter:
         pieces = []
         for t in range(1, self.tries + 1):
             salt = (mix_hash(k0[rows], np.int64(t), np.int64(0xFA17)) >> np.uint64(2)).astype(np.int64)
-            ip2, lk2 = self.base.routes(src[rows], dst[rows], salt)
+            ip2, lk2 = self._detour.routes(src[rows], dst[rows], salt)
             ok = ~_crosses(ip2, lk2, self.failed)
             if ok.any():
                 pieces.append((rows[ok], *csr_gather(ip2, lk2, np.flatnonzero(ok))))
