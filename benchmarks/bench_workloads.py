@@ -7,10 +7,15 @@ W2  Mixtral-8x7B-like, 8 DGX H100 nodes (64 ranks): TP8 DP8 EP8, 8 microbatches,
 W3  Llama-3-405B-like, TP8 PP16 DP128 = 16,384 ranks, 16 microbatches, seq 8192, on
     h100-fat-tree-16k: generate + run in one process (``netsim run --llm``: the
     representatives of the 128 data-parallel replicas are generated and simulated,
-    every replica's traffic is on the fabric); flow (target <= 120 s, <= 8 GiB) and
-    analytical; also DP8 (1,024 ranks)
+    every replica's traffic is on the fabric, where that is proven exact; else every rank);
+    flow with ``--symmetry approximate`` (one replica even where copies finish apart) and
+    analytical; also DP8 (1,024 ranks).  ``--full`` adds the flow model's exact default at
+    DP128, which simulates every rank on this fabric (about an hour, 15 GB).
 
-Run: python benchmarks/bench_workloads.py [--quick]
+The ``symmetry`` column says what ran: ``exact R/N`` (R of N ranks simulated, proven),
+``approx R/N`` or ``every rank`` (with the reason a replica run was not proven, when it was tried).
+
+Run: python benchmarks/bench_workloads.py [--quick] [--full]
 """
 
 from __future__ import annotations
@@ -42,16 +47,22 @@ def _case(label: str, topo: str, model: str, gen: dict) -> dict:
             "exposed_ms": float(res.exposed_comm.mean()) * 1e3}
 
 
-def _llm_case(label: str, topo: str, model: str, gen: dict) -> dict:
+def _llm_case(label: str, topo: str, model: str, gen: dict, symmetry: str = "auto") -> dict:
     from netsim.workload.llmrun import simulate_llm
-    res = simulate_llm(str(ROOT / topo), gen.pop("spec"), model=model, **gen)
+    res = simulate_llm(str(ROOT / topo), gen.pop("spec"), model=model, symmetry=symmetry, **gen)
     run = res.run
-    return {"case": label, "model": model, "ranks": int(res.finish.size), "ops": len(res.ops) * (
+    n = int(res.finish.size)
+    if run.replicas is not None:
+        what = f"{'exact' if symmetry == 'auto' else 'approx'} {len(run.ranks)}/{n}"
+    else:
+        why = next((x for x in res.notes if x.startswith("replica symmetry not exact")), None)
+        what = "every rank" + (" (not proven)" if why else "")
+    return {"case": label, "model": model, "ranks": n, "symmetry": what, "ops": len(res.ops) * (
         run.replicas.count if run.replicas is not None else 1), "gen_s": float("nan"),
         "iteration_ms": float(res.finish.max()) * 1e3, "exposed_ms": float(res.exposed_comm.mean()) * 1e3}
 
 
-def main(quick: bool = False) -> None:
+def main(quick: bool = False, full: bool = False) -> None:
     llama = dict(spec="llama3-405b", tp=8, pp=16, dp=1, microbatches=16, seq=8192)
     mixtral = dict(spec="mixtral-8x7b", tp=8, pp=1, dp=8, ep=8, microbatches=8, seq=4096)
     cases = [partial(_case, "W2 Mixtral EP8 8 nodes", "h100-superpod-1su.yaml", m, dict(mixtral))
@@ -60,18 +71,22 @@ def main(quick: bool = False) -> None:
     if not quick:
         cases.append(partial(_case, "W1 Llama-405B TP8 PP16", "h100-fat-tree-16k.yaml", "flow", dict(llama)))
     big = dict(spec="llama3-405b", tp=8, pp=16, microbatches=16, seq=8192)
-    for dp, models in ((8, ("flow",)), (128, ("flow", "analytical"))):
+    runs = [(8, "flow", "auto"), (128, "flow", "approximate"), (128, "analytical", "auto")]
+    runs += [(128, "flow", "auto")] if full else []
+    for dp, m, sym in runs:
         if quick and dp == 128:
             continue
-        for m in models:
-            cases.append(partial(_llm_case, f"W3 Llama-405B TP8 PP16 DP{dp}", "h100-fat-tree-16k.yaml", m,
-                                 dict(big, dp=dp)))
+        cases.append(partial(_llm_case, f"W3 Llama-405B TP8 PP16 DP{dp}", "h100-fat-tree-16k.yaml", m,
+                             dict(big, dp=dp), sym))
     rows = [run_case(c) for c in cases]
-    print_table(rows, [("case", "case", "s"), ("model", "model", "s"), ("ranks", "ranks", "d"), ("ops", "ops", "d"),
+    for r in rows:
+        r.setdefault("symmetry", "")
+    print_table(rows, [("case", "case", "s"), ("model", "model", "s"), ("ranks", "ranks", "d"),
+                       ("symmetry", "symmetry", "s"), ("ops", "ops", "d"),
                        ("gen_s", "generate s", ".2f"), ("wall_s", "total wall s", ".2f"),
                        ("iteration_ms", "iteration ms", ".1f"), ("exposed_ms", "exposed comm ms", ".1f"),
                        ("peak_rss_MB", "peak RSS MB", ".0f")])
 
 
 if __name__ == "__main__":
-    main("--quick" in sys.argv)
+    main("--quick" in sys.argv, "--full" in sys.argv)

@@ -112,3 +112,21 @@ def test_bad_config(bad):
     from netsim.errors import InputError
     with pytest.raises(InputError):
         MoERunConfig(**bad)
+
+
+@pytest.mark.slow
+def test_readme_moe_figures():
+    # the four iteration times README.md states for the Mixtral EP8 run on one DGX H100
+    import re
+
+    from conftest import REPO
+
+    text = (REPO / "README.md").read_text()
+    said = re.search(r"gives ([\d.]+) ms against ([\d.]+) ms uniform \(([\d.]+) ms with the default uniform "
+                     r"all-to-all.*?and ([\d.]+) ms with `--redundant-experts 8`", text, re.S)
+    assert said, "README's MoE run figures moved: update this test's pattern"
+    gen = dict(tp=1, pp=1, dp=8, ep=8, microbatches=1, seq=1024)
+    run = lambda moe: simulate_llm(DGX, "mixtral-8x7b", moe=moe, **gen).finish.max() * 1e3  # noqa: E731
+    got = [run(MoERunConfig(algo="direct", skew="zipf:1.2")), run(MoERunConfig(algo="direct")), run(None),
+           run(MoERunConfig(algo="direct", skew="zipf:1.2", redundant_experts=8))]
+    assert [f"{g:.1f}" for g in got] == list(said.groups())

@@ -155,7 +155,7 @@ def test_three_tier_routes_and_diameter():
 
 def test_ecmp_spreads_evenly():
     t = fat_tree(hgx_h100(), 4, [Tier("leaf", down=4, up=4, up_bw=50e9), Tier("spine", down=8)],
-                 nic_bw=50e9, rail_optimized=False)
+                 nic_bw=50e9, rail_optimized=False, routing="ecmp")
     n = 40000
     src, dst = np.zeros(n, dtype=np.int64), np.full(n, 31)
     indptr, links = t.routes(src, dst, np.arange(n))

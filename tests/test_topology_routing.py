@@ -19,22 +19,24 @@ from netsim.topology.spec import load_topology, parse_spec, build_topology
 
 # ----------------------------------------------------------------- fabrics
 def tree_2t_rail():
-    return fat_tree(hgx_h100(), 8, [Tier("leaf", down=8, up=8), Tier("spine", down=16)], nic_bw=50e9)
+    return fat_tree(hgx_h100(), 8, [Tier("leaf", down=8, up=8), Tier("spine", down=16)], nic_bw=50e9,
+                    routing="ecmp")
 
 
 def tree_2t_tor_over():  # 2 leaves of 2 nodes, 8 spines (w = 8), leaf 4:1
     return fat_tree(hgx_h100(), 4, [Tier("leaf", down=16, up=8, up_bw=25e9), Tier("spine", down=2, parallel=1)],
-                    nic_bw=50e9, rail_optimized=False)
+                    nic_bw=50e9, rail_optimized=False, routing="ecmp")
 
 
 def tree_3t_rail():  # w = 4 at both tiers
     return fat_tree(hgx_h100(), 16, [Tier("leaf", down=4, up=4), Tier("spine", down=4, up=4),
-                                     Tier("core", down=8)], nic_bw=50e9)
+                                     Tier("core", down=8)], nic_bw=50e9, routing="ecmp")
 
 
 def tree_3t_over(rail=False, pxn=None):  # w = 4, 2; leaf 4:1, spine 2.5:1
     return fat_tree(hgx_h100(), 16, [Tier("leaf", down=8, up=4, up_bw=25e9), Tier("spine", down=4, up=2, up_bw=20e9),
-                                     Tier("core", down=16, parallel=1)], nic_bw=50e9, rail_optimized=rail, pxn=pxn)
+                                     Tier("core", down=16, parallel=1)], nic_bw=50e9, rail_optimized=rail, pxn=pxn,
+                    routing="ecmp")
 
 
 FABRICS = {"2t-rail": tree_2t_rail, "2t-tor-over": tree_2t_tor_over, "3t-rail": tree_3t_rail,
@@ -57,9 +59,9 @@ def _digest(t):
 def test_ecmp_routes_unchanged_bit_for_bit():
     from netsim.topology.builders import dgx1_v100
     old3 = fat_tree(hgx_h100(), 16, [Tier("leaf", down=4, up=4), Tier("spine", down=4, up=4), Tier("core", down=32)],
-                    nic_bw=50e9)
+                    nic_bw=50e9, routing="ecmp")
     dgx1 = fat_tree(dgx1_v100(), 8, [Tier("leaf", down=4, up=4), Tier("spine", down=4, up=4), Tier("core", down=16)],
-                    nic_bw=50e9)
+                    nic_bw=50e9, routing="ecmp")
     got = {"2t-rail": _digest(tree_2t_rail()), "3t-rail-old": _digest(old3), "3t-dgx1": _digest(dgx1)}
     assert got == ECMP_GOLDEN
     assert tree_2t_rail().routing == "ecmp" and tree_2t_rail().link_class is None
@@ -89,7 +91,7 @@ def test_policies_need_a_fat_tree(topo):
 def test_bad_policy_is_a_one_line_error():
     with pytest.raises(InputError) as err:
         with_routing(tree_2t_rail(), "random")
-    assert str(err.value) == "--routing: expected one of ecmp, adaptive, spray, got 'random'"
+    assert str(err.value) == "--routing: expected one of ecmp, ftree, adaptive, spray, got 'random'"
 
 
 def test_router_wrapped_for_failures_is_refused():
@@ -298,14 +300,14 @@ DOC = {"node": {"preset": "hgx-h100"}, "nodes": 4,
 
 
 def test_yaml_routing_field():
-    assert build_topology(parse_spec(DOC)).routing == "ecmp"
-    for policy in ("ecmp", "adaptive", "spray"):
+    assert build_topology(parse_spec(DOC)).routing == "ftree"  # InfiniBand by default
+    for policy in ("ecmp", "ftree", "adaptive", "spray"):
         doc = {**DOC, "scale_out": {**DOC["scale_out"], "routing": policy}}
         t = build_topology(parse_spec(doc, "t.yaml"), "t.yaml")
         assert t.routing == policy and (t.link_class is not None) == (policy == "spray")
     with pytest.raises(InputError) as err:
         parse_spec({**DOC, "scale_out": {**DOC["scale_out"], "routing": "ugal"}}, "t.yaml")
-    assert str(err.value) == "t.yaml: scale_out.routing: expected one of ecmp, adaptive, spray, got 'ugal'"
+    assert str(err.value) == "t.yaml: scale_out.routing: expected one of ecmp, ftree, adaptive, spray, got 'ugal'"
 
 
 def _write(tmp_path, routing):
@@ -321,14 +323,14 @@ def test_cli_bad_values_exit_2_with_one_line(tmp_path, capsys):
     bad = _write(tmp_path, "foo")
     assert main(["topo", bad]) == 2
     err = capsys.readouterr().err.strip()
-    assert err == f"netsim: error: {bad}: scale_out.routing: expected one of ecmp, adaptive, spray, got 'foo'"
+    assert err == f"netsim: error: {bad}: scale_out.routing: expected one of ecmp, ftree, adaptive, spray, got 'foo'"
     for argv in (["bench", "--topology", good, "--op", "all_reduce", "--routing", "foo"],
                  ["run", "--topology", good, "--workload", str(tmp_path / "none"), "--routing", "foo"],
                  ["run", "--topology", good, "--llm", "llama3-70b", "--tp", "8", "--pp", "1", "--dp", "4",
                   "--routing", "foo"]):
         assert main(argv) == 2
         err = capsys.readouterr().err.strip()
-        assert err == "netsim: error: --routing: expected one of ecmp, adaptive, spray, got 'foo'", argv
+        assert err == "netsim: error: --routing: expected one of ecmp, ftree, adaptive, spray, got 'foo'", argv
     assert main(["bench", "--topology", "topologies/dgx-h100.yaml", "--op", "all_reduce", "--routing", "spray"]) == 2
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "applies to a fat-tree" in err
@@ -357,7 +359,7 @@ def test_sweep_keys_and_run_ids():
     assert [c["scale_out.routing"] for c in s.configs] == ["ecmp", "spray"] and len(set(s.run_ids)) == 2
     plain = parse_sweep({"kind": "bench", "base": base}, "s.yaml", ".")
     assert "routing" not in plain.configs[0]  # no routing key: earlier run ids unchanged
-    with pytest.raises(InputError, match=r"s.yaml: grid.routing\[1\]: expected one of ecmp, adaptive, spray"):
+    with pytest.raises(InputError, match=r"s.yaml: grid.routing\[1\]: expected one of ecmp, ftree, adaptive, spray"):
         parse_sweep({"kind": "bench", "base": base, "grid": {"routing": ["ecmp", "x"]}}, "s.yaml", ".")
     run = parse_sweep({"kind": "run", "base": {"topology": base["topology"], "llm.model": "llama3-70b",
                                                "llm.tp": 8, "llm.pp": 1, "llm.dp": 2},

@@ -17,6 +17,7 @@ from netsim.chakra.groups import CommGroups
 from netsim.chakra.inspect import read_workload
 from netsim.workload.replicas import LinkGuard, Mirrored, Replicas, RunConflict
 from netsim.workload.runner import WorkloadRun
+from netsim.workload.symmetry import Verifier
 
 TINY = ModelSpec("tiny", layers=4, hidden=1024, ffn=4096, heads=8, vocab=1000)
 SUPERPOD = "topologies/h100-superpod-1su.yaml"
@@ -222,7 +223,7 @@ def test_mirrored_waits_for_slowest_copy():
     net = _Uneven()
     net.topo = type("T", (), {"routes": staticmethod(lambda s, d, k=None: (np.zeros(s.size + 1, np.int64),
                                                                          np.zeros(0, np.int64)))})()
-    mirror = Mirrored(net, rep)
+    mirror = Mirrored(net, rep, Verifier(strict=False))
     got = []
     mirror.submit(np.array([0, 1]), np.array([1, 0]), np.array([8.0, 8.0]), lambda idx, t: got.append((idx, t)))
     for _k, fire in net.calls:

@@ -15,10 +15,10 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 
-#: name -> `netsim workload llm` arguments (kept small: the sets together stay under ~300 KB).
+#: name -> `netsim workload llm` arguments (kept small: the sets together stay under 500 KB).
 TRACES = {
-    "llama3-8b-tp2pp2": "--model llama3-8b --tp 2 --pp 2 --dp 1 --microbatches 2 --seq 2048",
-    "mixtral-8x7b-pp2dp2ep2": "--model mixtral-8x7b --tp 1 --pp 2 --dp 2 --ep 2 --microbatches 2 --seq 2048",
+    "llama3-8b-tp2pp2": "--llm llama3-8b --tp 2 --pp 2 --dp 1 --microbatches 2 --seq 2048",
+    "mixtral-8x7b-pp2dp2ep2": "--llm mixtral-8x7b --tp 1 --pp 2 --dp 2 --ep 2 --microbatches 2 --seq 2048",
 }
 
 #: name -> (GPUs, tokens per GPU, top-k, experts, skew, seed): `netsim bench --expert-map` inputs.

@@ -128,7 +128,7 @@ def with_routing(topo: Topology, routing: str, *, source: str | None = "--routin
     >>> s = with_routing(t, "spray")
     >>> rep = s.link_class == np.arange(s.n_links)  # representatives and links of no class
     >>> s.routing, t.routing, bool(np.isclose(s.capacity[rep].sum(), t.link_bw.sum()))
-    ('spray', 'ecmp', True)
+    ('spray', 'ftree', True)
     """
     check_routing(routing, source=source, field=field)
     if routing == topo.routing:

@@ -34,7 +34,7 @@ def register_cli(sub) -> None:
     run.add_argument("--comm-groups", default=None, help="ASTRA-sim comm-group JSON")
     run.add_argument("--model", default="flow", choices=["flow", "analytical"], help="network model")
     run.add_argument("--routing", default=None, metavar="POLICY",
-                     help="scale-out routing: ecmp, adaptive or spray (docs/topology.md); default: the topology file's")
+                     help="scale-out routing: ftree, ecmp, adaptive or spray (docs/topology.md); default: the topology file's (ftree on InfiniBand, ecmp on RoCE)")
     run.add_argument("--placement", default="packed", metavar="SPEC",
                      help="which GPU each rank runs on: packed (rank r on GPU r, default), random[:SEED], "
                           "strided:K, or a file of GPU ids (docs/workloads.md)")

@@ -126,11 +126,8 @@ class Mirrored:
     goes to ``verifier`` (:class:`~netsim.workload.symmetry.Verifier`), which stops an exact
     run where copies finish apart."""
 
-    def __init__(self, net, replicas: Replicas, verifier=None):
-        from netsim.workload.symmetry import Verifier
-
-        self.net, self.perms = net, replicas.perms
-        self.verifier = verifier if verifier is not None else Verifier(strict=False)
+    def __init__(self, net, replicas: Replicas, verifier):
+        self.net, self.perms, self.verifier = net, replicas.perms, verifier
         self.transfers = 0
         self._routes: dict = {}  # (src, dst, key) of the representatives -> every copy's routes
 
