@@ -128,3 +128,16 @@ def test_ftree_routes_around_failed_links():
     r = FaultRouter(t, failed, 256)
     ip2, lk2 = r.routes(np.array([0]), np.array([255]))
     assert not failed[lk2].any() and lk2.size == lk.size
+
+
+def test_rail_optimized_all_to_all_is_no_slower_than_top_of_rack():
+    # with PXN (NVLink to the GPU on the destination's rail first) and ftree routing, a rail-optimized
+    # fabric carries an all-to-all as fast as a top-of-rack one built of the same switches
+    from netsim.bench import bench
+    from netsim.cli_options import load_topology_set
+
+    times = {}
+    for rail in ("true", "false"):
+        topo = load_topology_set("topologies/studies/fat_tree_3tier.yaml", [f"scale_out.rail_optimized={rail}"])
+        times[rail] = bench(topo, "alltoall", [16 << 20], gpus=512)[0].time_us
+    assert times["true"] <= times["false"] * (1 + 1e-9), times
