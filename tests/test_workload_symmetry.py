@@ -260,10 +260,11 @@ def test_identical_rank_traces_share_one_file(tmp_path):
     assert not [p for p in os.listdir(tmp_path) if p.endswith(".tmp")]
 
 
-def test_replicas_smaller_than_a_node_fall_back_or_approximate(tmp_path, superpod):
-    # tp2: four replicas share a node, and DP members at different places in the node finish
-    # at different times.  Exact (the default): the run notices and simulates every rank, equal to
-    # the full run.  Approximate: the representatives wait for their slowest copy, and say so.
+def test_replicas_smaller_than_a_node_exact_or_approximate(tmp_path, superpod):
+    # tp2: four replicas share a node, and the DP members that one representative stands for finish
+    # their gradient all-reduce at different times.  It is every rank's last node, so the exact run keeps
+    # one replica and gives each member its own finish: equal to the full run, ranks table included.
+    # Approximate: the representatives wait for their slowest copy, and say so.
     from netsim.workload.generate.llm import llm_replicas
 
     prefix = write_llm_workload(tmp_path, TINY, tp=2, pp=2, dp=8, microbatches=4, seq=1024)
@@ -272,18 +273,46 @@ def test_replicas_smaller_than_a_node_fall_back_or_approximate(tmp_path, superpo
     exact = WorkloadRun(superpod, tables, groups, "analytical", replicas=llm_replicas(2, 2, 8))
     a = exact.run()
     b = WorkloadRun(superpod, tables, groups, "analytical").run()
-    np.testing.assert_array_equal(a.finish, b.finish)
-    assert exact.replicas is None and len(exact.ranks) == 32
-    why = next(n for n in a.notes if n.startswith("replica symmetry not exact for this run: "))
-    assert "apart" in why and why.endswith("simulated every rank"), why
+    assert exact.replicas is not None and len(exact.ranks) == 4
+    np.testing.assert_allclose(a.finish, b.finish, rtol=1e-12)
+    assert np.ptp(a.finish) > 1e-6  # the members did finish apart
+    assert any("their last collective at its own time" in n for n in a.notes), a.notes
+    ra, rb = a.tables()["ranks"], b.tables()["ranks"]
+    for col in ("finish_ns", "compute_ns", "comm_ns", "exposed_comm_ns", "idle_ns", "ops"):
+        np.testing.assert_allclose(ra[col].to_numpy(), rb[col].to_numpy(), rtol=1e-9, atol=1e-3, err_msg=col)
     c = WorkloadRun(superpod, tables, groups, "analytical", replicas=llm_replicas(2, 2, 8),
                     symmetry="approximate").run()
     assert any("replica symmetry is approximate" in n and "not a bound" in n for n in c.notes), c.notes
     assert not np.array_equal(c.finish, b.finish)  # some ranks paced by a slower copy
+
+
+def _mid_divergence(tmp_path):
+    """16 ranks, 8 replicas of 2 (TP pairs): a TP all-reduce, a DP all-reduce across two nodes whose members
+    finish apart, then another TP all-reduce (so the divergence is not the ranks' last node)."""
+    def coll(i, pg, size, deps=()):
+        return EtNode(i, f"c{i}", int(NodeType.COMM_COLL_NODE), comm_type=int(CommType.ALL_REDUCE), comm_size=size,
+                      pg_name=pg, is_cpu_op=False, data_deps=deps)
+    per = [[coll(1, f"t{r // 2}", 1 << 20), coll(2, f"d{r % 2}", 1 << 24, (1,)), coll(3, f"t{r // 2}", 1 << 20, (2,))]
+           for r in range(16)]
+    groups = {f"t{g}": [2 * g, 2 * g + 1] for g in range(8)}
+    groups.update({f"d{i}": list(range(i, 16, 2)) for i in range(2)})
+    write_workload(tmp_path / "w", per)
+    return read_workload(str(tmp_path / "w")), CommGroups(groups, 16)
+
+
+def test_divergence_before_the_last_node_falls_back(tmp_path, superpod):
+    tables, groups = _mid_divergence(tmp_path)
+    rep = Replicas(np.array([0, 1]), np.array([(np.arange(16) + 2 * k) % 16 for k in range(8)]))
+    run = WorkloadRun(superpod, tables, groups, "analytical", replicas=rep)
+    a = run.run()
+    b = WorkloadRun(superpod, tables, groups, "analytical", fast=False).run()
+    np.testing.assert_allclose(a.finish, b.finish, rtol=1e-12)
+    assert run.replicas is None and len(run.ranks) == 16
+    why = next(n for n in a.notes if n.startswith("replica symmetry not exact for this run: "))
+    assert "apart" in why and why.endswith("simulated every rank"), why
     # only the representatives' tables: nothing to fall back to, so an exact run refuses
     with pytest.raises(InputError, match="replica symmetry is not exact for this run .* holds only the repr"):
-        WorkloadRun(superpod, {r: tables[r] for r in llm_replicas(2, 2, 8).reps.tolist()}, groups, "analytical",
-                    replicas=llm_replicas(2, 2, 8)).run()
+        WorkloadRun(superpod, {0: tables[0], 1: tables[1]}, groups, "analytical", replicas=rep).run()
 
 
 def test_cli_run_llm(tmp_path, capsys):

@@ -207,6 +207,9 @@ class RunRecorder:
         rep = self.run.replicas
         if rep is not None:  # the other replicas are translations of the representatives
             cols, ids = {k: rep.expand(v) for k, v in cols.items()}, np.arange(self.n)
+            delta = getattr(self.run, "tail_delta", None)
+            if delta is not None:  # a last collective that ended apart from the representative's
+                cols["comm"], cols["busy"] = cols["comm"] + delta, cols["busy"] + delta
         gpn = max(1, self.run.topo.gpus_per_node)
         gpu = self.run.rank_gpus[ids]
         return pd.DataFrame({

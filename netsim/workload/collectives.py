@@ -208,6 +208,10 @@ class Instances:
         self._prepared: dict = {}  # (schedule id, members) -> (schedule, patterns, counts, links) or None
         self._kinds: dict = {}  # members -> (kind, rank -> local index)
         self.stats = {"fixed": 0, "event": 0}
+        #: rank -> whether its only unfinished node is the collective it is in (set by the runner)
+        self.last_node = lambda rank: False
+        #: members of a global collective that was their rank's last node: rank -> (representative, finish)
+        self.tail: dict[int, tuple[int, float]] = {}
 
     def replica_notes(self, simulated: int) -> list[str]:
         """What the run's notes say of replica symmetry: ``simulated`` ranks stood for the world,
@@ -215,9 +219,11 @@ class Instances:
         r = self.replicas
         skew = self.verifier.max_skew_s
         if self.verifier.strict:
+            apart = sum(1 for rank, (rep, t) in self.tail.items() if t != self.tail[rep][1])
             return [f"replica symmetry: simulated {simulated} of {r.world} ranks ({r.count} replicas), exact: every "
                     "replica's plans and sends are the representatives' and every copy finished with its "
-                    "representative; ops rows are the representatives'"]
+                    "representative" + (f" (or, for {apart} ranks, their last collective at its own time, with "
+                                         "nothing after it)" if apart else "") + "; ops rows are the representatives'"]
         notes = [f"replica symmetry (approximate): simulated {simulated} of {r.world} ranks ({r.count} replicas); "
                  "ops rows are the representatives'"]
         if skew > SKEW_TOL_S:
@@ -337,12 +343,24 @@ class Instances:
         return rankmap, (full, prepared, prepared.counts), prepared.counts[0]
 
     def _done(self, inst: dict, local: np.ndarray, t: float) -> None:
-        """Members finished at ``t``: a representative is done when its whole orbit is."""
+        """Members finished at ``t``: a representative is done when its whole orbit is, or, at its rank's
+        last node (:attr:`last_node`), when it is itself (its shadows' own finishes go to :attr:`tail`)."""
         rep_of, left, first = inst["rep_of"], inst["left"], inst["t_first"]
+        members, tails = inst["members"], inst.setdefault("tails", {})
         for loc in local.tolist():
             rep = rep_of[loc]
-            first.setdefault(rep, t)
+            if rep not in first:
+                first[rep] = t
+                # its rank's last node (decided at the orbit's first finish: every other node of the rank
+                # ended before it): each member's finish is its own, nothing follows to keep in step
+                if self.verifier.strict and left[rep] > 1 and self.last_node(members[rep]):
+                    tails[rep] = True
             left[rep] -= 1
+            if tails.get(rep):
+                self.tail[members[loc]] = (members[rep], t)
+                if loc == rep:
+                    inst["done"].pop(rep)()
+                continue
             if left[rep] == 0:
                 if t - first[rep] > 0.0:
                     self.verifier.check(t - first[rep], lambda: (

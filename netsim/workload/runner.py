@@ -175,6 +175,7 @@ class WorkloadRun:
         if symmetry not in MODES:
             raise InputError(f"expected one of {', '.join(MODES)}, got {symmetry!r}", source="symmetry")
         self.symmetry = symmetry
+        self.tail_delta = None  # per rank, with replicas: its last node's finish minus its representative's
         # every rank's tables, for when an exact replica run is not proven (see _unreplicate)
         self._full_tables = tables if replicas is not None and len(tables) == n else full_tables
         if replicas is not None:
@@ -222,6 +223,8 @@ class WorkloadRun:
                                self.fast, self.gpus, every or frozenset(),  # when a run stops: see run()
                                strict=self.symmetry == "exact")
         self._colls = self.colls.items
+        by_rank = {st.rank: st for st in self.ranks}
+        self.colls.last_node = lambda rank: by_rank[rank].done == len(by_rank[rank].table) - 1
         self.p2p = self.colls.mirrored or self.net
         #: Messages that landed before their receive was posted: message key -> senders, in order.
         self.mail: dict[tuple, deque] = defaultdict(deque)
@@ -337,8 +340,20 @@ class WorkloadRun:
         self.notes += self.sms.notes(1 if self.replicas is None else self.replicas.count)
         if self.replicas is not None:
             finish, compute = self.replicas.expand(finish), self.replicas.expand(compute)
+            self.tail_delta = self._tail_delta()
+            for rank, (_, t) in self.colls.tail.items():
+                finish[rank] = t
             self.notes += self.colls.replica_notes(len(self.ranks))
         return WorkloadResult(finish, compute, self.ops, self.unknown, self.notes, self)
+
+    def _tail_delta(self) -> np.ndarray:
+        """Per rank: how much later (or earlier) than its representative it finished its last node, a
+        global collective whose members ended apart (0 elsewhere)."""
+        delta = np.zeros(self.world)
+        tail = self.colls.tail
+        for rank, (rep, t) in tail.items():
+            delta[rank] = t - tail[rep][1]
+        return delta
 
     def _simulate(self) -> bool:
         """One run; True when it stopped at a conflict (:class:`RunConflict`, see :meth:`run`)."""
