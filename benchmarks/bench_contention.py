@@ -5,9 +5,9 @@ E1  exactness: default engine vs ``--engine event`` on random placements on a 2-
     finish time and of any link's bytes (target <= 0.1 %, goal 1e-9).
 E2  flow-model all-to-all, 64 MiB per rank, on h100-superpod-1024, growing GPU counts:
     incremental max-min (default) vs re-solving every flow at every event, CPU seconds; and
-    the same exchange under ``--routing spray`` (448 and 1,024 GPUs).  Static ECMP at 1,024
+    the same exchange under ``--routing spray`` and ``ftree`` (448 and 1,024 GPUs).  Static ECMP at 1,024
     GPUs (the issue's target case) is left out: it did not finish in 15 minutes.
-E3  routing: ecmp vs adaptive vs spray on a contended random placement (4:1 tree).
+E3  routing: ecmp vs ftree vs adaptive vs spray on a contended random placement (4:1 tree).
 E4  the analytical model as a bound (each step timed alone, links shared as in the flow model):
     its time against the busiest link's bytes / rate and against the flow model, beside the old
     contention-free alpha-beta timing, on random placements (4:1 tree); then its cost at scale
@@ -264,8 +264,9 @@ def main() -> None:
             if not inc and gpus > 320:
                 continue
             rows.append(run_case(e2_case(gpus, inc)))
-    for gpus in ([448] if quick else [448, 1024]):  # packet spraying keeps the exchange far more in step
-        rows.append(run_case(e2_case(gpus, True, "spray")))
+    for gpus in ([448] if quick else [448, 1024]):  # packet spraying and ftree keep the exchange far more in step
+        for routing in ("spray", "ftree"):
+            rows.append(run_case(e2_case(gpus, True, routing)))
     print_table(rows, [("case", "case", "s"), ("gpus", "GPUs", "d"), ("solver", "solver", "s"), ("mode", "mode", "s"),
                        ("time_us", "time us", ".1f"), ("events", "events", ","), ("solves", "solves", ","),
                        ("partial", "partial", ","), ("cpu_s", "CPU s", ".2f"), ("wall_s", "wall s", ".2f"),
@@ -276,7 +277,7 @@ def main() -> None:
     rows = []
     for op in ("alltoall", "all_gather"):
         for seed in seeds:
-            for routing in ("ecmp", "adaptive", "spray"):
+            for routing in ("ecmp", "ftree", "adaptive", "spray"):
                 rows.append(run_case(e3_case(routing, seed, op)))
     print_table(rows, [("case", "case", "s"), ("routing", "routing", "s"), ("time_us", "time us", ".2f"),
                        ("cpu_s", "CPU s", ".2f"), ("wall_s", "wall s", ".2f")])

@@ -107,7 +107,8 @@ LACK_P2P_2GPU = ("the 2-GPU read-mode plateau: NCCL's sendrecv between two A100s
 LACK_NVL_KERNEL = ("netsim streams the tokens at the links' NCCL efficiency and counts the 1/8 a rank keeps as "
                    "DeepEP's logical bytes do; DeepEP's copy kernels are bound by their SM budget (20-64 SMs) and "
                    "per-token metadata/notify steps, which netsim has no model of")
-LACK_NVLS = ("NVLS transfers are capped at 0.85 of the GPU's NVLink rate (NCCL's nvlsEfficiency, tuning.cc:139-144, "
+LACK_NVLS = ("NVLS transfers are capped at nvlsEfficiency of the GPU's NVLink rate (0.85 Hopper, 0.74 Blackwell; "
+             "NCCL's tuning.cc:139-144, "
              "a rate cap, the links carrying the real bytes), not modelled as NVSwitch multicast/reduction "
              "throughput; the measured NVLS busbw runs above that model")
 
@@ -130,9 +131,6 @@ def _llm(gpus, tp, cp, pp, dp, mb, seq, tflops, model):
     per_token = 6 * 405e9 + 12 * 126 * 16384 * seq
     return {"run": "llm", "topology": "h100-fat-tree-16k.yaml", "llm": "llama3-405b", "tp": tp, "cp": cp, "pp": pp,
             "dp": dp, "microbatches": mb, "seq": seq, "model": model, "metric": "iteration_s", "sp": LLAMA3_SP,
-            # the exact default simulates every rank here (the replicas' DP rings finish microseconds apart at the
-            # core tier: hours on the flow model); the rows keep one replica, and the notes give the spread
-            "symmetry": "approximate",
             "published_from": f"{tflops} TFLOPs/GPU x {gpus} GPUs, {tokens:,} tokens",
             "published_s": tokens * per_token / (gpus * tflops * 1e12)}
 
@@ -288,7 +286,6 @@ def _llm_argv(s: dict) -> list[str]:
     return ["netsim", "run", "--topology", f"topologies/{s['topology']}", "--llm", s["llm"], "--tp", str(s["tp"]),
             "--cp", str(s["cp"]), "--pp", str(s["pp"]), "--dp", str(s["dp"]), "--microbatches",
             str(s["microbatches"]), "--seq", str(s["seq"]), "--model", s["model"], "--json", "-q",
-            *(["--symmetry", s["symmetry"]] if s.get("symmetry", "auto") != "auto" else []),
             *(["--sequence-parallel"] if s.get("sp") else [])]
 
 

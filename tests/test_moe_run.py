@@ -114,7 +114,6 @@ def test_bad_config(bad):
         MoERunConfig(**bad)
 
 
-@pytest.mark.slow
 def test_readme_moe_figures():
     # the four iteration times README.md states for the Mixtral EP8 run on one DGX H100
     import re

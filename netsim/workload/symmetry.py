@@ -25,7 +25,10 @@ Two things make that so, and this module checks both:
    that treats the replicas alike (an automorphism of the part the run uses that maps each
    replica's routes onto the representatives'), copies finish together; where it does not (ECMP
    hashes one replica's flows onto a shared link and not another's, a tree's members finish at
-   different depths), a copy finishes apart and the check fails at that instant.
+   different depths), a copy finishes apart and the check fails at that instant.  One case is
+   exact all the same: a global collective that is its ranks' last node (every other node of the
+   rank ended before its first member finished).  Nothing follows it, so its members, simulated in
+   full, keep their own finish times (:class:`~netsim.workload.collectives.Instances` ``tail``).
 
 Adaptive routing places flows in the order they start, and a replica run submits every copy of a
 transfer at once where the full run submits them rank by rank: the order, and so the routes, can
