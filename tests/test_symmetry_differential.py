@@ -57,7 +57,7 @@ def llm_jobs(draw):
     placement = draw(st.sampled_from(["packed", "packed", "packed", "strided:2", "random:7"]))
     return dict(topology=topo, overrides=sets or None, tp=tp, pp=pp, dp=dp, microbatches=pp, seq=512,
                 placement=placement, model=draw(st.sampled_from(["flow", "analytical"])),
-                routing=draw(st.sampled_from([None, "ecmp", "adaptive", "spray"])))
+                routing=draw(st.sampled_from([None, "ftree", "ecmp", "adaptive", "spray"])))
 
 
 def _llm(job, **kw):
@@ -82,7 +82,7 @@ def file_sets(draw):
     nbytes = draw(st.sampled_from([1 << 16, 1 << 22, 1 << 26]))
     return dict(topology=topo, overrides=sets or None, size=size, count=count, nbytes=nbytes,
                 model=draw(st.sampled_from(["flow", "analytical"])),
-                routing=draw(st.sampled_from([None, "adaptive", "spray"])))
+                routing=draw(st.sampled_from([None, "ftree", "ecmp", "adaptive", "spray"])))
 
 
 def _files(tmp_path, job):

@@ -218,12 +218,17 @@ class _Uneven:
             self.calls.append((k, lambda k=k: on_done(np.arange(k * m, (k + 1) * m), 1.0 + k)))
 
 
-def test_mirrored_waits_for_slowest_copy():
+def _uneven_mirror(strict: bool):
+    """Three replicas of ranks (0, 1) on the fake network whose copy k finishes at t = 1 + k."""
     rep = Replicas(np.array([0, 1]), np.array([[0, 1, 2, 3, 4, 5], [2, 3, 4, 5, 0, 1], [4, 5, 0, 1, 2, 3]]))
     net = _Uneven()
     net.topo = type("T", (), {"routes": staticmethod(lambda s, d, k=None: (np.zeros(s.size + 1, np.int64),
                                                                          np.zeros(0, np.int64)))})()
-    mirror = Mirrored(net, rep, Verifier(strict=False))
+    return net, Mirrored(net, rep, Verifier(strict=strict))
+
+
+def test_mirrored_waits_for_slowest_copy():
+    net, mirror = _uneven_mirror(strict=False)
     got = []
     mirror.submit(np.array([0, 1]), np.array([1, 0]), np.array([8.0, 8.0]), lambda idx, t: got.append((idx, t)))
     for _k, fire in net.calls:
@@ -233,13 +238,9 @@ def test_mirrored_waits_for_slowest_copy():
 
 
 def test_mirrored_copies_apart_stop_an_exact_run():
-    from netsim.workload.symmetry import SymmetryBroken, Verifier
+    from netsim.workload.symmetry import SymmetryBroken
 
-    rep = Replicas(np.array([0, 1]), np.array([[0, 1, 2, 3, 4, 5], [2, 3, 4, 5, 0, 1], [4, 5, 0, 1, 2, 3]]))
-    net = _Uneven()
-    net.topo = type("T", (), {"routes": staticmethod(lambda s, d, k=None: (np.zeros(s.size + 1, np.int64),
-                                                                         np.zeros(0, np.int64)))})()
-    mirror = Mirrored(net, rep, Verifier(strict=True))
+    net, mirror = _uneven_mirror(strict=True)
     mirror.submit(np.array([0, 1]), np.array([1, 0]), np.array([8.0, 8.0]), lambda idx, t: None)
     net.calls[0][1]()
     net.calls[1][1]()

@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from netsim.collectives.qps import split_connections
 from netsim.collectives import nccl, p2p
 from netsim.collectives.fastpath import step_routes
 from netsim.collectives.schedule import Phase, Schedule, Step
@@ -99,6 +100,7 @@ def plan(topo: Topology, ranks, op: str, nbytes: float, algo: str = "auto", *,
     sched = shape(sched, topo, ranks, choice, depth, nc, sched_channels, f"{name}/{choice.protocol}")
     # NCCL launches one thread block per channel the plan uses (enqueue.cc:1756-1758, v2.30.7-1)
     sched = replace(sched, blocks=int(nc)) if name in nccl.NCCL_ALGOS else sched
+    sched = split_connections(sched, topo, ranks)  # queue pairs per connection (one, by default)
     return Plan(sched, name, choice.protocol, nc, choice.time_us if name == choice.algorithm else None)
 
 
@@ -229,7 +231,7 @@ def _p2p_plan(topo, ranks, op, nbytes, algo, info, g, matrix, protocol, shaped) 
     sched, proto = shape_p2p(sched, topo, ranks, info, name, peer, protocol)
     if name != "node_limited":  # one block per p2p channel in use (enqueue.cc:1756-1758); DeepEP's are its own
         sched = replace(sched, blocks=int(min(setup.channels, parts * (n - 1)) if op == "alltoall" else parts))
-    return Plan(sched, name, proto, parts, None)
+    return Plan(split_connections(sched, topo, ranks), name, proto, parts, None)
 
 
 def shape_p2p(sched: Schedule, topo: Topology, ranks: np.ndarray, info: nccl.CommInfo, name: str,

@@ -143,6 +143,9 @@ class TopologyFacts:
     oversubscription: Mapping[str, float] = field(default_factory=dict)
     #: Fat-tree: ``infiniband`` (routed by its subnet manager) or ``roce`` (switches hash flows).
     fabric: str | None = None
+    #: Fat-tree: queue pairs per NCCL connection (``NCCL_IB_QPS_PER_CONNECTION``), each its own flow
+    #: to an ECMP hash (:mod:`netsim.collectives.qps`).
+    qps_per_connection: int = 1
     #: Fat-tree: the NICs of a server sit on different leaves (one rail per local GPU index).
     rail_optimized: bool = False
     #: Fat-tree: inter-node traffic crosses NVLink to the GPU on the destination's rail first.

@@ -279,7 +279,7 @@ class FatTreeRouter:
 def fat_tree(node: Topology, n_nodes: int, tiers: list[Tier], *, nic_bw: float,
              nic_latency: float = 400e-9, pcie_bw: float = 63e9, pcie_latency: float = 100e-9,
              rail_optimized: bool = True, pxn: bool | None = None, routing: str | None = None,
-             fabric: str = "infiniband", name: str = "fat-tree", nics_per_gpu: int = 1, gpus_per_nic: int = 1,
+             fabric: str = "infiniband", qps_per_connection: int = 1, name: str = "fat-tree", nics_per_gpu: int = 1, gpus_per_nic: int = 1,
              gpus_per_switch: int | None = None, nic_pcie_bw: float | None = None,
              switch_latency: float | None = None, intra_node: str = "nvlink") -> Topology:
     """Replicate ``node`` ``n_nodes`` times under a fat-tree of ``tiers``.
@@ -306,6 +306,8 @@ def fat_tree(node: Topology, n_nodes: int, tiers: list[Tier], *, nic_bw: float,
     fabric
         ``infiniband`` (routed by its subnet manager: ``ftree`` by default) or ``roce`` (switches
         hash flows: ``ecmp`` by default).
+    qps_per_connection
+        Queue pairs per NCCL connection, each its own flow (:mod:`netsim.collectives.qps`).
     nics_per_gpu, gpus_per_nic, gpus_per_switch
         NICs per GPU, GPUs per NIC, GPUs per PCIe switch (:class:`~netsim.topology.hostio.NicLayout`).
     nic_pcie_bw, switch_latency
@@ -340,7 +342,7 @@ def fat_tree(node: Topology, n_nodes: int, tiers: list[Tier], *, nic_bw: float,
     router = FatTreeRouter(node, n_nodes, pos, levels, link_base, level_base, node.n_links, pxn,
                            layout=lay, intra_node=intra_node)
     facts = _fat_tree_facts(node, n_nodes, tiers, levels, nic_bw, rail_optimized, bool(pxn), lay, pcie)
-    facts = replace(facts, intra_node=intra_node, fabric=fabric)
+    facts = replace(facts, intra_node=intra_node, fabric=fabric, qps_per_connection=int(qps_per_connection))
     gpus = (np.arange(H) // g) * node.n_nodes + node.gpus[np.arange(H) % g]
     topo = Topology(name=name, gpus=gpus.astype(np.int32), router=router, facts=facts,
                     node_kind=node_base, **arrays)

@@ -233,6 +233,8 @@ class ScaleOutSpec:
     rail_optimized: NIC *i* of every node on the leaf of rail *i*.
     pxn: NCCL PXN routing (NVLink to the GPU on the destination's rail first); default = rail_optimized.
     fabric: ``infiniband`` (default; routed by its subnet manager) or ``roce`` (Ethernet switches hash flows).
+    qps_per_connection: queue pairs per NCCL connection (``NCCL_IB_QPS_PER_CONNECTION``, default 1): each
+        carries an equal share of the connection's bytes on its own ECMP path.
     routing: path choice among equal-cost paths: ftree (OpenSM's fat-tree engine), ecmp (static hash),
         adaptive or spray (docs/topology.md); default: ftree on InfiniBand, ecmp on RoCE.
     tiers: switch tiers, leaf first.
@@ -250,6 +252,7 @@ class ScaleOutSpec:
     rail_optimized: bool = _opt(_bool, True)
     pxn: bool | None = _opt(_bool)
     fabric: str = _opt(_fabric, "infiniband")
+    qps_per_connection: int = _opt(_int_in(1, 128, "NCCL_IB_QPS_PER_CONNECTION's range"), 1)
     routing: str | None = _opt(_routing)
     tiers: tuple = _opt(_tiers, ())
 
@@ -437,7 +440,8 @@ def _build(spec: TopologySpec, source: str) -> Topology:
     try:
         return fat_tree(node, spec.nodes, tiers, nic_bw=so.nic_bw, nic_latency=so.nic_latency,
                         pcie_bw=so.pcie_bw, pcie_latency=so.pcie_latency,
-                        rail_optimized=so.rail_optimized, pxn=so.pxn, routing=so.routing, fabric=so.fabric, name=spec.name,
+                        rail_optimized=so.rail_optimized, pxn=so.pxn, routing=so.routing, fabric=so.fabric, qps_per_connection=so.qps_per_connection,
+                        name=spec.name,
                         nics_per_gpu=lay.nics_per_gpu, gpus_per_nic=lay.gpus_per_nic,
                         gpus_per_switch=lay.gpus_per_switch, nic_pcie_bw=sw.nic_bw,
                         switch_latency=sw.latency, intra_node=so.intra_node)

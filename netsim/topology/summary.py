@@ -46,6 +46,7 @@ def summarize(topo: Topology) -> dict:
         out["rail_optimized"] = f.rail_optimized
         out["routing"] = topo.routing
         out["fabric"] = f.fabric
+        out["qps_per_connection"] = f.qps_per_connection
         out["nics"] = int(kinds.get("nic", 0))
         out["nics_per_gpu"], out["gpus_per_nic"] = f.nics_per_gpu, f.gpus_per_nic
         out["nic_port_GBps"] = round(f.nic_port_Bps / 1e9, 3)
@@ -88,7 +89,9 @@ def format_summary(s: dict) -> str:
                                                                     if s["pcie_switches"] else ""))
     if "routing" in s:
         fabric = {"infiniband": "InfiniBand", "roce": "RoCE"}.get(s.get("fabric"), "scale-out")
-        lines.append(f"routing       {s['routing']} ({fabric} fabric)"
+        lines.append(f"routing       {s['routing']} ({fabric} fabric"
+                     + (f", {s['qps_per_connection']} queue pairs per connection" if s.get("qps_per_connection", 1) > 1
+                        else "") + ")"
                      + ("; same-node traffic through the NICs" if s.get("intra_node") == "nic" else ""))
     if "dims" in s:
         lines.append("dims          " + " x ".join(

@@ -55,6 +55,9 @@ from netsim.chakra.groups import CommGroups
 from netsim.workload.replicas import Replicas, RunConflict
 from netsim.workload.sends import Sends
 from netsim.workload.symmetry import MODES, SymmetryBroken, prove_plans, unproven_policy
+from netsim.workload.tables import check_acyclic as _check_acyclic
+from netsim.workload.tables import per_rank as _per_rank
+from netsim.workload.tables import placement as _placement
 from netsim.workload.streams import COMM, COMM_STREAMS, GPU, comm_lanes, node_lanes
 
 
@@ -498,40 +501,3 @@ class WorkloadRun:
             kernel.start(self.sms.p2p_blocks(g(src % self.world), g(st.rank), max(int(t.comm_size[i]), 0)))
             self._recv_wait[key].append(kernel)
 
-
-def _placement(placement, n: int, n_gpus: int) -> np.ndarray | None:
-    """The GPU of every rank as an int64 array, or None for the identity (rank r on GPU r)."""
-    if placement is None:
-        return None
-    gpus = np.asarray(placement, dtype=np.int64)
-    if gpus.shape != (n,):
-        raise ValueError(f"placement: expected {n} GPU ids (one per rank), got shape {gpus.shape}")
-    if gpus.size and (gpus.min() < 0 or gpus.max() >= n_gpus or np.unique(gpus).size != n):
-        raise ValueError(f"placement: expected distinct GPU ids in 0..{n_gpus - 1}")
-    return None if np.array_equal(gpus, np.arange(n)) else gpus
-
-
-def _per_rank(values, default: float, n: int, name: str) -> np.ndarray:
-    """A per-rank float array (``default`` everywhere when ``values`` is None)."""
-    if values is None:
-        return np.full(n, default)
-    arr = np.asarray(values, dtype=np.float64)
-    if arr.shape != (n,):
-        raise ValueError(f"{name}: expected {n} per-rank values, got shape {arr.shape}")
-    return arr
-
-
-def _check_acyclic(t: NodeTable, children: list[list[int]], indeg: np.ndarray) -> None:
-    queue = deque(np.flatnonzero(indeg == 0).tolist())
-    seen = 0
-    while queue:
-        i = queue.popleft()
-        seen += 1
-        for c in children[i]:
-            indeg[c] -= 1
-            if indeg[c] == 0:
-                queue.append(c)
-    if seen < len(t):
-        cyc = np.flatnonzero(indeg > 0)[:5]
-        raise InputError(f"dependency cycle among nodes {[int(t.id[c]) for c in cyc]}",
-                         source=t.source, field="data_deps/ctrl_deps")

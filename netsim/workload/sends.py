@@ -24,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 import simpy
 
+from netsim.collectives.qps import QP_KEY_STRIDE
 from netsim.network.base import TransferRecord
 
 __all__ = ["Sends"]
@@ -78,9 +79,11 @@ class Sends:
             base = int(p2p.base_channels(np.array([0]), np.array([1]), node, local, setup)[0])
             chan = (base + np.arange(n)) & (setup.channels - 1)
             wire = nccl.WIRE[setup.protocol(float(nbytes))]
-            hit = self._splits[key] = (
-                p2p.nic_key(chan, self.g, self.topo.facts.nics_per_gpu),
-                np.full(n, float(nbytes) * wire / n), np.full(n, p2p.P2P_PER_CHANNEL_NET_GBPS * 1e9 * wire))
+            keys = p2p.nic_key(chan, self.g, self.topo.facts.nics_per_gpu)
+            q = int(self.topo.facts.qps_per_connection or 1)  # every channel's queue pairs (collectives.qps)
+            keys = (keys[:, None] + QP_KEY_STRIDE * np.arange(q)[None, :]).ravel()
+            hit = self._splits[key] = (keys, np.full(n * q, float(nbytes) * wire / (n * q)),
+                                       np.full(n * q, p2p.P2P_PER_CHANNEL_NET_GBPS * 1e9 * wire / q))
         return hit
 
     def transfer(self, net, src_gpu: int, dst_gpu: int, nbytes: int) -> simpy.Event:
