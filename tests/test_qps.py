@@ -55,15 +55,17 @@ def test_sends_run_on_every_channels_queue_pairs():
     assert one.parts(0, 8, 64 << 20) == two.parts(0, 8, 64 << 20)  # channels, as NCCL counts them
 
 
-def test_more_queue_pairs_spread_a_contended_all_to_all():
-    # 64 GPUs at random on a 4:1 RoCE tree: each doubling of the queue pairs gives the ECMP hash more
-    # flows to spread, and the exchange never gets slower (benchmarks/bench_routing.py R2)
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_more_queue_pairs_beat_one_on_a_contended_all_to_all(seed):
+    # 64 GPUs at random on a 4:1 RoCE tree: more queue pairs give the ECMP hash more flows to spread,
+    # and every count above one beats one.  Not monotone: with seed 1, 4 QPs lose to 2 by 0.4 %
+    # (a connection ends with its slowest queue pair; docs/topology.md, benchmarks/bench_routing.py R2)
     from netsim.bench import bench
 
-    got = [bench(roce_tree(q), "alltoall", [16 << 20], gpus=64, placement="random:0")[0].time_us
+    got = [bench(roce_tree(q), "alltoall", [16 << 20], gpus=64, placement=f"random:{seed}")[0].time_us
            for q in (1, 2, 4, 8)]
-    assert all(b <= a * (1 + 1e-9) for a, b in zip(got, got[1:])), got
-    assert got[-1] < got[0] * 0.99
+    assert all(t < got[0] for t in got[1:]), got
+    assert min(got[1:]) < got[0] * 0.98
 
 
 def test_bad_value_is_a_one_line_error():
