@@ -164,12 +164,14 @@ for m, row in both.items():
     print(f"{m:10s} {row.time_us:9.1f} us  busbw {row.busbw_GBps:6.2f} GB/s")
 
 # %% [markdown]
-# ## Routing: ECMP vs adaptive vs packet spraying
+# ## Routing: InfiniBand's ftree vs ECMP vs adaptive vs packet spraying
 #
 # `topologies/studies/fat_tree_routing.yaml` compares `scale_out.routing` policies
-# (docs/topology.md#routing) with the congestion-aware flow model: static ECMP hashing can put
-# several flows on one uplink while others idle; adaptive routing picks the least-loaded path when
-# a flow starts; spraying splits every flow over all paths.  Reduced here to an all-to-all on 64
+# (docs/topology.md#routing) with the congestion-aware flow model: an InfiniBand subnet manager
+# (`ftree`, OpenSM's fat-tree engine) routes by destination, which never puts two flows of a shift
+# permutation on one link; static ECMP hashing (RoCE) can put several flows on one uplink while
+# others idle; adaptive routing picks the least-loaded path when a flow starts; spraying splits
+# every flow over all paths.  Reduced here to an all-to-all on 64
 # GPUs of the 3-tier fabric (top-of-rack, 2:1 leaves) and the event-driven reference engine.
 
 # %%
@@ -182,9 +184,9 @@ rdoc["zip"] = {"op": ["alltoall"], "size": ["16M"]}
 ROUT = Path(tempfile.mkdtemp(prefix="fat_tree_routing_"))  # or Path("results/fat_tree_routing")
 print(sweep.run_sweep(sweep.parse_sweep(rdoc, source=str(ROUTING), root=ROUTING.parent), ROUT, jobs=2,
                       progress=False).line())
-rdf = sweep.results(ROUT).set_index("scale_out.routing").loc[["ecmp", "adaptive", "spray"]]
-fig, ax = plt.subplots(figsize=(4, 3))
-ax.bar(rdf.index, rdf["busbw_GBps"], color=["C3", "C0", "C2"])
+rdf = sweep.results(ROUT).set_index("scale_out.routing").loc[["ftree", "ecmp", "adaptive", "spray"]]
+fig, ax = plt.subplots(figsize=(4.5, 3))
+ax.bar(rdf.index, rdf["busbw_GBps"], color=["C1", "C3", "C0", "C2"])
 ax.set_ylabel("bus bandwidth (GB/s)")
 ax.set_title("all-to-all 16 MiB, 64 GPUs, 3-tier 2:1")
 fig.tight_layout()
