@@ -31,7 +31,7 @@ NVL = "topologies/gb300-nvl72-2x400g.yaml"
 FABRICS = [
     (SUPERPOD, {}),
     (SUPERPOD, {"node.gpus": 6}),
-    (NVL, {"node.gpus": 12, "nodes": 8}),
+    (NVL, {"node.gpus": 12, "nodes": 12}),
     (SUPERPOD, {"scale_out.tiers.0.oversubscription": 4}),
 ]
 
