@@ -13,17 +13,18 @@ def _child(fn: Callable[[], dict], queue, trace: bool) -> None:
     if trace:
         tracemalloc.start()
     base_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     extra = fn() or {}
-    wall = time.perf_counter() - t0
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     peak_alloc = tracemalloc.get_traced_memory()[1] if trace else 0
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    queue.put({"wall_s": wall, "peak_rss_MB": rss / 1024, "rss_before_MB": base_rss / 1024,
+    queue.put({"wall_s": wall, "cpu_s": cpu, "peak_rss_MB": rss / 1024, "rss_before_MB": base_rss / 1024,
                "peak_alloc_MB": peak_alloc / 2**20, **extra})
 
 
 def run_case(fn: Callable[[], dict], trace: bool = False) -> dict:
-    """Run ``fn`` in a fresh spawned process; return wall_s, peak_rss_MB and fn's dict.
+    """Run ``fn`` in a fresh spawned process; return wall_s, cpu_s (its process's CPU seconds),
+    peak_rss_MB and fn's dict (whose own ``cpu_s``, if any, wins).
 
     Wall time excludes interpreter start-up; it includes everything ``fn`` does (imports inside
     it too). Peak RSS is the process high-water mark (interpreter and libraries included).

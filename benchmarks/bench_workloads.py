@@ -83,7 +83,7 @@ def main(quick: bool = False, full: bool = False) -> None:
         r.setdefault("symmetry", "")
     print_table(rows, [("case", "case", "s"), ("model", "model", "s"), ("ranks", "ranks", "d"),
                        ("symmetry", "symmetry", "s"), ("ops", "ops", "d"),
-                       ("gen_s", "generate s", ".2f"), ("wall_s", "total wall s", ".2f"),
+                       ("gen_s", "generate s", ".2f"), ("wall_s", "total wall s", ".2f"), ("cpu_s", "CPU s", ".2f"),
                        ("iteration_ms", "iteration ms", ".1f"), ("exposed_ms", "exposed comm ms", ".1f"),
                        ("peak_rss_MB", "peak RSS MB", ".0f")])
 
