@@ -300,6 +300,12 @@ def fat_tree(node: Topology, n_nodes: int, tiers: list[Tier], *, nic_bw: float,
         Route inter-node traffic like NCCL's PXN: first over NVLink to the GPU of the
         source node on the destination's rail, then through that GPU's NIC, so that
         traffic between nodes stays on one rail.  Default: on when rail-optimized.
+        NCCL's rule (``src/graph/paths.cc`` lines 812-840 of NVIDIA/nccl at nccl4py-v0.3.1;
+        ``NCCL_PXN_DISABLE``, default 0, line 668): a GPU reaches NIC *n* through the local GPU
+        closest to it when that GPU sits on the NIC's PCIe switch with GPUDirect RDMA, is joined
+        by NVLink, is in the same node, and has more bandwidth to the NIC or spares a trip
+        through the CPU; in the sending direction only ("receiving locally and sending
+        remotely").  On a DGX-style node every non-local NIC qualifies, which is this relay.
     routing
         ``ftree``, ``ecmp``, ``adaptive`` or ``spray`` (:mod:`netsim.topology.policy`); default: the
         fabric's (:func:`~netsim.topology.model.default_routing`).
