@@ -66,7 +66,7 @@ placements = st.one_of(st.just("packed"), st.integers(0, 10**6).map(lambda s: f"
        op=st.sampled_from(["all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast"]),
        gpus=st.sampled_from([4, 6, 8, 10, 16]), placement=placements,
        size=st.sampled_from([1 << 12, 1 << 18, 1 << 22, 3 << 20]),
-       algo=st.sampled_from(["auto", "ring", "tree"]), routing=st.sampled_from(["ecmp", "ecmp", "spray", "adaptive"]))
+       algo=st.sampled_from(["auto", "ring", "tree"]), routing=st.sampled_from(["ecmp", "ftree", "ftree", "spray", "adaptive"]))
 def test_default_engine_equals_event_driven(over, rail, op, gpus, placement, size, algo, routing):
     topo = tree(over, rail, routing=routing)
     if placement.startswith("strided:") and (gpus - 1) * int(placement[8:]) >= topo.n_gpus:
