@@ -167,14 +167,13 @@ class FixedRun:
             self.inexact()  # contended and out of lockstep: the runner repeats it event-driven
         fin = res["finish"][:n]
         if self.verifier is not None and res["finish"].size > n:
-            copies = res["finish"].reshape(-1, n)
-            spread = np.ptp(copies, axis=0) if copies.size else np.zeros(0)
-            worst = int(np.argmax(spread)) if spread.size else 0
-            if spread.size:
-                self.verifier.check(float(spread[worst]), lambda: (
-                    f"the replicas' copies of a {self.sched.algorithm} {self.sched.op} finished up to "
-                    f"{float(spread[worst]) * 1e6:.6g} us apart (at {float(copies[:, worst].max()) * 1e6:.3f} us "
-                    "simulated)"))
+            copies = res["finish"].reshape(-1, n)  # one row per replica
+            spread = np.ptp(copies, axis=0)
+            worst = int(np.argmax(spread))
+            self.verifier.check(float(spread[worst]), lambda: (
+                f"the replicas' copies of a {self.sched.algorithm} {self.sched.op} finished up to "
+                f"{float(spread[worst]) * 1e6:.6g} us apart (at {float(copies[:, worst].max()) * 1e6:.3f} us "
+                "simulated)"))
         self.net.add_tally(counts)
         self.t_done = np.maximum(fin, now) if fin.size else np.full(n, now)
         if self.release is not None:
@@ -219,7 +218,7 @@ class Instances:
         r = self.replicas
         skew = self.verifier.max_skew_s
         if self.verifier.strict:
-            apart = sum(1 for rank, (rep, t) in self.tail.items() if t != self.tail[rep][1])
+            apart = int(np.count_nonzero(self.tail_delta(r.world)))
             return [f"replica symmetry: simulated {simulated} of {r.world} ranks ({r.count} replicas), exact: every "
                     "replica's plans and sends are the representatives' and every copy finished with its "
                     "representative" + (f" (or, for {apart} ranks, their last collective at its own time, with "
@@ -231,6 +230,14 @@ class Instances:
                          f"up to {skew * 1e6:.3f} us apart; the representatives waited for the slowest copy "
                          "(not a bound: --symmetry auto gives the exact run)")
         return notes
+
+    def tail_delta(self, world: int) -> np.ndarray:
+        """Per rank: how much later (or earlier) than its representative it finished its last node, a
+        global collective whose members ended apart (0 elsewhere; see :attr:`tail`)."""
+        delta = np.zeros(world)
+        for rank, (rep, t) in self.tail.items():
+            delta[rank] = t - self.tail[rep][1]
+        return delta
 
     def placed(self, ranks) -> np.ndarray:
         """Topology GPUs of job ``ranks``."""

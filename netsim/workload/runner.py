@@ -343,20 +343,11 @@ class WorkloadRun:
         self.notes += self.sms.notes(1 if self.replicas is None else self.replicas.count)
         if self.replicas is not None:
             finish, compute = self.replicas.expand(finish), self.replicas.expand(compute)
-            self.tail_delta = self._tail_delta()
+            self.tail_delta = self.colls.tail_delta(self.world)
             for rank, (_, t) in self.colls.tail.items():
                 finish[rank] = t
             self.notes += self.colls.replica_notes(len(self.ranks))
         return WorkloadResult(finish, compute, self.ops, self.unknown, self.notes, self)
-
-    def _tail_delta(self) -> np.ndarray:
-        """Per rank: how much later (or earlier) than its representative it finished its last node, a
-        global collective whose members ended apart (0 elsewhere)."""
-        delta = np.zeros(self.world)
-        tail = self.colls.tail
-        for rank, (rep, t) in tail.items():
-            delta[rank] = t - tail[rep][1]
-        return delta
 
     def _simulate(self) -> bool:
         """One run; True when it stopped at a conflict (:class:`RunConflict`, see :meth:`run`)."""
