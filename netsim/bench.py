@@ -20,7 +20,7 @@ from netsim import inputs, units
 from netsim.collectives import plan as plan_mod
 from netsim.collectives.executor import ENGINES, run_collective
 from netsim.errors import InputError
-from netsim.network_models import MODELS  # noqa: F401 (re-exported: bench.MODELS)
+from netsim.network_models import MODELS, network_class  # noqa: F401 (re-exported: bench.MODELS)
 from netsim.results import nccl_table as nt
 from netsim.results.io import check_output_dir, check_output_file
 from netsim.topology.model import Topology
@@ -161,7 +161,7 @@ def run_one(topo: Topology, cfg: BenchConfig, nbytes: int, keep: list | None = N
     if cfg.routing is not None:
         topo = with_routing(topo, cfg.routing)
     p = build_plan(topo, cfg, float(size))
-    net = MODELS[cfg.model](simpy.Environment(), topo)
+    net = network_class(cfg.model, cfg.engine)(simpy.Environment(), topo)
     if watch is not None:
         watch(net)
     result = run_collective(net, p.schedule, placed_ranks(topo, cfg), engine=cfg.engine)
@@ -242,7 +242,8 @@ def register_cli(sub) -> None:
     p.add_argument("--placement", default="packed", metavar="SPEC",
                    help="which GPUs: packed (first N, default), random[:SEED], strided:K, or a file of GPU ids")
     p.add_argument("--engine", default="auto", choices=ENGINES,
-                   help="auto: vectorized where provably exact (default); event: event-driven reference")
+                   help="auto: vectorized where provably exact (default); event: event-driven; "
+                        "reference: event-driven on the numpy flow table (no compiled kernels)")
     p.add_argument("--routing", default=None, metavar="POLICY",
                    help="scale-out routing: ftree (InfiniBand subnet manager, by destination), ecmp (static "
                         "hash), adaptive (least-loaded path at flow start) or spray (every flow over all "

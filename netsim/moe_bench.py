@@ -260,7 +260,7 @@ def run_moe(topo: Topology, cfg: MoEConfig, lay: moe.MoELayout | None = None) ->
     """Simulate one dispatch or combine; ``lay`` reuses a routed batch (its token size is reset)."""
     import pandas as pd
 
-    from netsim.network_models import MODELS
+    from netsim.network_models import network_class
     from netsim.results.record import link_frame
     from netsim.topology.placement import place
     from netsim.topology.policy import with_routing
@@ -274,7 +274,7 @@ def run_moe(topo: Topology, cfg: MoEConfig, lay: moe.MoELayout | None = None) ->
     lay = build_layout(topo, cfg) if lay is None else lay.with_bytes(token_size(cfg))
     sched_algo = "low_latency" if cfg.mode == "low_latency" else algo
     sched = nccl_timed(topo, ranks, lay, cfg.op, sched_algo, g, cfg.chunks)
-    net = MODELS[cfg.model](simpy.Environment(), topo)
+    net = network_class(cfg.model, cfg.engine)(simpy.Environment(), topo)
     res = run_collective(net, sched, ranks, engine=cfg.engine)
     t = max(res.time, 1e-12)
     links = link_frame(topo, net, t)

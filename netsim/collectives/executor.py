@@ -296,9 +296,10 @@ class CollectiveRun:
 
 
 #: ``engine`` values: ``auto`` evaluates off the event queue where that is exact
-#: (:mod:`~netsim.collectives.fastpath`) and fast-forwards periodic regimes; ``event`` is the
-#: reference: every transfer simulated event by event, no skipping.
-ENGINES = ("auto", "event")
+#: (:mod:`~netsim.collectives.fastpath`) and fast-forwards periodic regimes; ``event``: every
+#: transfer simulated event by event, no skipping; ``reference``: ``event`` with the flow model
+#: on its numpy flow table, never the compiled kernels (:func:`netsim.network_models.network_class`).
+ENGINES = ("auto", "event", "reference")
 
 
 def run_collective(network: Network, schedule: Schedule, ranks=None, start=None, *,
@@ -316,7 +317,7 @@ def run_collective(network: Network, schedule: Schedule, ranks=None, start=None,
     """
     if engine not in ENGINES:
         raise ValueError(f"engine: expected one of {', '.join(ENGINES)}, got {engine!r}")
-    fast_forward = fast_forward and engine == "auto"
+    fast_forward = fast_forward and engine == "auto"  # event and reference: every transfer an event
     ranks = np.arange(schedule.nranks) if ranks is None else np.asarray(ranks, dtype=np.int64)
     if fast_forward:
         t0 = network.env.now

@@ -37,6 +37,13 @@ from netsim.topology.model import csr_gather, csr_merge
 
 #: A flow due within this many ulps of the clock is due now (same instant, float resolution).
 _SAME_INSTANT_ULPS = 64
+#: Flow-table kernels: ``numpy`` (the reference), ``compiled`` (:mod:`~netsim.network.flowkernel`),
+#: ``auto`` (numpy until :data:`COMPILE_AFTER` events, then compiled where numba is available).
+KERNELS = ("auto", "compiled", "numpy")
+#: Events after which ``auto`` moves the flows to the compiled kernels: past the runs a cold
+#: compile would not pay for (the numpy table costs about 0.2-2 ms an event, loading the cached
+#: kernels about 0.5 s; ``benchmarks/bench_kernel.py``).
+COMPILE_AFTER = 1000
 #: Most rate solves :meth:`FlowNetwork.alone` spends on one batch before it leaves the batch to
 #: the event-driven path (symmetric collective steps need a handful).
 MAX_DRAIN_ROUNDS = 8
@@ -51,9 +58,15 @@ class FlowNetwork(Network):
 
     model = "flow"
 
-    def __init__(self, env, topo, *, incremental: bool = True):
+    def __init__(self, env, topo, *, incremental: bool = True, kernel: str = "auto"):
         super().__init__(env, topo)
+        if kernel not in KERNELS:
+            raise ValueError(f"kernel: expected one of {', '.join(KERNELS)}, got {kernel!r}")
+        self.kernel = kernel
+        self.notes: list[str] = []  # one line each, for the run's notes
         self._flows = FlowTable(topo.capacity, incremental=incremental)
+        if kernel == "compiled":
+            self._compile()
         self._owners: dict[int, list] = {}  # submission id -> [on_done, flows left]
         self._next_owner = 0
         self._t = 0.0  # the flows' clock (ahead of now while a shift pauses them)
@@ -211,7 +224,20 @@ class FlowNetwork(Network):
         self.stats["rate_solves"] += f.stats["rate_solves"] - solves
         self.stats["partial_solves"] += f.stats["partial_solves"] - partial
         f.compact()
+        if self.kernel == "auto" and self.stats["events"] == COMPILE_AFTER:
+            self._compile()
         self._arm_timer()
+
+    def _compile(self) -> None:
+        """Move the flows to the compiled table (between events), or note why not."""
+        from netsim.network.compiled import CompiledFlowTable, available
+
+        why = available()
+        if why is not None:
+            if why not in self.notes:
+                self.notes.append(why)
+            return
+        self._flows = CompiledFlowTable.from_table(self._flows)
 
     def _finish_drained(self) -> None:
         now = max(self.env.now, self._t)

@@ -40,7 +40,8 @@ def register_cli(sub) -> None:
                           "strided:K, or a file of GPU ids (docs/workloads.md)")
     run.add_argument("--engine", default="auto", choices=list(ENGINES),
                      help="auto: collectives evaluated off the event queue where exact (default); "
-                          "event: every collective event-driven (the reference)")
+                          "event: every collective event-driven; reference: event-driven on the numpy flow "
+                          "table (no compiled kernels)")
     run.add_argument("--no-ctrl-deps", action="store_true", help="gate on data_deps only")
     run.add_argument("--streams", type=int, default=1,
                      help="nodes in flight per lane (CPU, GPU compute, GPU comm); ASTRA-sim uses 1")

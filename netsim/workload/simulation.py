@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from netsim.collectives.executor import ENGINES
 from netsim.errors import InputError
+from netsim.network_models import network_class
 
 
 #: ``symmetry`` values: replica symmetry where proven exact (else every rank), even where not, or never.
@@ -147,7 +148,7 @@ def simulate(topology, workload, comm_groups=None, model: str = "flow", ctrl_dep
     run_topo, eff_note = _with_compute_efficiency(plan.topology, efficiency)
     wr = WorkloadRun(run_topo, tables, groups, model, ctrl_deps=ctrl_deps, streams=streams,
                      compute_scale=plan.compute_scale, launch_delay=plan.launch_delay, replicas=replicas,
-                     placement=gpus, fast=engine == "auto", schedule_fn=sfn, sm_contention=sm_contention == "on",
+                     placement=gpus, fast=engine == "auto", network=network_class(model, engine), schedule_fn=sfn, sm_contention=sm_contention == "on",
                      symmetry="approximate" if symmetry == "approximate" else "exact", full_tables=full_tables)
     from netsim.progress import Poller
     total = sum(len(st.table) for st in wr.ranks)  # executed ops (a repeated run starts over)

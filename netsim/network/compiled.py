@@ -1,0 +1,230 @@
+"""The flow table on compiled kernels: :class:`~netsim.network.flowtable.FlowTable`'s interface
+and algorithm, run by :mod:`~netsim.network.flowkernel`.
+
+:func:`available` says whether numba imports; without it the flow model keeps the numpy table
+(the reference) and a run's notes say so.  Compiled code is cached on disk (numba
+``cache=True``); where the package directory is read-only, ``NUMBA_CACHE_DIR`` falls back to a
+user cache directory (:func:`_cache_dir`), set before numba is imported.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import namedtuple
+from pathlib import Path
+
+import numpy as np
+
+#: Fields of the kernels' scratch space (one :class:`Work` per table, regrown with it).
+Work = namedtuple("Work", "slots r more lens starts bn fcap rates inr inv uniq resid bad ws wu")
+
+
+def _cache_dir() -> None:
+    """Point numba's cache at a writable directory when the package's own is not."""
+    if os.environ.get("NUMBA_CACHE_DIR"):
+        return
+    here = Path(__file__).parent
+    if os.access(here, os.W_OK) and (not (here / "__pycache__").exists() or os.access(here / "__pycache__", os.W_OK)):
+        return
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    os.environ["NUMBA_CACHE_DIR"] = str(base / "netsim" / "numba")
+
+
+def available() -> str | None:
+    """``None`` when the compiled kernels can run, else why not (one line)."""
+    try:
+        _cache_dir()
+        import numba  # noqa: F401  (imported here: a missing numba is a note, not an error)
+        from netsim.network import flowrepair  # noqa: F401
+    except ImportError as exc:  # numba missing or not built for this Python
+        return f"numba unavailable ({exc}); the flow model ran on its numpy reference"
+    return None
+
+
+class CompiledFlowTable:
+    """Draining flows, their rates and completions on compiled kernels; the interface of
+    :class:`~netsim.network.flowtable.FlowTable` (what :class:`~netsim.network.flow.FlowNetwork`
+    uses of it)."""
+
+    def __init__(self, capacity: np.ndarray, *, incremental: bool = True, slots: int = 256):
+        from netsim.network import flowkernel as fk
+        from netsim.network import flowrepair
+
+        self._k, self._repair = fk, flowrepair
+        n_links = capacity.size
+        self.capacity = capacity
+        self.incremental = incremental
+        self.meta = np.zeros(fk.N_META, dtype=np.int64)
+        self.meta[fk.M_INCREMENTAL] = int(incremental)
+        self.clock = np.zeros(1)
+        self.lf = np.zeros((4, n_links))
+        self.lf[fk.CAPACITY] = capacity
+        self.li = np.zeros((6, n_links), dtype=np.int64)
+        self.li[fk.LMAP] = -1
+        self.ff = np.zeros((6, 0))
+        self.fi = np.zeros((6, 0), dtype=np.int64)
+        self.free = np.zeros(0, dtype=np.int64)
+        self.fresh = np.zeros(0, dtype=np.int64)
+        self.bmin = np.zeros(0)
+        self.bdirty = np.zeros(0, dtype=np.int8)
+        self.dlist = np.zeros(0, dtype=np.int64)
+        self.pl = np.zeros((3, 0), dtype=np.int64)
+        self.lbp = np.zeros((2, 0), dtype=np.int64)
+        self.seeds = np.zeros(0, dtype=np.int64)
+        self.out_links = np.zeros(0, dtype=np.int64)
+        self._grow_slots(slots)
+        self._relayout(1024)
+
+    @classmethod
+    def from_table(cls, t) -> "CompiledFlowTable":
+        """The same flows, rates and link summaries as the numpy table ``t``, taken between two
+        events (nothing added or ended since its last solve)."""
+        from netsim.network import flowkernel as fk
+
+        assert not t._fresh and not t._changed, "migrate a flow table only right after a solve"
+        a = t.alive_slots()
+        c = cls(t.capacity, incremental=t.incremental, slots=max(256, 2 * a.size))
+        c.clock[0] = t.clock
+        if a.size:
+            indptr, links = t.paths(a)
+            c.add(indptr, links, t.rem[a], t.lat[a], t.cap[a], 0, t.local[a])
+            k = np.arange(a.size)  # a fresh table hands out slots 0, 1, ... in order
+            c.ff[fk.TSET, k], c.ff[fk.DUE, k], c.ff[fk.RATE, k] = t.tset[a], t.due[a], t.rate[a]
+            c.fi[fk.OWNER, k], c.fi[fk.BNECK, k] = t.owner[a], t.bneck[a]
+            c.meta[fk.M_FRESH] = 0
+        c.lf[fk.USED], c.lf[fk.LVL], c.lf[fk.TOP] = t.used, t.lvl, t.top
+        c.li[fk.NB] = t.nb
+        for name in ("rate_solves", "partial_solves", "solved_flows", "repair_rounds"):
+            c.meta[{"rate_solves": fk.M_SOLVES, "partial_solves": fk.M_PARTIAL, "solved_flows": fk.M_SOLVED,
+                    "repair_rounds": fk.M_ROUNDS}[name]] = t.stats[name]
+        return c
+
+    # ----------------------------------------------------------- storage
+    def _grow_slots(self, size: int) -> None:
+        fk = self._k
+        old = self.ff.shape[1]
+        ff = np.zeros((6, size))
+        ff[:, :old] = self.ff
+        ff[fk.DUE, old:] = np.inf
+        fi = np.zeros((6, size), dtype=np.int64)
+        fi[:, :old] = self.fi
+        fi[fk.BNECK, old:] = -1
+        self.ff, self.fi = ff, fi
+        n_free = int(self.meta[fk.M_FREE])
+        free = np.zeros(size, dtype=np.int64)
+        free[:n_free] = self.free[:n_free]
+        new = np.arange(size - 1, old - 1, -1)  # popped from the end: lowest slots first
+        free[n_free:n_free + new.size] = new
+        self.free = free
+        self.meta[fk.M_FREE] = n_free + new.size
+        fresh = np.zeros(size, dtype=np.int64)
+        fresh[:self.fresh.size] = self.fresh
+        self.fresh = fresh
+        n_blocks = (size >> fk.BLOCK_BITS) + 1
+        bmin = np.full(n_blocks, np.inf)
+        bmin[:self.bmin.size] = self.bmin
+        bdirty = np.zeros(n_blocks, dtype=np.int8)
+        bdirty[:self.bdirty.size] = self.bdirty
+        dlist = np.zeros(n_blocks, dtype=np.int64)
+        dlist[:self.dlist.size] = self.dlist
+        self.bmin, self.bdirty, self.dlist = bmin, bdirty, dlist
+        self._work()
+
+    def _work(self) -> None:
+        s, n_links, p = self.ff.shape[1], self.lf.shape[1], self.pl.shape[1]
+        i64 = np.int64
+        self.w = Work(slots=np.zeros(s, i64), r=np.zeros(s, i64), more=np.zeros(s, i64),
+                      lens=np.zeros(s, i64), starts=np.zeros(s, i64), bn=np.zeros(s, i64),
+                      fcap=np.zeros(s), rates=np.zeros(s), inr=np.zeros(s, np.int8),
+                      inv=np.zeros(max(p, 1), i64), uniq=np.zeros(n_links, i64), resid=np.zeros(n_links),
+                      bad=np.zeros(n_links, i64), ws=np.zeros((5, n_links)), wu=np.zeros((5, n_links)))
+
+    def _relayout(self, entries: int) -> None:
+        """Pool and link blocks laid out afresh, with room for ``entries`` more path entries."""
+        fk = self._k
+        live = int(self.fi[fk.PLEN][self.fi[fk.ALIVE] == 1].sum())
+        n_links = self.lf.shape[1]
+        size = max(2 * (live + entries), 1024)
+        pl = np.zeros((3, size), dtype=np.int64)
+        lbp = np.zeros((2, 4 * (live + entries) + 8 * n_links + 1024), dtype=np.int64)
+        fk.rebuild(self.ff, self.fi, self.li, self.pl, self.lbp, self.meta, pl, lbp)
+        self.pl, self.lbp = pl, lbp
+        seeds = np.zeros(size, dtype=np.int64)
+        n_seeds = int(self.meta[fk.M_SEEDS])
+        seeds[:n_seeds] = self.seeds[:n_seeds]
+        self.seeds = seeds
+        self.out_links = np.zeros(size, dtype=np.int64)
+        self._work()
+
+    @property
+    def owner(self) -> np.ndarray:
+        return self.fi[self._k.OWNER]
+
+    @property
+    def local(self) -> np.ndarray:
+        return self.fi[self._k.LOCAL]
+
+    @property
+    def lat(self) -> np.ndarray:
+        return self.ff[self._k.LAT]
+
+    @property
+    def n_alive(self) -> int:
+        return int(self.meta[self._k.M_ALIVE])
+
+    @property
+    def stats(self) -> dict:
+        fk, m = self._k, self.meta
+        return {"rate_solves": int(m[fk.M_SOLVES]), "partial_solves": int(m[fk.M_PARTIAL]),
+                "solved_flows": int(m[fk.M_SOLVED]), "repair_rounds": int(m[fk.M_ROUNDS])}
+
+    def add(self, indptr: np.ndarray, links: np.ndarray, size: np.ndarray, lat: np.ndarray,
+            cap: np.ndarray, owner: int, local: np.ndarray) -> None:
+        """Append flows (CSR paths, bytes, latency, cap) of one submission."""
+        fk = self._k
+        k, nnz = int(size.size), int(links.size)
+        if self.meta[fk.M_FREE] < k:
+            self._grow_slots(max(2 * self.ff.shape[1], self.ff.shape[1] + k))
+        links = np.ascontiguousarray(links, dtype=np.int64)
+        if self.meta[fk.M_POOL] + nnz > self.pl.shape[1] or \
+                self.meta[fk.M_LB] + fk.lb_space(self.li, links) > self.lbp.shape[1]:
+            self._relayout(nnz)
+        fk.add_flows(self.ff, self.fi, self.li, self.pl, self.lbp, self.meta, self.clock, self.free,
+                     self.fresh, self.bdirty, self.dlist, np.ascontiguousarray(indptr, dtype=np.int64),
+                     links, np.ascontiguousarray(size, dtype=np.float64),
+                     np.ascontiguousarray(lat, dtype=np.float64), np.ascontiguousarray(cap, dtype=np.float64),
+                     int(owner), np.ascontiguousarray(local, dtype=np.int64))
+
+    # ------------------------------------------------------------- events
+    def drain(self, dt: float) -> None:
+        self.clock[0] += dt
+
+    def next_due(self) -> float:
+        return float(self._k.next_due(self.ff, self.meta, self.clock, self.bmin, self.bdirty, self.dlist))
+
+    def take_drained(self, eps_t: float) -> tuple[np.ndarray, np.ndarray]:
+        """Slots of the flows due within ``eps_t`` of the clock (removed), and their path links."""
+        fk = self._k
+        out = self.w.slots
+        nd, nl = fk.take_drained(self.ff, self.fi, self.lf, self.li, self.pl, self.lbp, self.meta, self.clock,
+                                 self.free, self.bmin, self.bdirty, self.dlist, self.seeds, float(eps_t),
+                                 out, self.out_links)
+        return out[:nd].copy(), self.out_links[:nl].copy()
+
+    def emptied(self, links: np.ndarray) -> None:
+        """Done by :meth:`take_drained` (links left without flows)."""
+
+    def resolve(self) -> None:
+        self._repair.resolve(self.ff, self.fi, self.lf, self.li, self.pl, self.lbp, self.meta, self.clock,
+                        self.fresh, self.seeds, self.bdirty, self.dlist, self.w)
+
+    def compact(self) -> None:
+        """Slots are recycled as flows end: nothing to compact."""
+
+    @property
+    def rate(self) -> np.ndarray:
+        return self.ff[self._k.RATE]
+
+    @property
+    def alive(self) -> np.ndarray:
+        return self.fi[self._k.ALIVE] == 1

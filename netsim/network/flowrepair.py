@@ -1,0 +1,379 @@
+"""Compiled max-min solves of the flow table (numba): :mod:`~netsim.network.flowkernel`'s
+other half.
+
+``_solve`` is :func:`~netsim.network.maxmin.solve_compressed` (the same rounds of local
+bottlenecks and tie rule, on the links some unfrozen flow still crosses); :func:`resolve`,
+``_repair``, ``_uncertified`` and ``_exact`` are ``FlowTable.resolve`` and its certificate,
+step for step, with "the flows on these links" read from the link blocks.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from netsim.network.flowkernel import (ALIVE, BNECK, CAP, CAPACITY, LB_COUNT, LB_START, LMAP, LVL, M_ALIVE,
+                                       M_BAD, M_FRESH, M_INCREMENTAL, M_LEVELS, M_PARTIAL, M_ROUNDS, M_SCANNED,
+                                       M_SEEDS, M_SLOTS, M_SOLVED, M_SOLVES, M_VISITS, MARK, NB, P_LINK, PLEN,
+                                       PSTART,
+                                       RATE, TOP, USED, set_rates)
+from netsim.network.flowtable import FULL_FRACTION, MAX_REPAIRS, RTOL
+
+
+@njit(cache=True)
+def _solve(nf, lens, starts, inv, nu, resid, caps, rtol, rates, bn, ws, meta):
+    """:func:`~netsim.network.maxmin.solve_compressed` on flows 0..nf-1 (entries
+    ``inv[starts[f]:starts[f]+lens[f]]``, local link ids < nu); ``ws``: float scratch (5, >= nu)
+    and the caller's int scratch in ``bn``'s shape is not needed beyond ``bn``."""
+    rem, cnt, share, low, dec = ws[0], ws[1], ws[2], ws[3], ws[4]
+    for u in range(nu):
+        rem[u] = resid[u]
+        cnt[u] = 0.0
+    act = np.empty(nf, dtype=np.int64)
+    rate = np.empty(nf)
+    na = 0
+    for f in range(nf):
+        bn[f] = -1
+        rates[f] = 0.0
+        for e in range(starts[f], starts[f] + lens[f]):
+            cnt[inv[e]] += 1.0
+        if lens[f] == 0 and not np.isfinite(caps[f]):
+            rates[f] = np.inf
+        else:
+            act[na] = f
+            na += 1
+    local = np.zeros(nu, dtype=np.bool_)
+    alive = np.empty(nu, dtype=np.int64)  # links some unfrozen flow still crosses
+    nl = 0
+    for u in range(nu):
+        if cnt[u] > 0:
+            alive[nl] = u
+            nl += 1
+    while na:
+        meta[M_LEVELS] += 1
+        for k in range(nl):
+            u = alive[k]
+            share[u] = rem[u] / cnt[u]
+            low[u] = np.inf
+            dec[u] = 0.0
+        for i in range(na):
+            f = act[i]
+            on = np.inf
+            for e in range(starts[f], starts[f] + lens[f]):
+                if share[inv[e]] < on:
+                    on = share[inv[e]]
+            r = on if on < caps[f] else caps[f]
+            rate[i] = r
+            for e in range(starts[f], starts[f] + lens[f]):
+                if r < low[inv[e]]:
+                    low[inv[e]] = r
+        for k in range(nl):
+            u = alive[k]
+            local[u] = share[u] <= low[u] * (1.0 + rtol)
+        keep = 0
+        for i in range(na):
+            f = act[i]
+            r = rate[i]
+            on = np.inf
+            first = -1
+            for e in range(starts[f], starts[f] + lens[f]):
+                u = inv[e]
+                if share[u] < on:
+                    on = share[u]
+                if first < 0 and local[u]:
+                    first = u
+            if first >= 0 or caps[f] <= on * (1.0 + rtol):
+                rates[f] = r
+                if r < caps[f] and first >= 0:
+                    bn[f] = first
+                for e in range(starts[f], starts[f] + lens[f]):
+                    dec[inv[e]] += r
+                    cnt[inv[e]] -= 1.0
+            else:
+                act[keep] = f
+                rate[keep] = r
+                keep += 1
+        if keep == na:
+            raise RuntimeError("max-min solver made no progress")
+        na = keep
+        left = 0
+        for k in range(nl):
+            u = alive[k]
+            v = rem[u] - dec[u]
+            rem[u] = v if v > 0.0 else 0.0
+            if cnt[u] > 0:
+                alive[left] = u
+                left += 1
+        nl = left
+
+
+@njit(cache=True)
+def _compress(fi, li, pl, slots, nr, lens, starts, inv, uniq):
+    """Local link ids (first seen first) of the paths of ``slots[:nr]``; returns the count."""
+    nu = 0
+    ne = 0
+    for i in range(nr):
+        s = slots[i]
+        lens[i] = fi[PLEN, s]
+        starts[i] = ne
+        for e in range(fi[PSTART, s], fi[PSTART, s] + fi[PLEN, s]):
+            l = pl[P_LINK, e]
+            if li[LMAP, l] < 0:
+                li[LMAP, l] = nu
+                uniq[nu] = l
+                nu += 1
+            inv[ne] = li[LMAP, l]
+            ne += 1
+    return nu
+
+
+@njit(cache=True)
+def full_solve(ff, fi, lf, li, pl, meta, clock, bdirty, dlist, rtol, w):
+    """Every alive flow solved afresh (``FlowTable._full``)."""
+    slots, lens, starts, bn, uniq = w.slots, w.lens, w.starts, w.bn, w.uniq
+    nr = 0
+    for s in range(meta[M_SLOTS]):
+        if fi[ALIVE, s]:
+            slots[nr] = s
+            nr += 1
+    nu = _compress(fi, li, pl, slots, nr, lens, starts, w.inv, uniq)
+    for u in range(nu):
+        w.resid[u] = lf[CAPACITY, uniq[u]]
+    caps = w.fcap
+    for i in range(nr):
+        caps[i] = ff[CAP, slots[i]]
+    _solve(nr, lens, starts, w.inv, nu, w.resid, caps, rtol, w.rates, bn, w.ws, meta)
+    set_rates(ff, meta, clock, bdirty, dlist, slots, nr, w.rates)
+    n_links = lf.shape[1]
+    for l in range(n_links):
+        lf[USED, l] = 0.0
+    for i in range(nr):
+        s = slots[i]
+        fi[BNECK, s] = uniq[bn[i]] if bn[i] >= 0 else -1
+        for e in range(starts[i], starts[i] + lens[i]):
+            lf[USED, uniq[w.inv[e]]] += w.rates[i]
+    meta[M_SOLVES] += 1
+    meta[M_SOLVED] += nr
+    if meta[M_INCREMENTAL]:
+        for l in range(n_links):
+            lf[TOP, l] = 0.0
+            li[NB, l] = 0
+            lf[LVL, l] = np.inf
+        for i in range(nr):
+            r = w.rates[i]
+            for e in range(starts[i], starts[i] + lens[i]):
+                l = uniq[w.inv[e]]
+                if r > lf[TOP, l]:
+                    lf[TOP, l] = r
+            b = fi[BNECK, slots[i]]
+            if b >= 0:
+                li[NB, b] += 1
+                if r < lf[LVL, b]:
+                    lf[LVL, b] = r
+    for u in range(nu):
+        li[LMAP, uniq[u]] = -1
+
+
+@njit(cache=True)
+def resolve(ff, fi, lf, li, pl, lbp, meta, clock, fresh, seeds, bdirty, dlist, w):
+    """Re-solve the rates the flows ended and started since the last solve can change
+    (``FlowTable.resolve``)."""
+    n_fresh, n_seeds = meta[M_FRESH], meta[M_SEEDS]
+    meta[M_FRESH] = 0
+    meta[M_SEEDS] = 0
+    if meta[M_ALIVE] == 0:
+        return
+    limit = FULL_FRACTION * meta[M_ALIVE]
+    r, inr = w.r, w.inr
+    nr = 0
+    for i in range(n_fresh):
+        s = fresh[i]
+        if fi[ALIVE, s] and not inr[s]:
+            inr[s] = 1
+            r[nr] = s
+            nr += 1
+    if not meta[M_INCREMENTAL] or nr >= limit:
+        for i in range(nr):
+            inr[r[i]] = 0
+        full_solve(ff, fi, lf, li, pl, meta, clock, bdirty, dlist, RTOL, w)
+        return
+    n_new = nr  # then the flows bottlenecked on a link an ended or started flow crossed
+    for k in range(n_seeds):
+        nr = _bottlenecked_on(fi, li, pl, lbp, seeds[k], inr, r, nr, meta)
+    for i in range(n_new):
+        s = r[i]
+        for e in range(fi[PSTART, s], fi[PSTART, s] + fi[PLEN, s]):
+            nr = _bottlenecked_on(fi, li, pl, lbp, pl[P_LINK, e], inr, r, nr, meta)
+    for k in range(n_seeds):
+        li[MARK, seeds[k]] = 0
+    for i in range(n_new):
+        s = r[i]
+        for e in range(fi[PSTART, s], fi[PSTART, s] + fi[PLEN, s]):
+            li[MARK, pl[P_LINK, e]] = 0
+    if nr == 0:
+        return
+    nr = _repair(ff, fi, lf, li, pl, lbp, meta, clock, bdirty, dlist, w, nr, limit)
+    for i in range(abs(nr)):
+        inr[r[i]] = 0
+    if nr < 0:
+        full_solve(ff, fi, lf, li, pl, meta, clock, bdirty, dlist, RTOL, w)
+
+
+@njit(cache=True)
+def _bottlenecked_on(fi, li, pl, lbp, l, inr, r, nr, meta):
+    """Append to ``r[:nr]`` the flows bottlenecked on link ``l`` (each link once: MARK);
+    returns the new count."""
+    if li[NB, l] > 0 and not li[MARK, l]:
+        li[MARK, l] = 1
+        a = li[LB_START, l]
+        meta[M_VISITS] += li[LB_COUNT, l]
+        for q in range(a, a + li[LB_COUNT, l]):
+            s = lbp[0, q]
+            if fi[BNECK, s] == l and not inr[s]:
+                inr[s] = 1
+                r[nr] = s
+                nr += 1
+    return nr
+
+
+@njit(cache=True)
+def _repair(ff, fi, lf, li, pl, lbp, meta, clock, bdirty, dlist, w, nr, limit):
+    """Grow the repair set ``w.r[:nr]`` until its residual solve passes the certificate
+    (``FlowTable._repair``).  Returns the final size, negated when the limits were reached
+    (then everything is solved afresh)."""
+    r, lens, starts, inv, uniq, rates, bn = w.r, w.lens, w.starts, w.inv, w.uniq, w.rates, w.bn
+    acc, others = w.wu[0], w.wu[1]
+    for _ in range(MAX_REPAIRS):
+        if nr >= limit:
+            return -nr
+        meta[M_ROUNDS] += 1
+        nu = _compress(fi, li, pl, r, nr, lens, starts, inv, uniq)
+        for u in range(nu):
+            acc[u] = 0.0
+        for i in range(nr):
+            old = ff[RATE, r[i]]
+            for e in range(starts[i], starts[i] + lens[i]):
+                acc[inv[e]] += old
+        for u in range(nu):
+            l = uniq[u]
+            others[u] = lf[USED, l] - acc[u]
+            v = lf[CAPACITY, l] - others[u]
+            w.resid[u] = v if v > 0.0 else 0.0
+        for i in range(nr):
+            w.fcap[i] = ff[CAP, r[i]]
+        _solve(nr, lens, starts, inv, nu, w.resid, w.fcap, RTOL, rates, bn, w.ws, meta)
+        set_rates(ff, meta, clock, bdirty, dlist, r, nr, rates)
+        for u in range(nu):
+            acc[u] = 0.0
+        for i in range(nr):
+            s = r[i]
+            if fi[BNECK, s] >= 0:
+                li[NB, fi[BNECK, s]] -= 1
+            b = uniq[bn[i]] if bn[i] >= 0 else -1
+            fi[BNECK, s] = b
+            if b >= 0:
+                li[NB, b] += 1
+            for e in range(starts[i], starts[i] + lens[i]):
+                acc[inv[e]] += rates[i]
+        for u in range(nu):
+            lf[USED, uniq[u]] = others[u] + acc[u]
+        meta[M_SOLVES] += 1
+        meta[M_PARTIAL] += 1
+        meta[M_SOLVED] += nr
+        n_more = _uncertified(ff, fi, lf, li, pl, lbp, w, nr, nu, meta)
+        for u in range(nu):
+            li[LMAP, uniq[u]] = -1
+        if n_more == 0:
+            return nr
+        for i in range(n_more):
+            s = w.more[i]
+            w.inr[s] = 1
+            r[nr] = s
+            nr += 1
+    return -nr
+
+
+@njit(cache=True)
+def _uncertified(ff, fi, lf, li, pl, lbp, w, nr, nu, meta):
+    """The certificate after R's residual solve (``FlowTable._uncertified``): the flows outside
+    R that must join it go to ``w.more``; returns their count."""
+    lens, starts, inv, uniq, rates, bn = w.lens, w.starts, w.inv, w.uniq, w.rates, w.bn
+    fastest, slowest, n_r = w.wu[2], w.wu[3], w.wu[4]
+    for u in range(nu):
+        fastest[u] = 0.0
+        slowest[u] = np.inf
+        n_r[u] = 0.0
+    for i in range(nr):
+        ri = rates[i]
+        for e in range(starts[i], starts[i] + lens[i]):
+            if ri > fastest[inv[e]]:
+                fastest[inv[e]] = ri
+        b = bn[i]
+        if b >= 0:
+            n_r[b] += 1.0
+            if ri < slowest[b]:
+                slowest[b] = ri
+    n_bad = 0
+    bad = w.bad
+    for u in range(nu):
+        l = uniq[u]
+        outside = li[NB, l] - n_r[u]
+        full = lf[USED, l] >= lf[CAPACITY, l] * (1.0 - RTOL)
+        lvl = lf[LVL, l]
+        is_bad = outside > 0 and (not full or fastest[u] > lvl * (1.0 + 4 * RTOL))
+        is_bad = is_bad or (n_r[u] > 0 and slowest[u] < lf[TOP, l] * (1.0 - 4 * RTOL))
+        if fastest[u] > lf[TOP, l]:
+            lf[TOP, l] = fastest[u]
+        if n_r[u] > 0:
+            lf[LVL, l] = (lvl if lvl < slowest[u] else slowest[u]) if outside > 0 else slowest[u]
+        if is_bad:
+            bad[n_bad] = l
+            n_bad += 1
+    if n_bad == 0:
+        return 0
+    return _exact(ff, fi, lf, li, pl, lbp, w, n_bad, meta)
+
+
+@njit(cache=True)
+def _exact(ff, fi, lf, li, pl, lbp, w, n_bad, meta):
+    """The certificate flow by flow on the links ``w.bad[:n_bad]`` (``FlowTable._exact``)."""
+    inr, more = w.inr, w.more
+    n_more = 0
+    for k in range(n_bad):
+        l = w.bad[k]
+        a, c = li[LB_START, l], li[LB_COUNT, l]
+        meta[M_SCANNED] += c
+        meta[M_BAD] += 1
+        fastest = 0.0
+        lvl = np.inf
+        for q in range(a, a + c):
+            s = lbp[0, q]
+            rs = ff[RATE, s]
+            if rs > fastest:
+                fastest = rs
+            if rs < lvl and fi[BNECK, s] == l:
+                lvl = rs
+        lf[TOP, l] = fastest
+        lf[LVL, l] = lvl
+        full = lf[USED, l] >= lf[CAPACITY, l] * (1.0 - RTOL)
+        beat = fastest * (1.0 - 4 * RTOL)
+        low = np.inf  # slowest flow of R exceeded on this, its bottleneck
+        for q in range(a, a + c):
+            s = lbp[0, q]
+            rs = ff[RATE, s]
+            if inr[s] == 1:
+                if rs < beat and rs < low and fi[BNECK, s] == l:
+                    low = rs
+            elif inr[s] == 0 and (rs < beat or not full) and fi[BNECK, s] == l:
+                inr[s] = 2
+                more[n_more] = s
+                n_more += 1
+        if low < np.inf:  # flows outside R faster than it join too
+            top = low * (1.0 + 4 * RTOL)
+            for q in range(a, a + c):
+                s = lbp[0, q]
+                if inr[s] == 0 and ff[RATE, s] > top:
+                    inr[s] = 2
+                    more[n_more] = s
+                    n_more += 1
+    return n_more
