@@ -57,19 +57,19 @@ class CompiledFlowTable:
         self.meta = np.zeros(fk.N_META, dtype=np.int64)
         self.meta[fk.M_INCREMENTAL] = int(incremental)
         self.clock = np.zeros(1)
-        self.lf = np.zeros((4, n_links))
-        self.lf[fk.CAPACITY] = capacity
-        self.li = np.zeros((6, n_links), dtype=np.int64)
-        self.li[fk.LMAP] = -1
-        self.ff = np.zeros((6, 0))
-        self.fi = np.zeros((6, 0), dtype=np.int64)
+        self.lf = np.zeros((n_links, 4))  # one row per link (its fields together), one per flow below
+        self.lf[:, fk.CAPACITY] = capacity
+        self.li = np.zeros((n_links, 6), dtype=np.int64)
+        self.li[:, fk.LMAP] = -1
+        self.ff = np.zeros((0, 6))
+        self.fi = np.zeros((0, 6), dtype=np.int64)
         self.free = np.zeros(0, dtype=np.int64)
         self.fresh = np.zeros(0, dtype=np.int64)
         self.bmin = np.zeros(0)
         self.bdirty = np.zeros(0, dtype=np.int8)
         self.dlist = np.zeros(0, dtype=np.int64)
-        self.pl = np.zeros((3, 0), dtype=np.int64)
-        self.lbp = np.zeros((2, 0), dtype=np.int64)
+        self.pl = np.zeros((0, 3), dtype=np.int64)
+        self.lbp = np.zeros((0, 2), dtype=np.int64)
         self.seeds = np.zeros(0, dtype=np.int64)
         self.out_links = np.zeros(0, dtype=np.int64)
         self._grow_slots(slots)
@@ -89,11 +89,11 @@ class CompiledFlowTable:
             indptr, links = t.paths(a)
             c.add(indptr, links, t.rem[a], t.lat[a], t.cap[a], 0, t.local[a])
             k = np.arange(a.size)  # a fresh table hands out slots 0, 1, ... in order
-            c.ff[fk.TSET, k], c.ff[fk.DUE, k], c.ff[fk.RATE, k] = t.tset[a], t.due[a], t.rate[a]
-            c.fi[fk.OWNER, k], c.fi[fk.BNECK, k] = t.owner[a], t.bneck[a]
+            c.ff[k, fk.TSET], c.ff[k, fk.DUE], c.ff[k, fk.RATE] = t.tset[a], t.due[a], t.rate[a]
+            c.fi[k, fk.OWNER], c.fi[k, fk.BNECK] = t.owner[a], t.bneck[a]
             c.meta[fk.M_FRESH] = 0
-        c.lf[fk.USED], c.lf[fk.LVL], c.lf[fk.TOP] = t.used, t.lvl, t.top
-        c.li[fk.NB] = t.nb
+        c.lf[:, fk.USED], c.lf[:, fk.LVL], c.lf[:, fk.TOP] = t.used, t.lvl, t.top
+        c.li[:, fk.NB] = t.nb
         for name in ("rate_solves", "partial_solves", "solved_flows", "repair_rounds"):
             c.meta[{"rate_solves": fk.M_SOLVES, "partial_solves": fk.M_PARTIAL, "solved_flows": fk.M_SOLVED,
                     "repair_rounds": fk.M_ROUNDS}[name]] = t.stats[name]
@@ -102,13 +102,13 @@ class CompiledFlowTable:
     # ----------------------------------------------------------- storage
     def _grow_slots(self, size: int) -> None:
         fk = self._k
-        old = self.ff.shape[1]
-        ff = np.zeros((6, size))
-        ff[:, :old] = self.ff
-        ff[fk.DUE, old:] = np.inf
-        fi = np.zeros((6, size), dtype=np.int64)
-        fi[:, :old] = self.fi
-        fi[fk.BNECK, old:] = -1
+        old = self.ff.shape[0]
+        ff = np.zeros((size, 6))
+        ff[:old] = self.ff
+        ff[old:, fk.DUE] = np.inf
+        fi = np.zeros((size, 6), dtype=np.int64)
+        fi[:old] = self.fi
+        fi[old:, fk.BNECK] = -1
         self.ff, self.fi = ff, fi
         n_free = int(self.meta[fk.M_FREE])
         free = np.zeros(size, dtype=np.int64)
@@ -131,7 +131,7 @@ class CompiledFlowTable:
         self._work()
 
     def _work(self) -> None:
-        s, n_links, p = self.ff.shape[1], self.lf.shape[1], self.pl.shape[1]
+        s, n_links, p = self.ff.shape[0], self.lf.shape[0], self.pl.shape[0]
         i64 = np.int64
         self.w = Work(slots=np.zeros(s, i64), r=np.zeros(s, i64), more=np.zeros(s, i64),
                       lens=np.zeros(s, i64), starts=np.zeros(s, i64), bn=np.zeros(s, i64),
@@ -142,11 +142,11 @@ class CompiledFlowTable:
     def _relayout(self, entries: int) -> None:
         """Pool and link blocks laid out afresh, with room for ``entries`` more path entries."""
         fk = self._k
-        live = int(self.fi[fk.PLEN][self.fi[fk.ALIVE] == 1].sum())
-        n_links = self.lf.shape[1]
+        live = int(self.fi[self.fi[:, fk.ALIVE] == 1, fk.PLEN].sum())
+        n_links = self.lf.shape[0]
         size = max(2 * (live + entries), 1024)
-        pl = np.zeros((3, size), dtype=np.int64)
-        lbp = np.zeros((2, 4 * (live + entries) + 8 * n_links + 1024), dtype=np.int64)
+        pl = np.zeros((size, 3), dtype=np.int64)
+        lbp = np.zeros((4 * (live + entries) + 8 * n_links + 1024, 2), dtype=np.int64)
         fk.rebuild(self.ff, self.fi, self.li, self.pl, self.lbp, self.meta, pl, lbp)
         self.pl, self.lbp = pl, lbp
         seeds = np.zeros(size, dtype=np.int64)
@@ -158,15 +158,15 @@ class CompiledFlowTable:
 
     @property
     def owner(self) -> np.ndarray:
-        return self.fi[self._k.OWNER]
+        return self.fi[:, self._k.OWNER]
 
     @property
     def local(self) -> np.ndarray:
-        return self.fi[self._k.LOCAL]
+        return self.fi[:, self._k.LOCAL]
 
     @property
     def lat(self) -> np.ndarray:
-        return self.ff[self._k.LAT]
+        return self.ff[:, self._k.LAT]
 
     @property
     def n_alive(self) -> int:
@@ -184,10 +184,10 @@ class CompiledFlowTable:
         fk = self._k
         k, nnz = int(size.size), int(links.size)
         if self.meta[fk.M_FREE] < k:
-            self._grow_slots(max(2 * self.ff.shape[1], self.ff.shape[1] + k))
+            self._grow_slots(max(2 * self.ff.shape[0], self.ff.shape[0] + k))
         links = np.ascontiguousarray(links, dtype=np.int64)
-        if self.meta[fk.M_POOL] + nnz > self.pl.shape[1] or \
-                self.meta[fk.M_LB] + fk.lb_space(self.li, links) > self.lbp.shape[1]:
+        if self.meta[fk.M_POOL] + nnz > self.pl.shape[0] or \
+                self.meta[fk.M_LB] + fk.lb_space(self.li, links) > self.lbp.shape[0]:
             self._relayout(nnz)
         fk.add_flows(self.ff, self.fi, self.li, self.pl, self.lbp, self.meta, self.clock, self.free,
                      self.fresh, self.bdirty, self.dlist, np.ascontiguousarray(indptr, dtype=np.int64),
@@ -223,8 +223,8 @@ class CompiledFlowTable:
 
     @property
     def rate(self) -> np.ndarray:
-        return self.ff[self._k.RATE]
+        return self.ff[:, self._k.RATE]
 
     @property
     def alive(self) -> np.ndarray:
-        return self.fi[self._k.ALIVE] == 1
+        return self.fi[:, self._k.ALIVE] == 1

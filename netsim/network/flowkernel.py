@@ -15,7 +15,7 @@ compiled layout changes is the cost of each step:
   refreshed once per event for the blocks whose flows changed rate.
 
 The state lives in a few arrays owned by :class:`~netsim.network.compiled.CompiledFlowTable`
-(rows named by the constants below); the kernels hold none.  With ``NUMBA_DISABLE_JIT=1`` they
+(one row per flow, link or entry; columns named by the constants below); the kernels hold none.  With ``NUMBA_DISABLE_JIT=1`` they
 run as plain Python (slowly), which is how coverage sees them.
 """
 
@@ -46,13 +46,13 @@ def lb_space(li, links):
     """Pool room the link blocks need to take one more entry per item of ``links``."""
     need = 0
     for l in links:
-        li[MARK, l] += 1
+        li[l, MARK] += 1
     for l in links:
-        k = li[MARK, l]
+        k = li[l, MARK]
         if k:
-            if li[LB_COUNT, l] + k > li[LB_ROOM, l]:
-                need += 2 * (li[LB_COUNT, l] + k) + 8
-            li[MARK, l] = 0
+            if li[l, LB_COUNT] + k > li[l, LB_ROOM]:
+                need += 2 * (li[l, LB_COUNT] + k) + 8
+            li[l, MARK] = 0
     return need
 
 
@@ -75,39 +75,39 @@ def add_flows(ff, fi, li, pl, lbp, meta, clock, free, fresh, bdirty, dlist,
         s = free[meta[M_FREE]]
         if s >= meta[M_SLOTS]:
             meta[M_SLOTS] = s + 1
-        ff[REM, s] = size[i]
-        ff[TSET, s] = clock[0]
-        ff[DUE, s] = np.inf
-        ff[RATE, s] = 0.0
-        ff[LAT, s] = lat[i]
-        ff[CAP, s] = cap[i]
-        fi[OWNER, s] = owner
-        fi[LOCAL, s] = local[i]
-        fi[BNECK, s] = -1
-        fi[ALIVE, s] = 1
+        ff[s, REM] = size[i]
+        ff[s, TSET] = clock[0]
+        ff[s, DUE] = np.inf
+        ff[s, RATE] = 0.0
+        ff[s, LAT] = lat[i]
+        ff[s, CAP] = cap[i]
+        fi[s, OWNER] = owner
+        fi[s, LOCAL] = local[i]
+        fi[s, BNECK] = -1
+        fi[s, ALIVE] = 1
         a, b = indptr[i], indptr[i + 1]
-        fi[PSTART, s] = meta[M_POOL]
-        fi[PLEN, s] = b - a
+        fi[s, PSTART] = meta[M_POOL]
+        fi[s, PLEN] = b - a
         for j in range(a, b):
             l = links[j]
             p = meta[M_POOL]
             meta[M_POOL] += 1
-            pl[P_LINK, p] = l
-            pl[P_SLOT, p] = s
-            c = li[LB_COUNT, l]
-            if c == li[LB_ROOM, l]:  # block full: move it to the end of the pool, twice as roomy
+            pl[p, P_LINK] = l
+            pl[p, P_SLOT] = s
+            c = li[l, LB_COUNT]
+            if c == li[l, LB_ROOM]:  # block full: move it to the end of the pool, twice as roomy
                 room = 2 * c + 8
-                old, new = li[LB_START, l], meta[M_LB]
+                old, new = li[l, LB_START], meta[M_LB]
                 for q in range(c):
-                    lbp[0, new + q] = lbp[0, old + q]
-                    lbp[1, new + q] = lbp[1, old + q]
-                li[LB_START, l] = new
-                li[LB_ROOM, l] = room
+                    lbp[new + q, 0] = lbp[old + q, 0]
+                    lbp[new + q, 1] = lbp[old + q, 1]
+                li[l, LB_START] = new
+                li[l, LB_ROOM] = room
                 meta[M_LB] += room
-            lbp[0, li[LB_START, l] + c] = s
-            lbp[1, li[LB_START, l] + c] = p
-            pl[P_POS, p] = c
-            li[LB_COUNT, l] = c + 1
+            lbp[li[l, LB_START] + c, 0] = s
+            lbp[li[l, LB_START] + c, 1] = p
+            pl[p, P_POS] = c
+            li[l, LB_COUNT] = c + 1
         fresh[meta[M_FRESH]] = s
         meta[M_FRESH] += 1
         meta[M_ALIVE] += 1
@@ -118,48 +118,48 @@ def add_flows(ff, fi, li, pl, lbp, meta, clock, free, fresh, bdirty, dlist,
 def rebuild(ff, fi, li, pl, lbp, meta, new_pl, new_lbp):
     """Lay the pool out afresh (alive flows' entries only) and every link block with room for
     twice its flows; writes into ``new_pl``/``new_lbp`` (large enough, from the caller)."""
-    n_links = li.shape[1]
+    n_links = li.shape[0]
     for l in range(n_links):
-        li[LB_COUNT, l] = 0
+        li[l, LB_COUNT] = 0
     p = 0
     for s in range(meta[M_SLOTS]):
-        if fi[ALIVE, s]:
-            a = fi[PSTART, s]
-            fi[PSTART, s] = p
-            for j in range(fi[PLEN, s]):
-                l = pl[P_LINK, a + j]
-                new_pl[P_LINK, p] = l
-                new_pl[P_SLOT, p] = s
-                li[LB_COUNT, l] += 1
+        if fi[s, ALIVE]:
+            a = fi[s, PSTART]
+            fi[s, PSTART] = p
+            for j in range(fi[s, PLEN]):
+                l = pl[a + j, P_LINK]
+                new_pl[p, P_LINK] = l
+                new_pl[p, P_SLOT] = s
+                li[l, LB_COUNT] += 1
                 p += 1
     meta[M_POOL] = p
     start = 0
     for l in range(n_links):
-        li[LB_START, l] = start
-        li[LB_ROOM, l] = 2 * li[LB_COUNT, l] + 8
-        start += li[LB_ROOM, l]
-        li[LB_COUNT, l] = 0
+        li[l, LB_START] = start
+        li[l, LB_ROOM] = 2 * li[l, LB_COUNT] + 8
+        start += li[l, LB_ROOM]
+        li[l, LB_COUNT] = 0
     meta[M_LB] = start
     for q in range(p):
-        l = new_pl[P_LINK, q]
-        c = li[LB_COUNT, l]
-        new_lbp[0, li[LB_START, l] + c] = new_pl[P_SLOT, q]
-        new_lbp[1, li[LB_START, l] + c] = q
-        new_pl[P_POS, q] = c
-        li[LB_COUNT, l] = c + 1
+        l = new_pl[q, P_LINK]
+        c = li[l, LB_COUNT]
+        new_lbp[li[l, LB_START] + c, 0] = new_pl[q, P_SLOT]
+        new_lbp[li[l, LB_START] + c, 1] = q
+        new_pl[q, P_POS] = c
+        li[l, LB_COUNT] = c + 1
 
 
 @njit(cache=True)
 def _flush(ff, meta, bmin, bdirty, dlist):
-    n = ff.shape[1]
+    n = ff.shape[0]
     for i in range(meta[M_DIRTY]):
         b = dlist[i]
         lo = b << BLOCK_BITS
         hi = min(lo + (1 << BLOCK_BITS), n)
         m = np.inf
         for s in range(lo, hi):
-            if ff[DUE, s] < m:
-                m = ff[DUE, s]
+            if ff[s, DUE] < m:
+                m = ff[s, DUE]
         bmin[b] = m
         bdirty[b] = 0
     meta[M_DIRTY] = 0
@@ -191,43 +191,43 @@ def take_drained(ff, fi, lf, li, pl, lbp, meta, clock, free, bmin, bdirty, dlist
         if bmin[b] <= thr:
             lo = b << BLOCK_BITS
             for s in range(lo, min(lo + (1 << BLOCK_BITS), meta[M_SLOTS])):
-                if ff[DUE, s] <= thr:
+                if ff[s, DUE] <= thr:
                     out_slots[nd] = s
                     nd += 1
     nl = 0
     for i in range(nd):  # rates leave the link sums first (FlowTable.remove), then empty links reset
         s = out_slots[i]
-        rate = ff[RATE, s]
-        for e in range(fi[PSTART, s], fi[PSTART, s] + fi[PLEN, s]):
-            l = pl[P_LINK, e]
-            lf[USED, l] -= rate
-            c = li[LB_COUNT, l] - 1  # swap the block's last entry into this one's place
-            a = li[LB_START, l]
-            last = lbp[1, a + c]
-            pos = pl[P_POS, e]
-            lbp[0, a + pos] = lbp[0, a + c]
-            lbp[1, a + pos] = last
-            pl[P_POS, last] = pos
-            li[LB_COUNT, l] = c
+        rate = ff[s, RATE]
+        for e in range(fi[s, PSTART], fi[s, PSTART] + fi[s, PLEN]):
+            l = pl[e, P_LINK]
+            lf[l, USED] -= rate
+            c = li[l, LB_COUNT] - 1  # swap the block's last entry into this one's place
+            a = li[l, LB_START]
+            last = lbp[a + c, 1]
+            pos = pl[e, P_POS]
+            lbp[a + pos, 0] = lbp[a + c, 0]
+            lbp[a + pos, 1] = last
+            pl[last, P_POS] = pos
+            li[l, LB_COUNT] = c
             out_links[nl] = l
             nl += 1
             seeds[meta[M_SEEDS]] = l
             meta[M_SEEDS] += 1
-        if fi[BNECK, s] >= 0:
-            li[NB, fi[BNECK, s]] -= 1
-        fi[BNECK, s] = -1
-        fi[ALIVE, s] = 0
-        ff[RATE, s] = 0.0
-        ff[DUE, s] = np.inf
+        if fi[s, BNECK] >= 0:
+            li[fi[s, BNECK], NB] -= 1
+        fi[s, BNECK] = -1
+        fi[s, ALIVE] = 0
+        ff[s, RATE] = 0.0
+        ff[s, DUE] = np.inf
         _mark_dirty(s >> BLOCK_BITS, bdirty, dlist, meta)
         free[meta[M_FREE]] = s
         meta[M_FREE] += 1
         meta[M_ALIVE] -= 1
     for i in range(nl):
         l = out_links[i]
-        if li[LB_COUNT, l] == 0:
-            lf[USED, l] = 0.0
-            lf[TOP, l] = 0.0
+        if li[l, LB_COUNT] == 0:
+            lf[l, USED] = 0.0
+            lf[l, TOP] = 0.0
     return nd, nl
 
 
@@ -236,11 +236,11 @@ def set_rates(ff, meta, clock, bdirty, dlist, slots, n, rates):
     now = clock[0]
     for i in range(n):
         s = slots[i]
-        rem = ff[REM, s] - ff[RATE, s] * (now - ff[TSET, s])
+        rem = ff[s, REM] - ff[s, RATE] * (now - ff[s, TSET])
         rem = rem if rem > 0.0 else 0.0
-        ff[REM, s] = rem
-        ff[TSET, s] = now
+        ff[s, REM] = rem
+        ff[s, TSET] = now
         r = rates[i]
-        ff[RATE, s] = r
-        ff[DUE, s] = now + rem / r if r > 0 else np.inf
+        ff[s, RATE] = r
+        ff[s, DUE] = now + rem / r if r > 0 else np.inf
         _mark_dirty(s >> BLOCK_BITS, bdirty, dlist, meta)

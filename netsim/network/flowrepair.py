@@ -114,15 +114,15 @@ def _compress(fi, li, pl, slots, nr, lens, starts, inv, uniq):
     ne = 0
     for i in range(nr):
         s = slots[i]
-        lens[i] = fi[PLEN, s]
+        lens[i] = fi[s, PLEN]
         starts[i] = ne
-        for e in range(fi[PSTART, s], fi[PSTART, s] + fi[PLEN, s]):
-            l = pl[P_LINK, e]
-            if li[LMAP, l] < 0:
-                li[LMAP, l] = nu
+        for e in range(fi[s, PSTART], fi[s, PSTART] + fi[s, PLEN]):
+            l = pl[e, P_LINK]
+            if li[l, LMAP] < 0:
+                li[l, LMAP] = nu
                 uniq[nu] = l
                 nu += 1
-            inv[ne] = li[LMAP, l]
+            inv[ne] = li[l, LMAP]
             ne += 1
     return nu
 
@@ -133,45 +133,45 @@ def full_solve(ff, fi, lf, li, pl, meta, clock, bdirty, dlist, rtol, w):
     slots, lens, starts, bn, uniq = w.slots, w.lens, w.starts, w.bn, w.uniq
     nr = 0
     for s in range(meta[M_SLOTS]):
-        if fi[ALIVE, s]:
+        if fi[s, ALIVE]:
             slots[nr] = s
             nr += 1
     nu = _compress(fi, li, pl, slots, nr, lens, starts, w.inv, uniq)
     for u in range(nu):
-        w.resid[u] = lf[CAPACITY, uniq[u]]
+        w.resid[u] = lf[uniq[u], CAPACITY]
     caps = w.fcap
     for i in range(nr):
-        caps[i] = ff[CAP, slots[i]]
+        caps[i] = ff[slots[i], CAP]
     _solve(nr, lens, starts, w.inv, nu, w.resid, caps, rtol, w.rates, bn, w.ws, meta)
     set_rates(ff, meta, clock, bdirty, dlist, slots, nr, w.rates)
-    n_links = lf.shape[1]
+    n_links = lf.shape[0]
     for l in range(n_links):
-        lf[USED, l] = 0.0
+        lf[l, USED] = 0.0
     for i in range(nr):
         s = slots[i]
-        fi[BNECK, s] = uniq[bn[i]] if bn[i] >= 0 else -1
+        fi[s, BNECK] = uniq[bn[i]] if bn[i] >= 0 else -1
         for e in range(starts[i], starts[i] + lens[i]):
-            lf[USED, uniq[w.inv[e]]] += w.rates[i]
+            lf[uniq[w.inv[e]], USED] += w.rates[i]
     meta[M_SOLVES] += 1
     meta[M_SOLVED] += nr
     if meta[M_INCREMENTAL]:
         for l in range(n_links):
-            lf[TOP, l] = 0.0
-            li[NB, l] = 0
-            lf[LVL, l] = np.inf
+            lf[l, TOP] = 0.0
+            li[l, NB] = 0
+            lf[l, LVL] = np.inf
         for i in range(nr):
             r = w.rates[i]
             for e in range(starts[i], starts[i] + lens[i]):
                 l = uniq[w.inv[e]]
-                if r > lf[TOP, l]:
-                    lf[TOP, l] = r
-            b = fi[BNECK, slots[i]]
+                if r > lf[l, TOP]:
+                    lf[l, TOP] = r
+            b = fi[slots[i], BNECK]
             if b >= 0:
-                li[NB, b] += 1
-                if r < lf[LVL, b]:
-                    lf[LVL, b] = r
+                li[b, NB] += 1
+                if r < lf[b, LVL]:
+                    lf[b, LVL] = r
     for u in range(nu):
-        li[LMAP, uniq[u]] = -1
+        li[uniq[u], LMAP] = -1
 
 
 @njit(cache=True)
@@ -188,7 +188,7 @@ def resolve(ff, fi, lf, li, pl, lbp, meta, clock, fresh, seeds, bdirty, dlist, w
     nr = 0
     for i in range(n_fresh):
         s = fresh[i]
-        if fi[ALIVE, s] and not inr[s]:
+        if fi[s, ALIVE] and not inr[s]:
             inr[s] = 1
             r[nr] = s
             nr += 1
@@ -202,14 +202,14 @@ def resolve(ff, fi, lf, li, pl, lbp, meta, clock, fresh, seeds, bdirty, dlist, w
         nr = _bottlenecked_on(fi, li, pl, lbp, seeds[k], inr, r, nr, meta)
     for i in range(n_new):
         s = r[i]
-        for e in range(fi[PSTART, s], fi[PSTART, s] + fi[PLEN, s]):
-            nr = _bottlenecked_on(fi, li, pl, lbp, pl[P_LINK, e], inr, r, nr, meta)
+        for e in range(fi[s, PSTART], fi[s, PSTART] + fi[s, PLEN]):
+            nr = _bottlenecked_on(fi, li, pl, lbp, pl[e, P_LINK], inr, r, nr, meta)
     for k in range(n_seeds):
-        li[MARK, seeds[k]] = 0
+        li[seeds[k], MARK] = 0
     for i in range(n_new):
         s = r[i]
-        for e in range(fi[PSTART, s], fi[PSTART, s] + fi[PLEN, s]):
-            li[MARK, pl[P_LINK, e]] = 0
+        for e in range(fi[s, PSTART], fi[s, PSTART] + fi[s, PLEN]):
+            li[pl[e, P_LINK], MARK] = 0
     if nr == 0:
         return
     nr = _repair(ff, fi, lf, li, pl, lbp, meta, clock, bdirty, dlist, w, nr, limit)
@@ -223,13 +223,13 @@ def resolve(ff, fi, lf, li, pl, lbp, meta, clock, fresh, seeds, bdirty, dlist, w
 def _bottlenecked_on(fi, li, pl, lbp, l, inr, r, nr, meta):
     """Append to ``r[:nr]`` the flows bottlenecked on link ``l`` (each link once: MARK);
     returns the new count."""
-    if li[NB, l] > 0 and not li[MARK, l]:
-        li[MARK, l] = 1
-        a = li[LB_START, l]
-        meta[M_VISITS] += li[LB_COUNT, l]
-        for q in range(a, a + li[LB_COUNT, l]):
-            s = lbp[0, q]
-            if fi[BNECK, s] == l and not inr[s]:
+    if li[l, NB] > 0 and not li[l, MARK]:
+        li[l, MARK] = 1
+        a = li[l, LB_START]
+        meta[M_VISITS] += li[l, LB_COUNT]
+        for q in range(a, a + li[l, LB_COUNT]):
+            s = lbp[q, 0]
+            if fi[s, BNECK] == l and not inr[s]:
                 inr[s] = 1
                 r[nr] = s
                 nr += 1
@@ -251,38 +251,38 @@ def _repair(ff, fi, lf, li, pl, lbp, meta, clock, bdirty, dlist, w, nr, limit):
         for u in range(nu):
             acc[u] = 0.0
         for i in range(nr):
-            old = ff[RATE, r[i]]
+            old = ff[r[i], RATE]
             for e in range(starts[i], starts[i] + lens[i]):
                 acc[inv[e]] += old
         for u in range(nu):
             l = uniq[u]
-            others[u] = lf[USED, l] - acc[u]
-            v = lf[CAPACITY, l] - others[u]
+            others[u] = lf[l, USED] - acc[u]
+            v = lf[l, CAPACITY] - others[u]
             w.resid[u] = v if v > 0.0 else 0.0
         for i in range(nr):
-            w.fcap[i] = ff[CAP, r[i]]
+            w.fcap[i] = ff[r[i], CAP]
         _solve(nr, lens, starts, inv, nu, w.resid, w.fcap, RTOL, rates, bn, w.ws, meta)
         set_rates(ff, meta, clock, bdirty, dlist, r, nr, rates)
         for u in range(nu):
             acc[u] = 0.0
         for i in range(nr):
             s = r[i]
-            if fi[BNECK, s] >= 0:
-                li[NB, fi[BNECK, s]] -= 1
+            if fi[s, BNECK] >= 0:
+                li[fi[s, BNECK], NB] -= 1
             b = uniq[bn[i]] if bn[i] >= 0 else -1
-            fi[BNECK, s] = b
+            fi[s, BNECK] = b
             if b >= 0:
-                li[NB, b] += 1
+                li[b, NB] += 1
             for e in range(starts[i], starts[i] + lens[i]):
                 acc[inv[e]] += rates[i]
         for u in range(nu):
-            lf[USED, uniq[u]] = others[u] + acc[u]
+            lf[uniq[u], USED] = others[u] + acc[u]
         meta[M_SOLVES] += 1
         meta[M_PARTIAL] += 1
         meta[M_SOLVED] += nr
         n_more = _uncertified(ff, fi, lf, li, pl, lbp, w, nr, nu, meta)
         for u in range(nu):
-            li[LMAP, uniq[u]] = -1
+            li[uniq[u], LMAP] = -1
         if n_more == 0:
             return nr
         for i in range(n_more):
@@ -317,15 +317,15 @@ def _uncertified(ff, fi, lf, li, pl, lbp, w, nr, nu, meta):
     bad = w.bad
     for u in range(nu):
         l = uniq[u]
-        outside = li[NB, l] - n_r[u]
-        full = lf[USED, l] >= lf[CAPACITY, l] * (1.0 - RTOL)
-        lvl = lf[LVL, l]
+        outside = li[l, NB] - n_r[u]
+        full = lf[l, USED] >= lf[l, CAPACITY] * (1.0 - RTOL)
+        lvl = lf[l, LVL]
         is_bad = outside > 0 and (not full or fastest[u] > lvl * (1.0 + 4 * RTOL))
-        is_bad = is_bad or (n_r[u] > 0 and slowest[u] < lf[TOP, l] * (1.0 - 4 * RTOL))
-        if fastest[u] > lf[TOP, l]:
-            lf[TOP, l] = fastest[u]
+        is_bad = is_bad or (n_r[u] > 0 and slowest[u] < lf[l, TOP] * (1.0 - 4 * RTOL))
+        if fastest[u] > lf[l, TOP]:
+            lf[l, TOP] = fastest[u]
         if n_r[u] > 0:
-            lf[LVL, l] = (lvl if lvl < slowest[u] else slowest[u]) if outside > 0 else slowest[u]
+            lf[l, LVL] = (lvl if lvl < slowest[u] else slowest[u]) if outside > 0 else slowest[u]
         if is_bad:
             bad[n_bad] = l
             n_bad += 1
@@ -341,38 +341,38 @@ def _exact(ff, fi, lf, li, pl, lbp, w, n_bad, meta):
     n_more = 0
     for k in range(n_bad):
         l = w.bad[k]
-        a, c = li[LB_START, l], li[LB_COUNT, l]
+        a, c = li[l, LB_START], li[l, LB_COUNT]
         meta[M_SCANNED] += c
         meta[M_BAD] += 1
         fastest = 0.0
         lvl = np.inf
         for q in range(a, a + c):
-            s = lbp[0, q]
-            rs = ff[RATE, s]
+            s = lbp[q, 0]
+            rs = ff[s, RATE]
             if rs > fastest:
                 fastest = rs
-            if rs < lvl and fi[BNECK, s] == l:
+            if rs < lvl and fi[s, BNECK] == l:
                 lvl = rs
-        lf[TOP, l] = fastest
-        lf[LVL, l] = lvl
-        full = lf[USED, l] >= lf[CAPACITY, l] * (1.0 - RTOL)
+        lf[l, TOP] = fastest
+        lf[l, LVL] = lvl
+        full = lf[l, USED] >= lf[l, CAPACITY] * (1.0 - RTOL)
         beat = fastest * (1.0 - 4 * RTOL)
         low = np.inf  # slowest flow of R exceeded on this, its bottleneck
         for q in range(a, a + c):
-            s = lbp[0, q]
-            rs = ff[RATE, s]
+            s = lbp[q, 0]
+            rs = ff[s, RATE]
             if inr[s] == 1:
-                if rs < beat and rs < low and fi[BNECK, s] == l:
+                if rs < beat and rs < low and fi[s, BNECK] == l:
                     low = rs
-            elif inr[s] == 0 and (rs < beat or not full) and fi[BNECK, s] == l:
+            elif inr[s] == 0 and (rs < beat or not full) and fi[s, BNECK] == l:
                 inr[s] = 2
                 more[n_more] = s
                 n_more += 1
         if low < np.inf:  # flows outside R faster than it join too
             top = low * (1.0 + 4 * RTOL)
             for q in range(a, a + c):
-                s = lbp[0, q]
-                if inr[s] == 0 and ff[RATE, s] > top:
+                s = lbp[q, 0]
+                if inr[s] == 0 and ff[s, RATE] > top:
                     inr[s] = 2
                     more[n_more] = s
                     n_more += 1
