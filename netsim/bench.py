@@ -172,7 +172,8 @@ def run_one(topo: Topology, cfg: BenchConfig, nbytes: int, keep: list | None = N
     if keep is not None:
         from netsim.results.bench_tables import capture
         keep.append(capture(size, time_s, net, result))
-    return row, {**result.stats, **net.summary(), "nccl_predicted_us": p.predicted_us}
+    return row, {**result.stats, **net.summary(), "nccl_predicted_us": p.predicted_us,
+                 "notes": list(getattr(net, "notes", ()))}
 
 
 def bench(topology: str | Topology, op: str, sizes: list[int], **kwargs) -> list[nt.BenchRow]:
@@ -323,7 +324,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         dataset.check_writable(args.out, dataset.run_id_for(run_config), args.overwrite)
         t0 = time.perf_counter()
     kept: list | None = [] if to_dataset else None  # per-size links and ranks for --out DIR
-    rows, now = [], {}  # now: the size being simulated and its network (read by the progress thread)
+    rows, now, notes = [], {}, []  # now: the size being simulated and its network (read by the progress thread)
 
     def status() -> str:
         net = now.get("net")
@@ -331,7 +332,9 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     with Poller(len(sizes), lambda: len(rows), "bench", "size", wanted(args.quiet), postfix=status):
         for s in sizes:  # per size and, within a long size, its simulated time (after 2 s, on a TTY)
             now.update(size=units.format_size(s), net=None)
-            rows.append(run_one(topo, cfg, s, kept, watch=lambda net: now.update(net=net))[0])
+            row, stats = run_one(topo, cfg, s, kept, watch=lambda net: now.update(net=net))
+            rows.append(row)
+            notes += [n for n in stats["notes"] if n not in notes]
     algos = sorted({r.algorithm for r in rows})
     routing = topo.routing
     title = (f"netsim bench: {topo.name}, {cfg.gpus} GPUs, model {cfg.model}, "
@@ -340,6 +343,8 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     print(nt.format_table(cfg.op, rows, nranks=cfg.gpus, min_bytes=sizes[0], max_bytes=sizes[-1],
                           step_factor=args.stepfactor if args.stepbytes is None else None,
                           step_bytes=args.stepbytes, title=title), end="")
+    for note in notes:
+        print(f"# note: {note}")
     config = {"topology": str(args.topology), "gpus": cfg.gpus, "model": cfg.model, "op": cfg.op,
               "algo": cfg.algo, "channels": cfg.channels, "placement": cfg.placement, "engine": cfg.engine,
               "routing": routing, **({"set": sets} if sets else {})}

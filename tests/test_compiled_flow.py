@@ -129,3 +129,20 @@ def test_without_numba_the_numpy_table_runs_with_a_note():
     assert out.returncode == 0, out.stderr[-2000:]
     kind, note = out.stdout.strip().splitlines()
     assert kind == "FlowTable" and note.startswith("numba unavailable") and "numpy reference" in note
+
+
+def test_bench_engines_event_and_reference_agree(monkeypatch):
+    """``--engine reference`` keeps the numpy table; ``event`` moves to the compiled one (here after
+    20 events): the same nccl-tests row."""
+    bench = importlib.import_module("netsim.bench")
+    from netsim.topology.policy import with_routing
+    from netsim.topology.spec import load_topology
+
+    monkeypatch.setattr(flow_mod, "COMPILE_AFTER", 20)
+    topo = with_routing(load_topology("topologies/h100-superpod-1su.yaml"), "ecmp")
+    rows = {}
+    for engine in ("event", "reference"):
+        cfg = bench.BenchConfig("alltoall", gpus=64, placement="random:3", engine=engine)
+        rows[engine], stats = bench.run_one(topo, cfg, 8 << 20)
+        assert stats["events"] > 20
+    assert rows["event"].time_us == pytest.approx(rows["reference"].time_us, rel=1e-9)

@@ -162,6 +162,7 @@ def simulate(topology, workload, comm_groups=None, model: str = "flow", ctrl_dep
     res.notes[:0] = list(notes) + ([eff_note] if eff_note else [])
     if getattr(sfn, "note", None) is not None and sfn.note() is not None:
         res.notes.append(sfn.note())
+    res.notes.extend(n for n in getattr(wr.net, "notes", ()) if n not in res.notes)  # e.g. no numba
     res.config, res.link_status, res.wall_time_s = config, plan.link_status, time.perf_counter() - t0
     if out is not None:
         res.write(out, overwrite=overwrite)
