@@ -46,12 +46,16 @@ class CompiledFlowTable:
     :class:`~netsim.network.flowtable.FlowTable` (what :class:`~netsim.network.flow.FlowNetwork`
     uses of it)."""
 
-    def __init__(self, capacity: np.ndarray, *, incremental: bool = True, slots: int = 256):
+    def __init__(self, capacity: np.ndarray, *, incremental: bool = True, slots: int = 256, counters=None):
         from netsim.network import flowkernel as fk
         from netsim.network import flowrepair
 
         self._k, self._repair = fk, flowrepair
         n_links = capacity.size
+        # the network's link counters, kept here as flows come and go (FlowNetwork._load): flows on
+        # each link (int32), busy since (drained seconds), busy seconds, peak flows (int32)
+        self.counters = counters if counters is not None else (
+            np.zeros(n_links, np.int32), np.zeros(n_links), np.zeros(n_links), np.zeros(n_links, np.int32))
         self.capacity = capacity
         self.incremental = incremental
         self.meta = np.zeros(fk.N_META, dtype=np.int64)
@@ -76,14 +80,14 @@ class CompiledFlowTable:
         self._relayout(1024)
 
     @classmethod
-    def from_table(cls, t) -> "CompiledFlowTable":
+    def from_table(cls, t, counters=None) -> "CompiledFlowTable":
         """The same flows, rates and link summaries as the numpy table ``t``, taken between two
         events (nothing added or ended since its last solve)."""
         from netsim.network import flowkernel as fk
 
         assert not t._fresh and not t._changed, "migrate a flow table only right after a solve"
         a = t.alive_slots()
-        c = cls(t.capacity, incremental=t.incremental, slots=max(256, 2 * a.size))
+        c = cls(t.capacity, incremental=t.incremental, slots=max(256, 2 * a.size))  # counters: after add
         c.clock[0] = t.clock
         if a.size:
             indptr, links = t.paths(a)
@@ -92,6 +96,8 @@ class CompiledFlowTable:
             c.ff[k, fk.TSET], c.ff[k, fk.DUE], c.ff[k, fk.RATE] = t.tset[a], t.due[a], t.rate[a]
             c.fi[k, fk.OWNER], c.fi[k, fk.BNECK] = t.owner[a], t.bneck[a]
             c.meta[fk.M_FRESH] = 0
+        if counters is not None:  # the network counted these flows already
+            c.counters = counters
         c.lf[:, fk.USED], c.lf[:, fk.LVL], c.lf[:, fk.TOP] = t.used, t.lvl, t.top
         c.li[:, fk.NB] = t.nb
         for name in ("rate_solves", "partial_solves", "solved_flows", "repair_rounds"):
@@ -190,7 +196,8 @@ class CompiledFlowTable:
                 self.meta[fk.M_LB] + fk.lb_space(self.li, links) > self.lbp.shape[0]:
             self._relayout(nnz)
         fk.add_flows(self.ff, self.fi, self.li, self.pl, self.lbp, self.meta, self.clock, self.free,
-                     self.fresh, self.bdirty, self.dlist, np.ascontiguousarray(indptr, dtype=np.int64),
+                     self.fresh, self.bdirty, self.dlist, self.counters[0], self.counters[1], self.counters[3],
+                     np.ascontiguousarray(indptr, dtype=np.int64),
                      links, np.ascontiguousarray(size, dtype=np.float64),
                      np.ascontiguousarray(lat, dtype=np.float64), np.ascontiguousarray(cap, dtype=np.float64),
                      int(owner), np.ascontiguousarray(local, dtype=np.int64))
@@ -208,7 +215,7 @@ class CompiledFlowTable:
         out = self.w.slots
         nd, nl = fk.take_drained(self.ff, self.fi, self.lf, self.li, self.pl, self.lbp, self.meta, self.clock,
                                  self.free, self.bmin, self.bdirty, self.dlist, self.seeds, float(eps_t),
-                                 out, self.out_links)
+                                 out, self.out_links, self.counters[0], self.counters[1], self.counters[2])
         return out[:nd].copy(), self.out_links[:nl].copy()
 
     def emptied(self, links: np.ndarray) -> None:

@@ -65,8 +65,7 @@ class FlowNetwork(Network):
         self.kernel = kernel
         self.notes: list[str] = []  # one line each, for the run's notes
         self._flows = FlowTable(topo.capacity, incremental=incremental)
-        if kernel == "compiled":
-            self._compile()
+        self._counted = False  # True once the flow table keeps the link counters itself
         self._owners: dict[int, list] = {}  # submission id -> [on_done, flows left]
         self._next_owner = 0
         self._t = 0.0  # the flows' clock (ahead of now while a shift pauses them)
@@ -78,6 +77,8 @@ class FlowNetwork(Network):
         self.stats["partial_solves"] = 0
         self.link_load = np.zeros(topo.n_links, dtype=np.int32)  # flows draining through each link
         self.watch = None  # watch(links, now): told of every path submitted (see LinkGuard)
+        if kernel == "compiled":
+            self._compile()
 
     # ----------------------------------------------------------------- API
     def submit(self, src, dst, nbytes, on_done: DoneCallback, key=None, routes=None, cap=None) -> None:
@@ -95,7 +96,8 @@ class FlowNetwork(Network):
         self._advance()
         moving = np.flatnonzero(~local)
         ip, lk = (indptr, links) if moving.size == src.size else csr_gather(indptr, links, moving)
-        self._load(lk, +1)
+        if not self._counted:
+            self._load(lk, +1)
         if self.watch is not None:
             self.watch(lk, self.env.now)
         capv = np.full(moving.size, np.inf) if cap is None else \
@@ -237,7 +239,14 @@ class FlowNetwork(Network):
             if why not in self.notes:
                 self.notes.append(why)
             return
-        self._flows = CompiledFlowTable.from_table(self._flows)
+        self._flows = CompiledFlowTable.from_table(self._flows, self._counters())
+        self._counted = True
+
+    def _counters(self) -> tuple:
+        """The link counters the compiled table keeps (:meth:`_load`'s), busy time in drained seconds."""
+        if self._busy_since.dtype != np.float64 or self.link_busy_s.dtype != np.float64:
+            raise TypeError("link counters must be float64")
+        return self.link_load, self._busy_since, self.link_busy_s, self.link_peak_flows
 
     def _finish_drained(self) -> None:
         now = max(self.env.now, self._t)
@@ -245,7 +254,8 @@ class FlowNetwork(Network):
         done, links = f.take_drained(_SAME_INSTANT_ULPS * np.spacing(now))
         if not done.size:
             return
-        self._load(links, -1)
+        if not self._counted:
+            self._load(links, -1)
         owners = f.owner[done]
         order = np.argsort(owners, kind="stable")
         done, owners = done[order], owners[order]

@@ -65,10 +65,12 @@ def _mark_dirty(b, bdirty, dlist, meta):
 
 
 @njit(cache=True)
-def add_flows(ff, fi, li, pl, lbp, meta, clock, free, fresh, bdirty, dlist,
+def add_flows(ff, fi, li, pl, lbp, meta, clock, free, fresh, bdirty, dlist, load, busy_since, peak,
               indptr, links, size, lat, cap, owner, local):
     """New flows (CSR paths; capacity already ensured by the caller): slots from the free stack,
-    path entries appended to the pool and to their links' blocks."""
+    path entries appended to the pool and to their links' blocks.  The network's link counters
+    follow (``FlowNetwork._load``): flows on each link, since when it is busy (drained seconds),
+    its peak."""
     k = size.size
     for i in range(k):
         meta[M_FREE] -= 1
@@ -108,6 +110,11 @@ def add_flows(ff, fi, li, pl, lbp, meta, clock, free, fresh, bdirty, dlist,
             lbp[li[l, LB_START] + c, 1] = p
             pl[p, P_POS] = c
             li[l, LB_COUNT] = c + 1
+            load[l] = c + 1
+            if c == 0:
+                busy_since[l] = clock[0]
+            if c + 1 > peak[l]:
+                peak[l] = c + 1
         fresh[meta[M_FRESH]] = s
         meta[M_FRESH] += 1
         meta[M_ALIVE] += 1
@@ -180,7 +187,7 @@ def next_due(ff, meta, clock, bmin, bdirty, dlist):
 
 @njit(cache=True)
 def take_drained(ff, fi, lf, li, pl, lbp, meta, clock, free, bmin, bdirty, dlist, seeds, eps,
-                 out_slots, out_links):
+                 out_slots, out_links, load, busy_since, busy):
     """Remove the flows due within ``eps`` of the clock; their slots (ascending) and path links
     go to ``out_slots``/``out_links``; returns both counts.  Links left without flows get no
     rate and no rounding residue (``FlowTable.emptied``)."""
@@ -209,6 +216,9 @@ def take_drained(ff, fi, lf, li, pl, lbp, meta, clock, free, bmin, bdirty, dlist
             lbp[a + pos, 1] = last
             pl[last, P_POS] = pos
             li[l, LB_COUNT] = c
+            load[l] = c
+            if c == 0:
+                busy[l] += clock[0] - busy_since[l]
             out_links[nl] = l
             nl += 1
             seeds[meta[M_SEEDS]] = l
