@@ -19,6 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -90,7 +91,7 @@ def main() -> None:
         cases += [("h100-superpod-1024.yaml", 1024, "numpy"), ("h100-fat-tree-16k.yaml", 4096, "compiled")]
     rows = []
     for topology, n, kernel in cases:
-        row = run_case(lambda t=topology, n=n, k=kernel: _alltoall(t, n, k))
+        row = run_case(partial(_alltoall, topology, n, kernel))
         rows.append(row)
         print(f"  {row['case']} {kernel}: {row['cpu_s']:.1f} CPU s", flush=True)
     _diff(rows)

@@ -1,17 +1,14 @@
 """The flow table on compiled kernels: :class:`~netsim.network.flowtable.FlowTable`'s interface
-and algorithm, run by :mod:`~netsim.network.flowkernel`.
+and algorithm, run by :mod:`~netsim.network.flowkernel` and :mod:`~netsim.network.flowrepair`.
 
 :func:`available` says whether numba imports; without it the flow model keeps the numpy table
-(the reference) and a run's notes say so.  Compiled code is cached on disk (numba
-``cache=True``); where the package directory is read-only, ``NUMBA_CACHE_DIR`` falls back to a
-user cache directory (:func:`_cache_dir`), set before numba is imported.
+(the reference) and a run's notes say so.  Compiled code is cached on disk
+(:mod:`~netsim.network.kernelcache`).
 """
 
 from __future__ import annotations
 
-import os
 from collections import namedtuple
-from pathlib import Path
 
 import numpy as np
 
@@ -19,23 +16,10 @@ import numpy as np
 Work = namedtuple("Work", "slots r more lens starts bn fcap rates inr inv uniq resid bad ws wu")
 
 
-def _cache_dir() -> None:
-    """Point numba's cache at a writable directory when the package's own is not."""
-    if os.environ.get("NUMBA_CACHE_DIR"):
-        return
-    here = Path(__file__).parent
-    if os.access(here, os.W_OK) and (not (here / "__pycache__").exists() or os.access(here / "__pycache__", os.W_OK)):
-        return
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    os.environ["NUMBA_CACHE_DIR"] = str(base / "netsim" / "numba")
-
-
 def available() -> str | None:
     """``None`` when the compiled kernels can run, else why not (one line)."""
     try:
-        _cache_dir()
-        import numba  # noqa: F401  (imported here: a missing numba is a note, not an error)
-        from netsim.network import flowrepair  # noqa: F401
+        from netsim.network import flowrepair  # noqa: F401  (imports numba: missing is a note, not an error)
     except ImportError as exc:  # numba missing or not built for this Python
         return f"numba unavailable ({exc}); the flow model ran on its numpy reference"
     return None
@@ -126,13 +110,20 @@ class CompiledFlowTable:
         fresh = np.zeros(size, dtype=np.int64)
         fresh[:self.fresh.size] = self.fresh
         self.fresh = fresh
-        n_blocks = (size >> fk.BLOCK_BITS) + 1
-        bmin = np.full(n_blocks, np.inf)
-        bmin[:self.bmin.size] = self.bmin
-        bdirty = np.zeros(n_blocks, dtype=np.int8)
-        bdirty[:self.bdirty.size] = self.bdirty
-        dlist = np.zeros(n_blocks, dtype=np.int64)
-        dlist[:self.dlist.size] = self.dlist
+        nb = (size >> fk.BLOCK_BITS) + 1  # blocks of 64 slots, then groups of 64 blocks
+        ng = (nb >> fk.BLOCK_BITS) + 1
+        old_nb = self.dlist.size
+        bmin = np.full(nb + ng, np.inf)
+        bmin[:old_nb] = self.bmin[:old_nb]
+        per_group = np.full(ng << fk.BLOCK_BITS, np.inf)
+        per_group[:nb] = bmin[:nb]
+        bmin[nb:] = per_group.reshape(ng, -1).min(axis=1)
+        bdirty = np.zeros(nb + ng, dtype=np.int8)
+        bdirty[:old_nb] = self.bdirty[:old_nb]
+        dlist = np.zeros(nb, dtype=np.int64)
+        n_dirty = int(self.meta[fk.M_DIRTY])
+        dlist[:n_dirty] = self.dlist[:n_dirty]
+        bdirty[nb + (dlist[:n_dirty] >> fk.BLOCK_BITS)] = 1
         self.bmin, self.bdirty, self.dlist = bmin, bdirty, dlist
         self._work()
 

@@ -22,7 +22,7 @@ run as plain Python (slowly), which is how coverage sees them.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from netsim.network.kernelcache import kernel
 
 
 # rows of the per-flow float array ``ff`` and int array ``fi``
@@ -41,7 +41,7 @@ N_META = 17
 BLOCK_BITS = 6
 
 
-@njit(cache=True)
+@kernel
 def lb_space(li, links):
     """Pool room the link blocks need to take one more entry per item of ``links``."""
     need = 0
@@ -56,15 +56,16 @@ def lb_space(li, links):
     return need
 
 
-@njit(cache=True)
+@kernel
 def _mark_dirty(b, bdirty, dlist, meta):
     if not bdirty[b]:
         bdirty[b] = 1
+        bdirty[dlist.size + (b >> BLOCK_BITS)] = 1  # and its group of 64 blocks
         dlist[meta[M_DIRTY]] = b
         meta[M_DIRTY] += 1
 
 
-@njit(cache=True)
+@kernel
 def add_flows(ff, fi, li, pl, lbp, meta, clock, free, fresh, bdirty, dlist, load, busy_since, peak,
               indptr, links, size, lat, cap, owner, local):
     """New flows (CSR paths; capacity already ensured by the caller): slots from the free stack,
@@ -121,7 +122,7 @@ def add_flows(ff, fi, li, pl, lbp, meta, clock, free, fresh, bdirty, dlist, load
         _mark_dirty(s >> BLOCK_BITS, bdirty, dlist, meta)
 
 
-@njit(cache=True)
+@kernel
 def rebuild(ff, fi, li, pl, lbp, meta, new_pl, new_lbp):
     """Lay the pool out afresh (alive flows' entries only) and every link block with room for
     twice its flows; writes into ``new_pl``/``new_lbp`` (large enough, from the caller)."""
@@ -156,10 +157,14 @@ def rebuild(ff, fi, li, pl, lbp, meta, new_pl, new_lbp):
         li[l, LB_COUNT] = c + 1
 
 
-@njit(cache=True)
+@kernel
 def _flush(ff, meta, bmin, bdirty, dlist):
+    """Refresh the minimums of the blocks whose flows changed due times, then of their groups
+    of 64 blocks (``bmin[nb + g]``, ``nb`` blocks: the second level)."""
     n = ff.shape[0]
-    for i in range(meta[M_DIRTY]):
+    nb = (n >> BLOCK_BITS) + 1
+    nd = meta[M_DIRTY]
+    for i in range(nd):
         b = dlist[i]
         lo = b << BLOCK_BITS
         hi = min(lo + (1 << BLOCK_BITS), n)
@@ -169,23 +174,34 @@ def _flush(ff, meta, bmin, bdirty, dlist):
                 m = ff[s, DUE]
         bmin[b] = m
         bdirty[b] = 0
+    for i in range(nd):
+        g = dlist[i] >> BLOCK_BITS
+        if not bdirty[nb + g]:
+            continue
+        bdirty[nb + g] = 0
+        m = np.inf
+        for b in range(g << BLOCK_BITS, min((g + 1) << BLOCK_BITS, nb)):
+            if bmin[b] < m:
+                m = bmin[b]
+        bmin[nb + g] = m
     meta[M_DIRTY] = 0
 
 
-@njit(cache=True)
+@kernel
 def next_due(ff, meta, clock, bmin, bdirty, dlist):
     """Seconds until the first alive flow has drained (``inf`` if none)."""
     if meta[M_ALIVE] == 0:
         return np.inf
     _flush(ff, meta, bmin, bdirty, dlist)
+    nb = (ff.shape[0] >> BLOCK_BITS) + 1
     m = np.inf
-    for b in range((meta[M_SLOTS] >> BLOCK_BITS) + 1):
-        if bmin[b] < m:
-            m = bmin[b]
+    for g in range((meta[M_SLOTS] >> (2 * BLOCK_BITS)) + 1):
+        if bmin[nb + g] < m:
+            m = bmin[nb + g]
     return m - clock[0]
 
 
-@njit(cache=True)
+@kernel
 def take_drained(ff, fi, lf, li, pl, lbp, meta, clock, free, bmin, bdirty, dlist, seeds, eps,
                  out_slots, out_links, load, busy_since, busy):
     """Remove the flows due within ``eps`` of the clock; their slots (ascending) and path links
@@ -194,13 +210,17 @@ def take_drained(ff, fi, lf, li, pl, lbp, meta, clock, free, bmin, bdirty, dlist
     _flush(ff, meta, bmin, bdirty, dlist)
     thr = clock[0] + eps
     nd = 0
-    for b in range((meta[M_SLOTS] >> BLOCK_BITS) + 1):
-        if bmin[b] <= thr:
-            lo = b << BLOCK_BITS
-            for s in range(lo, min(lo + (1 << BLOCK_BITS), meta[M_SLOTS])):
-                if ff[s, DUE] <= thr:
-                    out_slots[nd] = s
-                    nd += 1
+    nb = (ff.shape[0] >> BLOCK_BITS) + 1
+    for g in range((meta[M_SLOTS] >> (2 * BLOCK_BITS)) + 1):
+        if bmin[nb + g] > thr:
+            continue
+        for b in range(g << BLOCK_BITS, min((g + 1) << BLOCK_BITS, (meta[M_SLOTS] >> BLOCK_BITS) + 1)):
+            if bmin[b] <= thr:
+                lo = b << BLOCK_BITS
+                for s in range(lo, min(lo + (1 << BLOCK_BITS), meta[M_SLOTS])):
+                    if ff[s, DUE] <= thr:
+                        out_slots[nd] = s
+                        nd += 1
     nl = 0
     for i in range(nd):  # rates leave the link sums first (FlowTable.remove), then empty links reset
         s = out_slots[i]
@@ -241,7 +261,7 @@ def take_drained(ff, fi, lf, li, pl, lbp, meta, clock, free, bmin, bdirty, dlist
     return nd, nl
 
 
-@njit(cache=True)
+@kernel
 def set_rates(ff, meta, clock, bdirty, dlist, slots, n, rates):
     now = clock[0]
     for i in range(n):

@@ -10,7 +10,7 @@ step for step, with "the flows on these links" read from the link blocks.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from netsim.network.kernelcache import kernel
 
 from netsim.network.flowkernel import (ALIVE, BNECK, CAP, CAPACITY, LB_COUNT, LB_START, LMAP, LVL, M_ALIVE,
                                        M_BAD, M_FRESH, M_INCREMENTAL, M_LEVELS, M_PARTIAL, M_ROUNDS, M_SCANNED,
@@ -20,28 +20,38 @@ from netsim.network.flowkernel import (ALIVE, BNECK, CAP, CAPACITY, LB_COUNT, LB
 from netsim.network.flowtable import FULL_FRACTION, MAX_REPAIRS, RTOL
 
 
-@njit(cache=True)
+@kernel
 def _solve(nf, lens, starts, inv, nu, resid, caps, rtol, rates, bn, ws, meta):
     """:func:`~netsim.network.maxmin.solve_compressed` on flows 0..nf-1 (entries
-    ``inv[starts[f]:starts[f]+lens[f]]``, local link ids < nu); ``ws``: float scratch (5, >= nu)
-    and the caller's int scratch in ``bn``'s shape is not needed beyond ``bn``."""
+    ``inv[starts[f]:starts[f]+lens[f]]``, local link ids < nu); ``ws``: float scratch (5, >= nu).
+    The unfrozen flows' entries are packed after every round (read in order)."""
     rem, cnt, share, low, dec = ws[0], ws[1], ws[2], ws[3], ws[4]
     for u in range(nu):
         rem[u] = resid[u]
         cnt[u] = 0.0
+    ne = 0
+    for f in range(nf):
+        ne += lens[f]
     act = np.empty(nf, dtype=np.int64)
     rate = np.empty(nf)
+    pe = np.empty(ne, dtype=np.int64)  # entries of the unfrozen flows, packed
+    plen = np.empty(nf, dtype=np.int64)
     na = 0
+    k = 0
     for f in range(nf):
         bn[f] = -1
         rates[f] = 0.0
-        for e in range(starts[f], starts[f] + lens[f]):
-            cnt[inv[e]] += 1.0
         if lens[f] == 0 and not np.isfinite(caps[f]):
             rates[f] = np.inf
-        else:
-            act[na] = f
-            na += 1
+            continue
+        act[na] = f
+        plen[na] = lens[f]
+        for e in range(starts[f], starts[f] + lens[f]):
+            u = inv[e]
+            cnt[u] += 1.0
+            pe[k] = u
+            k += 1
+        na += 1
     local = np.zeros(nu, dtype=np.bool_)
     alive = np.empty(nu, dtype=np.int64)  # links some unfrozen flow still crosses
     nl = 0
@@ -51,33 +61,38 @@ def _solve(nf, lens, starts, inv, nu, resid, caps, rtol, rates, bn, ws, meta):
             nl += 1
     while na:
         meta[M_LEVELS] += 1
-        for k in range(nl):
-            u = alive[k]
+        for q in range(nl):
+            u = alive[q]
             share[u] = rem[u] / cnt[u]
             low[u] = np.inf
             dec[u] = 0.0
+        k = 0
         for i in range(na):
-            f = act[i]
             on = np.inf
-            for e in range(starts[f], starts[f] + lens[f]):
-                if share[inv[e]] < on:
-                    on = share[inv[e]]
-            r = on if on < caps[f] else caps[f]
+            for e in range(k, k + plen[i]):
+                if share[pe[e]] < on:
+                    on = share[pe[e]]
+            c = caps[act[i]]
+            r = on if on < c else c
             rate[i] = r
-            for e in range(starts[f], starts[f] + lens[f]):
-                if r < low[inv[e]]:
-                    low[inv[e]] = r
-        for k in range(nl):
-            u = alive[k]
+            for e in range(k, k + plen[i]):
+                if r < low[pe[e]]:
+                    low[pe[e]] = r
+            k += plen[i]
+        for q in range(nl):
+            u = alive[q]
             local[u] = share[u] <= low[u] * (1.0 + rtol)
         keep = 0
+        k = 0
+        w = 0
         for i in range(na):
             f = act[i]
             r = rate[i]
+            n = plen[i]
             on = np.inf
             first = -1
-            for e in range(starts[f], starts[f] + lens[f]):
-                u = inv[e]
+            for e in range(k, k + n):
+                u = pe[e]
                 if share[u] < on:
                     on = share[u]
                 if first < 0 and local[u]:
@@ -86,19 +101,23 @@ def _solve(nf, lens, starts, inv, nu, resid, caps, rtol, rates, bn, ws, meta):
                 rates[f] = r
                 if r < caps[f] and first >= 0:
                     bn[f] = first
-                for e in range(starts[f], starts[f] + lens[f]):
-                    dec[inv[e]] += r
-                    cnt[inv[e]] -= 1.0
+                for e in range(k, k + n):
+                    dec[pe[e]] += r
+                    cnt[pe[e]] -= 1.0
             else:
                 act[keep] = f
-                rate[keep] = r
+                plen[keep] = n
+                for e in range(k, k + n):
+                    pe[w] = pe[e]
+                    w += 1
                 keep += 1
+            k += n
         if keep == na:
             raise RuntimeError("max-min solver made no progress")
         na = keep
         left = 0
-        for k in range(nl):
-            u = alive[k]
+        for q in range(nl):
+            u = alive[q]
             v = rem[u] - dec[u]
             rem[u] = v if v > 0.0 else 0.0
             if cnt[u] > 0:
@@ -107,7 +126,7 @@ def _solve(nf, lens, starts, inv, nu, resid, caps, rtol, rates, bn, ws, meta):
         nl = left
 
 
-@njit(cache=True)
+@kernel
 def _compress(fi, li, pl, slots, nr, lens, starts, inv, uniq):
     """Local link ids (first seen first) of the paths of ``slots[:nr]``; returns the count."""
     nu = 0
@@ -127,7 +146,7 @@ def _compress(fi, li, pl, slots, nr, lens, starts, inv, uniq):
     return nu
 
 
-@njit(cache=True)
+@kernel
 def full_solve(ff, fi, lf, li, pl, meta, clock, bdirty, dlist, rtol, w):
     """Every alive flow solved afresh (``FlowTable._full``)."""
     slots, lens, starts, bn, uniq = w.slots, w.lens, w.starts, w.bn, w.uniq
@@ -174,7 +193,7 @@ def full_solve(ff, fi, lf, li, pl, meta, clock, bdirty, dlist, rtol, w):
         li[uniq[u], LMAP] = -1
 
 
-@njit(cache=True)
+@kernel
 def resolve(ff, fi, lf, li, pl, lbp, meta, clock, fresh, seeds, bdirty, dlist, w):
     """Re-solve the rates the flows ended and started since the last solve can change
     (``FlowTable.resolve``)."""
@@ -219,7 +238,7 @@ def resolve(ff, fi, lf, li, pl, lbp, meta, clock, fresh, seeds, bdirty, dlist, w
         full_solve(ff, fi, lf, li, pl, meta, clock, bdirty, dlist, RTOL, w)
 
 
-@njit(cache=True)
+@kernel
 def _bottlenecked_on(fi, li, pl, lbp, l, inr, r, nr, meta):
     """Append to ``r[:nr]`` the flows bottlenecked on link ``l`` (each link once: MARK);
     returns the new count."""
@@ -236,7 +255,7 @@ def _bottlenecked_on(fi, li, pl, lbp, l, inr, r, nr, meta):
     return nr
 
 
-@njit(cache=True)
+@kernel
 def _repair(ff, fi, lf, li, pl, lbp, meta, clock, bdirty, dlist, w, nr, limit):
     """Grow the repair set ``w.r[:nr]`` until its residual solve passes the certificate
     (``FlowTable._repair``).  Returns the final size, negated when the limits were reached
@@ -293,7 +312,7 @@ def _repair(ff, fi, lf, li, pl, lbp, meta, clock, bdirty, dlist, w, nr, limit):
     return -nr
 
 
-@njit(cache=True)
+@kernel
 def _uncertified(ff, fi, lf, li, pl, lbp, w, nr, nu, meta):
     """The certificate after R's residual solve (``FlowTable._uncertified``): the flows outside
     R that must join it go to ``w.more``; returns their count."""
@@ -334,7 +353,7 @@ def _uncertified(ff, fi, lf, li, pl, lbp, w, nr, nu, meta):
     return _exact(ff, fi, lf, li, pl, lbp, w, n_bad, meta)
 
 
-@njit(cache=True)
+@kernel
 def _exact(ff, fi, lf, li, pl, lbp, w, n_bad, meta):
     """The certificate flow by flow on the links ``w.bad[:n_bad]`` (``FlowTable._exact``)."""
     inr, more = w.inr, w.more
