@@ -322,15 +322,18 @@ class _WorkBar:
 
 
 def failures(out_dir: str | os.PathLike):
-    """Failure records of the configurations not (yet) complete in ``out_dir``, as a DataFrame."""
+    """Failure records of the configurations not (yet) complete in ``out_dir``, as a DataFrame
+    (:class:`~netsim.errors.ResultsError` for a damaged record)."""
     import pandas as pd
+
+    from netsim.results.reader import read_part
 
     root = Path(out_dir)
     frames = []
     for p in sorted((root / FAILURES).glob(f"run_id=*/{PART}")):
         rid = p.parent.name[len("run_id="):]
         if not is_complete(root, rid):
-            frames.append(pd.read_parquet(p).assign(run_id=rid))
+            frames.append(read_part(p).assign(run_id=rid))
     if not frames:
         return pd.DataFrame(columns=["run_id", "status", "error", "error_type", "attempt"])
     return pd.concat(frames, ignore_index=True)

@@ -21,9 +21,9 @@ import time
 
 from netsim.errors import NetsimError
 from netsim.results.dataset import PartWriter, canonical_config, is_complete, part_path, runs_row, write_run
+from netsim.results.layout import FAILURES
 from netsim.sweep.spec import RUN_KEYS, is_topology_param
 
-FAILURES = "failures"
 MAX_ERROR = 400
 
 
