@@ -89,15 +89,38 @@ def check_writable(out_dir: str | os.PathLike, run_id: str, overwrite: bool = Fa
     """Raise :class:`InputError` if ``out_dir`` cannot take a results dataset (see
     :func:`netsim.results.io.check_output_dir`) or already holds the complete run ``run_id``.
 
-    Parts of a run without its ``runs`` part (a run killed while writing) do not count:
-    :func:`write_run` replaces them."""
+    Every command that writes a dataset calls it before it simulates, so it also removes the
+    temporary part files that earlier writers of ``run_id`` left when they died
+    (:func:`remove_stale_parts`).  Parts of a run without its ``runs`` part (a run killed while
+    writing) do not count: :func:`write_run` replaces them."""
     from netsim.results.io import check_output_dir
 
     root = Path(out_dir)
     check_output_dir(root, what="a results directory")
+    remove_stale_parts(root, run_id)
     if is_complete(root, run_id) and not overwrite:
         raise InputError(f"already holds run {run_id}; pass --overwrite to replace it",
                          source=str(part_path(root, "runs", run_id)))
+
+
+def remove_stale_parts(out_dir: str | os.PathLike, run_id: str = "*") -> list[Path]:
+    """Remove the temporary part files (``.part-0.parquet.<random>.tmp``) of ``run_id`` (``"*"``:
+    every run) that no writer holds: those of a writer that died, even by SIGKILL
+    (:func:`netsim.results.io.remove_stale_temps`).  Files being written are left alone.
+
+    >>> import os, tempfile
+    >>> d = tempfile.mkdtemp(); os.makedirs(os.path.join(d, "ops", "run_id=ab"))
+    >>> open(os.path.join(d, "ops", "run_id=ab", ".part-0.parquet.x1y2.tmp"), "w").close()  # a dead writer's
+    >>> [p.name for p in remove_stale_parts(d, "ab")], os.listdir(os.path.join(d, "ops", "run_id=ab"))
+    (['.part-0.parquet.x1y2.tmp'], [])
+    """
+    import glob
+
+    from netsim.results.io import remove_stale_temps
+
+    rid = run_id if run_id == "*" else glob.escape(run_id)
+    return [p for folder in sorted(Path(out_dir).glob(f"*/run_id={rid}")) if folder.is_dir()
+            for p in remove_stale_temps(folder, PART)]
 
 
 # ------------------------------------------------------------------ arrow
@@ -167,13 +190,13 @@ class PartWriter:
     """
 
     def __init__(self, out_dir, table: str, run_id: str, config_json: str, row_group_rows: int = ROW_GROUP_ROWS):
-        import tempfile
+        from netsim.results.io import TempFile
 
         self.table, self.run_id, self.rows = table, run_id, 0
         self.target = part_path(out_dir, table, run_id)
         self.target.parent.mkdir(parents=True, exist_ok=True)
-        fd, self.tmp = tempfile.mkstemp(prefix=f".{PART}.", suffix=".tmp", dir=self.target.parent)
-        os.close(fd)
+        self._temp = TempFile(self.target)  # locked while this writer lives (io.remove_stale_temps)
+        self.tmp = self._temp.path
         self._meta = {"netsim.config": config_json, "netsim.schema_version": str(SCHEMA_VERSION)}
         self._writer = None
         self._schema = None
@@ -193,20 +216,30 @@ class PartWriter:
         self.rows += tbl.num_rows
 
     def close(self) -> Path:
-        """Finish the file and rename it into place."""
-        if self._writer is None:  # no chunk at all: an empty table with the known columns
-            self.write(schema(self.table).empty_table())
-        self._writer.close()
+        """Finish the file and rename it into place (on an error: :meth:`abort`, and raise)."""
         from netsim.results.io import publish
 
-        return publish(self.tmp, self.target)
+        try:
+            if self._writer is None:  # no chunk at all: an empty table with the known columns
+                self.write(schema(self.table).empty_table())
+            self._writer.close()
+            target = publish(self.tmp, self.target)
+        except BaseException:
+            self.abort()
+            raise
+        self._temp.release()
+        return target
 
     def abort(self) -> None:
         """Drop the temporary file."""
-        if self._writer is not None:
-            self._writer.close()
-        if os.path.exists(self.tmp):
-            os.unlink(self.tmp)
+        try:
+            if self._writer is not None:
+                self._writer.close()
+        except Exception:  # noqa: BLE001 - the file goes anyway (e.g. the disk is full)
+            pass
+        finally:
+            self._writer = None
+            self._temp.discard()
 
     def __enter__(self) -> "PartWriter":
         return self

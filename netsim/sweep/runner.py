@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from netsim.errors import InputError
-from netsim.results.dataset import PART, is_complete
+from netsim.results.dataset import PART, is_complete, remove_stale_parts
 from netsim.results.io import check_output_dir
 from netsim.sweep.shutdown import terminate_on_sigterm
 from netsim.sweep.spec import Sweep, load_sweep
@@ -58,15 +58,9 @@ class SweepReport:
 
 
 def clean_temp_files(out_dir: str | os.PathLike) -> int:
-    """Remove temporary partition files left by killed writers; returns how many."""
-    n = 0
-    for p in Path(out_dir).glob(f"*/run_id=*/.{PART}*"):
-        try:
-            p.unlink()
-            n += 1
-        except FileNotFoundError:
-            pass
-    return n
+    """Remove temporary partition files left by killed writers (files that no live writer holds,
+    :func:`~netsim.results.dataset.remove_stale_parts`); returns how many."""
+    return len(remove_stale_parts(out_dir))
 
 
 # -------------------------------------------------------------- executors
