@@ -1,13 +1,22 @@
-"""Fuzz netsim's loaders and main flags with generated bad (and good) inputs; print the table.
+"""Fuzz netsim's loaders, main flags and surfaces with generated bad (and good) inputs; print the table.
 
-Every case runs in this process under a ``signal.alarm`` time limit and is classified:
-clean error (InputError with one line), accepted valid, crash (any other exception: a
-traceback for a user), hang (over the limit) or silently accepted invalid (the generator
-injected a value outside the documented range and the loader returned).
+Every case runs in this process under a ``signal.alarm`` time limit and a memory limit and is
+classified: clean error (InputError with one line; for a command, exit status 2 with one
+``netsim: error:`` line), accepted valid, crash (any other exception: a traceback for a user),
+hang (over the time limit), memory (a MemoryError, or a peak resident set more than
+``--memory`` MiB above the case's start: runaway memory) or silently accepted invalid (the
+generator injected a value outside the documented range and the run returned).
 
-    python benchmarks/fuzz.py [--cases 5000] [--seed 0] [--limit 30]
+    python benchmarks/fuzz.py [--cases 5000] [--seed 0] [--limit 30] [--memory 1024]
+                              [--classes "MoE flags,sweep --dry-run"] [--no-open] [--show]
 
-``tests/test_bad_inputs_fuzz.py`` runs the same generators through hypothesis, bounded.
+Input classes: topology YAML, faults YAML, sweep YAML, straggler specs, bench flags, input
+files, and the surfaces of ``benchmarks/fuzz_surfaces.py`` (MoE flags, placement / routing /
+``--set`` with ``run --llm`` sizes, damaged datasets through ``netsim.open_results``, ``sweep
+--dry-run``).  The column "open elsewhere" counts the crashes, hangs, memory and silent
+invalids whose input is a reproducer another branch fixes (``fuzz_surfaces.OPEN_ELSEWHERE``);
+``--no-open`` leaves those inputs out.  ``tests/test_bad_inputs_fuzz.py`` runs the same
+generators through hypothesis, bounded.
 """
 
 from __future__ import annotations
@@ -20,8 +29,10 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from netsim.errors import InputError  # noqa: E402
+import fuzz_surfaces  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 # Values outside every documented range, and values inside them.
@@ -208,55 +219,137 @@ class Hang(BaseException):
     """Raised by the alarm; a BaseException so loaders cannot swallow it."""
 
 
-def classify(thunk, invalid: bool, limit: int) -> str:
+def _status_kib(key: str) -> int | None:
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith(key + ":"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return None
+
+
+def _reset_peak() -> int | None:
+    """Reset the peak resident set (Linux ``clear_refs``); the resident set now, in KiB."""
+    try:
+        with open("/proc/self/clear_refs", "w", encoding="ascii") as fh:
+            fh.write("5")
+    except OSError:
+        return None
+    return _status_kib("VmRSS")
+
+
+def classify(thunk, invalid: bool, limit: int, memory_mib: int | None = None, cap: bool = False) -> str:
+    """The outcome of one case (see the module docstring).  ``memory_mib``: the most the case may
+    add to the peak resident set; ``cap``: also make allocations beyond twice that fail
+    (:func:`limit_memory`, for a process of its own: the limit stays after the case)."""
+    import gc
+
     def on_alarm(signum, frame):
         raise Hang()
+    if memory_mib and cap:
+        limit_memory(memory_mib)
+    start = _reset_peak() if memory_mib else None
     old = signal.signal(signal.SIGALRM, on_alarm)
     signal.alarm(limit)
     try:
         thunk()
-        return "silent invalid" if invalid else "accepted valid"
+        outcome = "silent invalid" if invalid else "accepted valid"
     except InputError as exc:
-        return "clean" if "\n" not in str(exc) else "crash"
+        outcome = "clean" if "\n" not in str(exc) else "crash"
     except Hang:
-        return "hang"
+        outcome = "hang"
+    except MemoryError:
+        outcome = "memory"
     except Exception:  # noqa: BLE001 - a traceback for the user
-        return "crash"
+        outcome = "crash"
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, old)
+    if start is None:
+        return outcome
+    peak, now = _status_kib("VmHWM"), _status_kib("VmRSS")
+    if outcome == "memory" or now - start > 256 * 1024:
+        gc.collect()  # what a runaway case left in reference cycles (its traceback's frames), before the next
+    return "memory" if outcome not in ("hang", "memory") and peak - start > memory_mib * 1024 else outcome
+
+
+def limit_memory(mib: int) -> None:
+    """Make allocations more than ``2 * mib`` MiB above the data segment now fail (MemoryError),
+    so a runaway case stops instead of taking the machine (Linux ``RLIMIT_DATA``)."""
+    import resource
+
+    data = _status_kib("VmData")
+    if data is not None:
+        resource.setrlimit(resource.RLIMIT_DATA, ((data + 2 * mib * 1024) * 1024, resource.RLIM_INFINITY))
+
+
+COLUMNS = ["cases", "clean", "accepted valid", "crash", "hang", "memory", "silent invalid", "open elsewhere"]
+BAD = ("crash", "hang", "memory", "silent invalid")
+
+
+def generators() -> list[tuple[str, object, str]]:
+    """(input class, generator, how it is called) of every input class, in the order cases take them."""
+    loaders = [("topology YAML", topology_case), ("faults YAML", faults_case), ("sweep YAML", sweep_case),
+               ("straggler spec", straggler_case), ("bench flags", bench_case)]
+    surfaces = [("MoE flags", fuzz_surfaces.moe_case), ("placement/routing/--set", fuzz_surfaces.placement_case),
+                ("damaged datasets (API)", fuzz_surfaces.dataset_case),
+                ("sweep --dry-run", fuzz_surfaces.sweep_dry_run_case)]
+    return ([(n, g, "rng") for n, g in loaders] + [("input files", file_case, "tmp")] +
+            [(n, g, "surface") for n, g in surfaces])
+
+
+def _case(gen, how: str, rng: random.Random, tmp: Path, open_bugs: bool):
+    if how == "rng":
+        return gen(rng)
+    if how == "tmp":
+        return gen(rng, tmp)
+    return gen(rng, tmp, open_bugs=open_bugs)
 
 
 def main(argv=None) -> int:
     import tempfile
-    import traceback  # noqa: F401 - handy with --show
+    import time
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cases", type=int, default=5000)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--limit", type=int, default=30, help="seconds per case before it counts as a hang")
-    ap.add_argument("--show", action="store_true", help="print every crash, hang and silent invalid")
+    ap.add_argument("--memory", type=int, default=1024, help="MiB a case may add to the peak resident set")
+    ap.add_argument("--classes", default=None, help="comma-separated input classes to run (default: all)")
+    ap.add_argument("--no-open", action="store_true", help="leave out the reproducers another branch fixes")
+    ap.add_argument("--show", action="store_true", help="print every crash, hang, memory and silent invalid")
     args = ap.parse_args(argv)
     rng = random.Random(args.seed)
+    classes = None if args.classes is None else {c.strip() for c in args.classes.split(",")}
     table: dict[str, Counter] = defaultdict(Counter)
+    t0 = time.perf_counter()
+    gens = [g for g in generators() if classes is None or g[0] in classes]
+    if not gens:
+        ap.error(f"no input class among {args.classes!r}; expected some of {', '.join(g[0] for g in generators())}")
     with tempfile.TemporaryDirectory() as tmp:
         for i in range(args.cases):
-            gen = GENERATORS[i % len(GENERATORS)] if i % 6 else None
-            name, thunk, invalid = gen(rng) if gen else file_case(rng, Path(tmp))
-            outcome = classify(thunk, invalid, args.limit)
+            _cls, gen, how = gens[i % len(gens)]
+            name, thunk, invalid = _case(gen, how, rng, Path(tmp), not args.no_open)
+            outcome = classify(thunk, invalid, args.limit, args.memory, cap=True)
             table[name]["cases"] += 1
             table[name][outcome] += 1
-            if args.show and outcome in ("crash", "hang", "silent invalid"):
-                cells = [c.cell_contents for c in thunk.__closure__ or () if not callable(c.cell_contents)]
-                print(f"{outcome}: {name}: {cells!r:.300}", file=sys.stderr)
-    cols = ["cases", "clean", "accepted valid", "crash", "hang", "silent invalid"]
-    print(f"{'input class':<16}" + "".join(f"{c:>16}" for c in cols))
+            inp = getattr(thunk, "input", None)
+            known = outcome in BAD and inp is not None and fuzz_surfaces.open_reproducers(inp)
+            table[name]["open elsewhere"] += bool(known)
+            if args.show and outcome in BAD:
+                if inp is None:
+                    inp = [c.cell_contents for c in thunk.__closure__ or () if not callable(c.cell_contents)]
+                print(f"{outcome}{' (open elsewhere)' if known else ''}: {name}: {inp!r:.400}", file=sys.stderr)
+    print(f"{'input class':<24}" + "".join(f"{c:>15}" for c in COLUMNS))
     total = Counter()
     for name, c in sorted(table.items()):
         total.update(c)
-        print(f"{name:<16}" + "".join(f"{c[k]:>16}" for k in cols))
-    print(f"{'total':<16}" + "".join(f"{total[k]:>16}" for k in cols))
-    return 0 if not (total["crash"] or total["hang"] or total["silent invalid"]) else 1
+        print(f"{name:<24}" + "".join(f"{c[k]:>15}" for k in COLUMNS))
+    print(f"{'total':<24}" + "".join(f"{total[k]:>15}" for k in COLUMNS))
+    print(f"{time.perf_counter() - t0:.0f} s, seed {args.seed}")
+    return 0 if not any(total[k] for k in BAD) else 1
 
 
 if __name__ == "__main__":

@@ -146,6 +146,13 @@ def build_plan(topo: Topology, cfg: BenchConfig, size_bytes: float) -> plan_mod.
                          protocol=cfg.protocol, matrix=matrix, split_channels=cfg.model != "analytical")
 
 
+def check_plan(topo: Topology, cfg: BenchConfig, size_bytes: float) -> None:
+    """Raise what :func:`build_plan` would raise for ``cfg`` (``topo`` with ``cfg.routing`` applied),
+    building no schedule (``netsim sweep --dry-run``)."""
+    plan_mod.check_plan(topo, placed_ranks(topo, cfg), cfg.op, size_bytes, cfg.algo, channels=cfg.channels,
+                        protocol=cfg.protocol)
+
+
 def placed_ranks(topo: Topology, cfg: BenchConfig) -> np.ndarray:
     """Topology GPU of every rank of the job (``cfg.placement``)."""
     return place(cfg.placement, cfg.gpus or topo.n_gpus, topo.n_gpus)

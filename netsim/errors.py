@@ -44,11 +44,27 @@ class InputError(NetsimError, ValueError):
 
     def at(self, *, source: str | None = None, field: str | None = None) -> "InputError":
         """Return a copy that also names ``source``/``field`` (outer context wins only if unset)."""
-        return InputError(
+        return type(self)(
             self.message,
             source=self.source or source,
             field=self.field or field,
         )
+
+
+class ResultsError(InputError):
+    """A results dataset or file that cannot be read, naming the file (``source``) and the problem.
+
+    Raised by :func:`netsim.open_results` and the :class:`~netsim.results.reader.Results` it
+    returns (its tables, :meth:`~netsim.results.reader.Results.dataset`,
+    :meth:`~netsim.results.reader.Results.config`) for a part file that is truncated, empty,
+    not Parquet, unreadable inside, or of the wrong schema (a fixed table's column missing or of
+    another type), and for a folder that is not a results dataset.  A subclass of
+    :class:`InputError`, so the CLI prints it as one line (exit status 2), and a ``ValueError``.
+
+    >>> err = ResultsError("cannot read Parquet (file size is 0 bytes)", source="res/ops/run_id=ab/part-0.parquet")
+    >>> str(err), isinstance(err, InputError)
+    ('res/ops/run_id=ab/part-0.parquet: cannot read Parquet (file size is 0 bytes)', True)
+    """
 
 
 class DeadlockError(NetsimError):

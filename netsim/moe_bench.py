@@ -23,8 +23,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
-import tempfile
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
@@ -415,19 +413,14 @@ def write_dataset(out_dir, r: MoEResult, topology: str, wall_time_s: float, *, o
 
 
 def _write_json(path: str, doc: dict, overwrite: bool) -> None:
+    from netsim.results.io import atomic_file
+
     target = Path(path)
     if target.exists() and not overwrite:
         raise InputError("exists; pass --overwrite to replace it", source=str(path))
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent or ".")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(doc, fh, indent=2, default=float)
-            fh.write("\n")
-        os.replace(tmp, target)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    with atomic_file(target, "w", encoding="utf-8") as fh:
+        json.dump(doc, fh, indent=2, default=float)
+        fh.write("\n")
 
 
 # --------------------------------------------------------------------- CLI

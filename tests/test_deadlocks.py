@@ -157,3 +157,102 @@ def test_receive_without_send_names_it_first(tmp_path):
     with pytest.raises(DeadlockError, match=r"^deadlock: rank 1 node 1 'lonely' receives from rank 0 \(tag 9\), "
                                             r"which never sends it; 1 of 2 ranks cannot finish"):
         simulate(TOPO, str(tmp_path / "w"))
+
+
+# ------------------------------------------------------------ wait cycles
+def recv(i, src, tag=0, deps=()):
+    return EtNode(i, f"r{i}", RECV, data_deps=tuple(deps), comm_src=src, comm_tag=tag, comm_size=8)
+
+
+def send(i, dst, tag=0, deps=()):
+    return EtNode(i, f"s{i}", SEND, data_deps=tuple(deps), comm_dst=dst, comm_tag=tag, comm_size=8)
+
+
+def deadlock(tmp_path, per_rank, groups=None, **kw) -> str:
+    write_workload(tmp_path / "w", per_rank)
+    g = None
+    if groups is not None:
+        (tmp_path / "g.json").write_text(json.dumps(groups))
+        g = str(tmp_path / "g.json")
+    with pytest.raises(DeadlockError) as info:
+        simulate(TOPO, str(tmp_path / "w"), g, **kw)
+    return str(info.value)
+
+
+@pytest.mark.parametrize("model,engine", ENGINES)
+def test_crossed_communicators_print_their_wait_cycle(tmp_path, model, engine):
+    """Both ranks issue both all-reduces, in opposite orders: no rank "never issued" anything."""
+    prefix, groups = two_comms(tmp_path, opposite=True)
+    with pytest.raises(DeadlockError) as info:
+        simulate(TOPO, prefix, groups, model=model, engine=engine)
+    assert headline(info.value) == (
+        "deadlock: wait cycle of 2 rank(s): rank 0 node 1 'ar1.1' waits in ALL_REDUCE #0 on group '1' [0, 1] for "
+        "rank 1 (which issues it later, as node 2 'ar2.1') -> rank 1 node 1 'ar1.2' waits in ALL_REDUCE #0 on "
+        "group '2' [0, 1] for rank 0 (which issues it later, as node 2 'ar2.2') -> rank 0")
+    assert "never" not in str(info.value)
+
+
+def test_receive_send_cycle(tmp_path, capsys):
+    """Each rank receives before it sends: both sends exist, behind the receives."""
+    per_rank = [[recv(1, 1), send(2, 1, deps=(1,))], [recv(1, 0), send(2, 0, deps=(1,))]]
+    text = deadlock(tmp_path, per_rank)
+    assert headline(text) == (
+        "deadlock: wait cycle of 2 rank(s): rank 0 node 1 'r1' receives from rank 1, tag 0 (which sends it later, "
+        "as node 2 's2') -> rank 1 node 1 'r1' receives from rank 0, tag 0 (which sends it later, as node 2 's2') "
+        "-> rank 0")
+    assert "rank 0: 2 node(s) not done; node 1 'r1' recv (src 1, dst 0, tag 0) waits for rank 1's send, which " \
+           "comes later (node 2 's2')" in text
+    assert "never" not in text and "no matching" not in text
+    assert main(["run", "--topology", DGX, "--workload", str(tmp_path / "w")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("netsim: error: deadlock: wait cycle of 2 rank(s): rank 0 node 1 'r1'") and "Traceback" not in err
+
+
+def test_cycle_through_a_collective_and_a_receive(tmp_path):
+    """Rank 0 all-reduces, then sends; rank 1 receives that send, then all-reduces."""
+    per_rank = [[ar(1, None), send(2, 1, deps=(1,))], [recv(1, 0), ar(2, None, deps=(1,))]]
+    text = deadlock(tmp_path, per_rank)
+    assert headline(text) == (
+        "deadlock: wait cycle of 2 rank(s): rank 0 node 1 'ar1.None' waits in ALL_REDUCE #0 on the world [0, 1] "
+        "for rank 1 (which issues it later, as node 2 'ar2.None') -> rank 1 node 1 'r1' receives from rank 0, "
+        "tag 0 (which sends it later, as node 2 's2') -> rank 0")
+
+
+def test_cycle_through_a_busy_lane(tmp_path):
+    """No dependency at all: each rank's second all-reduce waits behind its first on the one comm lane."""
+    r0 = [ar(1, "1"), ar(2, "2")]
+    r1 = [ar(1, "2"), ar(2, "1")]
+    text = deadlock(tmp_path, [r0, r1, [EtNode(1, "work", COMP, duration_micros=1)]], {"1": [0, 1], "2": [0, 1]})
+    assert headline(text).startswith("deadlock: wait cycle of 2 rank(s): rank 0 node 1 'ar1.1' waits in ALL_REDUCE "
+                                     "#0 on group '1' [0, 1] for rank 1 (which issues it later, as node 2 'ar2.1')")
+
+
+def test_a_long_cycle_is_shortened(tmp_path):
+    """A ring of 12 ranks, each receiving from the next before sending to the previous."""
+    n = 12
+    per_rank = [[recv(1, (r + 1) % n), send(2, (r - 1) % n, deps=(1,))] for r in range(n)]
+    write_workload(tmp_path / "w", per_rank)
+    with pytest.raises(DeadlockError) as info:
+        simulate(nvswitch_domain(n, links_per_gpu=1, link_bw=1e9, latency=0.0), str(tmp_path / "w"))
+    head = headline(info.value)
+    assert head.startswith("deadlock: wait cycle of 12 rank(s): rank 0 node 1 'r1' receives from rank 1, tag 0")
+    assert head.count(" -> ") == 7 and "-> ... (6 more) ... -> rank 11 node 1 'r1' receives from rank 0" in head
+    assert head.endswith("-> rank 0")
+
+
+def test_a_blocked_member_without_the_collective_never_issues_it(tmp_path):
+    """Rank 1 is stuck too (on a receive rank 0 never sends), but it has no all-reduce at all: the
+    report says so, not a cycle."""
+    per_rank = [[ar(1, None), send(2, 1, tag=5, deps=(1,))], [recv(1, 0, tag=6)]]
+    text = deadlock(tmp_path, per_rank)
+    assert headline(text) == ("deadlock: ALL_REDUCE #0 on the world [0, 1] never completed: rank(s) [1] never issue "
+                              "it (rank 0 issued it as node 1 'ar1.None')")
+    assert "wait cycle" not in text
+
+
+def test_a_blocked_sender_without_the_send_never_sends_it(tmp_path):
+    per_rank = [[recv(1, 1, tag=3), send(2, 1, deps=(1,))], [recv(1, 0), send(2, 0, tag=4, deps=(1,))]]
+    text = deadlock(tmp_path, per_rank)
+    assert headline(text) == "deadlock: rank 0 node 1 'r1' receives from rank 1 (tag 3), which never sends it"
+    assert "rank 1: 2 node(s) not done; node 1 'r1' recv (src 0, dst 1, tag 0) waits for rank 0's send, " \
+           "which comes later (node 2 's2')" in text

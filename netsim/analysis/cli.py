@@ -39,9 +39,11 @@ def load_run(path: str, run_id: str | None = None) -> tuple[str, dict[str, pd.Da
     """The tables of one run of a results directory: ``(run_id, {table: DataFrame})``.
 
     Raises :class:`InputError` for a missing directory, a directory that is not
-    a netsim dataset, several runs without ``run_id``, or an unknown ``run_id``.
+    a netsim dataset, several runs without ``run_id``, or an unknown ``run_id``, and its
+    subclass :class:`~netsim.errors.ResultsError` for a damaged or foreign part file.
     """
     from netsim.results.dataset import open_results, part_path
+    from netsim.results.reader import read_part
 
     root = Path(path)
     if not root.exists():
@@ -59,12 +61,9 @@ def load_run(path: str, run_id: str | None = None) -> tuple[str, dict[str, pd.Da
     elif run_id not in ids:
         raise InputError(f"no complete run {run_id!r} in {root} (runs: {', '.join(ids[:8])})", source="--run")
     tables = {}
-    for name in TABLES:
+    for name in TABLES:  # a damaged or foreign file: ResultsError, one line naming it
         f = part_path(root, name, run_id)
-        try:
-            tables[name] = pd.read_parquet(f) if f.is_file() else pd.DataFrame()
-        except Exception as exc:  # a damaged or foreign file: one clear line
-            raise InputError(f"cannot read Parquet ({exc.__class__.__name__}: {exc})", source=str(f)) from None
+        tables[name] = read_part(f, name) if f.is_file() else pd.DataFrame()
     need = {"rank", "kind", "start_ns", "end_ns"}
     if tables["ops"].empty or not need <= set(tables["ops"].columns):
         raise InputError(f"run {run_id} has no ops table with columns {sorted(need)}", source=str(root))

@@ -76,24 +76,13 @@ def plan(topo: Topology, ranks, op: str, nbytes: float, algo: str = "auto", *,
         one ECMP path instead of one each).
     """
     ranks = np.asarray(ranks, dtype=np.int64)
-    check_algorithm(op, algo)
     n = int(ranks.size)
-    if n < 2:  # nothing to communicate
+    d = _decide(topo, ranks, op, nbytes, algo, channels, protocol)
+    if d is None:  # nothing to communicate
         return Plan(Schedule(op, "none", n, nbytes, ()), "none", "none", 0, 0.0)
-    info = nccl.CommInfo.from_topology(topo, ranks, channels)
-    g = info.local_size if node_aligned(ranks, info.local_size) else None
-    if op in ("alltoall", "sendrecv"):
+    info, g, choice, name, nc = d
+    if choice is None:
         return _p2p_plan(topo, ranks, op, nbytes, algo, info, g, matrix, protocol, shaped)
-    if algo == "auto":  # nvls_tree's schedule needs whole, aligned nodes: otherwise NCCL's next best
-        choice = nccl.choose(op, nbytes, info, algorithms=None if g is not None else ("tree", "ring", "nvls"))
-    else:
-        choice = nccl.protocol_for(algo, op, nbytes, info)
-    if protocol is not None:
-        choice = _with_protocol(choice, op, nbytes, info, protocol)
-    name = algo if algo != "auto" else choice.algorithm
-    nc = channels if channels is not None else choice.channels
-    if choice.algorithm in nccl.NCCL_ALGOS and nc != choice.channels:
-        choice = replace(choice, channel_cap_GBps=nccl.channel_cap(choice, info, nc))
     sched, depth, sched_channels = _build(op, name, n, nbytes, g, nc if split_channels else 1, choice.protocol)
     if not shaped:
         return Plan(sched, name, "none", sched_channels, None)
@@ -102,6 +91,51 @@ def plan(topo: Topology, ranks, op: str, nbytes: float, algo: str = "auto", *,
     sched = replace(sched, blocks=int(nc)) if name in nccl.NCCL_ALGOS else sched
     sched = split_connections(sched, topo, ranks)  # queue pairs per connection (one, by default)
     return Plan(sched, name, choice.protocol, nc, choice.time_us if name == choice.algorithm else None)
+
+
+def check_plan(topo: Topology, ranks, op: str, nbytes: float, algo: str = "auto", *,
+               channels: int | None = None, protocol: str | None = None) -> None:
+    """Raise the :class:`~netsim.errors.InputError` that :func:`plan` would (an algorithm not
+    available for ``op``, a protocol it has not, whole nodes it needs), building no schedule."""
+    _decide(topo, np.asarray(ranks, dtype=np.int64), op, nbytes, algo, channels, protocol)
+
+
+#: Algorithms whose schedules need whole, node-aligned groups of ranks, with what they are called.
+WHOLE_NODES = {("all_to_all", "hierarchical"): "hierarchical all-to-all needs whole nodes",
+               ("all_to_all", "node_limited"): "node_limited all-to-all needs whole nodes",
+               ("collective", "hierarchical"): "hierarchical needs whole nodes: a multiple of the GPUs per node, "
+                                               "node-aligned",
+               ("collective", "nvls_tree"): "nvls_tree needs whole nodes"}
+
+
+def _decide(topo: Topology, ranks: np.ndarray, op: str, nbytes: float, algo: str, channels, protocol):
+    """What :func:`plan` builds, every choice checked: None (fewer than 2 ranks) or
+    ``(comm info, ranks per node or None, NCCL choice or None for p2p ops, algorithm, channels)``."""
+    check_algorithm(op, algo)
+    if protocol is not None and protocol not in nccl.PROTOCOLS:
+        raise InputError(f"expected one of {', '.join(nccl.PROTOCOLS)}, got {protocol!r}", source="--proto")
+    if ranks.size < 2:
+        return None
+    info = nccl.CommInfo.from_topology(topo, ranks, channels)
+    g = info.local_size if node_aligned(ranks, info.local_size) else None
+    p2p_op = op in ("alltoall", "sendrecv")
+    if p2p_op:
+        choice, name, nc = None, "direct" if algo == "auto" else algo, channels
+    else:
+        if algo == "auto":  # nvls_tree's schedule needs whole, aligned nodes: otherwise NCCL's next best
+            choice = nccl.choose(op, nbytes, info, algorithms=None if g is not None else ("tree", "ring", "nvls"))
+        else:
+            choice = nccl.protocol_for(algo, op, nbytes, info)
+        if protocol is not None:
+            choice = _with_protocol(choice, op, nbytes, info, protocol)
+        name = algo if algo != "auto" else choice.algorithm
+        nc = channels if channels is not None else choice.channels
+        if choice.algorithm in nccl.NCCL_ALGOS and nc != choice.channels:
+            choice = replace(choice, channel_cap_GBps=nccl.channel_cap(choice, info, nc))
+    need = WHOLE_NODES.get(("all_to_all" if op == "alltoall" else "p2p" if p2p_op else "collective", name))
+    if need is not None and g is None:
+        raise InputError(need, source="--gpus")
+    return info, g, choice, name, nc
 
 
 def node_aligned(ranks: np.ndarray, g: int) -> bool:
@@ -123,7 +157,8 @@ def _with_protocol(choice, op, nbytes, info, protocol):
 
 
 def _build(op: str, name: str, n: int, nbytes: float, g: int | None, nc: int, proto: str):
-    """(schedule, steps that share NCCL's latency, channels inside the schedule).
+    """(schedule, steps that share NCCL's latency, channels inside the schedule); ``g`` (ranks per
+    node) is set for the algorithms that need whole nodes (:data:`WHOLE_NODES`, checked by :func:`_decide`).
 
     NCCL's latency (base + per-hop terms) is spread over every step of the schedule, so the
     shaped run pays exactly NCCL's latency and pipelined schedules keep their bandwidth:
@@ -156,9 +191,6 @@ def _build(op: str, name: str, n: int, nbytes: float, g: int | None, nc: int, pr
         s = fn(n, nbytes)
         return s, s.n_steps, 1
     if name == "hierarchical":
-        if g is None:
-            raise InputError("hierarchical needs whole nodes: a multiple of the GPUs per node, "
-                             "node-aligned", source="--gpus")
         from netsim.collectives.hierarchical import hierarchical
         s = hierarchical(op, n, nbytes, local_size=g, channels=nc)
         return s, s.n_steps, nc
@@ -169,8 +201,6 @@ def _build(op: str, name: str, n: int, nbytes: float, g: int | None, nc: int, pr
         s = fn(n, nbytes, chunks=_pieces(nbytes, nc, proto))
         return s, s.n_steps, 1
     if name == "nvls_tree":
-        if g is None:
-            raise InputError("nvls_tree needs whole nodes", source="--gpus")
         from netsim.collectives.compose import pipeline
         from netsim.collectives.hierarchical import nvls_tree_all_reduce
         k = _pieces(nbytes, nc, proto)
@@ -215,13 +245,9 @@ def _p2p_plan(topo, ranks, op, nbytes, algo, info, g, matrix, protocol, shaped) 
         else:
             sched = direct.direct_all_to_all(n, nbytes, window=window)
     elif name == "hierarchical":
-        if g is None:
-            raise InputError("hierarchical all-to-all needs whole nodes", source="--gpus")
         from netsim.collectives.alltoall import hierarchical_all_to_all
         sched = hierarchical_all_to_all(n, nbytes, local_size=g, matrix=matrix)
     else:
-        if g is None:
-            raise InputError("node_limited all-to-all needs whole nodes", source="--gpus")
         from netsim.collectives.alltoall import node_limited_all_to_all
         from netsim.collectives.skew import skewed_matrix
         m = matrix if matrix is not None else skewed_matrix(n, nbytes, "uniform")

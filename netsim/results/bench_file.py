@@ -2,7 +2,7 @@
 
 The write side, :func:`netsim.results.bench_tables.write_bench_file`, builds on
 :mod:`netsim.results.dataset`; this module does not, so the dataset reader
-(:class:`netsim.results.dataset.Results`) can open such a file without an import cycle.
+(:class:`netsim.results.reader.Results`) can open such a file without an import cycle.
 """
 
 from __future__ import annotations
@@ -18,28 +18,32 @@ def read_bench_file(path):
 
     Files written before the column rename (``size_bytes``, ``nranks``, ``time_us``) come
     back in the dataset's names; a file without a ``run_id`` gets ``"file"``.  Raises
-    :class:`~netsim.errors.InputError` for a file that is not a bench output."""
+    :class:`~netsim.errors.ResultsError` for a file that is not a bench output."""
     import json
 
     import pandas as pd
     import pyarrow.parquet as pq
 
-    from netsim.errors import InputError
+    from netsim.errors import ResultsError
+    from netsim.results.layout import arrow_problem
 
     try:
         meta = pq.read_metadata(path).metadata or {}
         df = pq.read_table(path).to_pandas()
-    except Exception as exc:
-        raise InputError(f"cannot read Parquet ({exc.__class__.__name__}: {exc})", source=str(path)) from None
+    except Exception as exc:  # noqa: BLE001 - a damaged or foreign file: one line naming it
+        raise ResultsError(f"cannot read Parquet ({arrow_problem(exc)})", source=str(path)) from None
     if "time_us" in df.columns and "end_ns" not in df.columns:  # the old vocabulary
         df = df.rename(columns=_OLD_NAMES)
         df["start_ns"], df["end_ns"] = 0.0, df.pop("time_us").astype(float) * 1e3
         df.insert(0, "seq", pd.factorize(df["bytes"])[0].astype(np.int64))
     need = {"op", "bytes", "end_ns", "busbw_GBps"}
     if not need <= set(df.columns):
-        raise InputError(f"not a netsim results directory nor a `netsim bench --out x.parquet` file "
+        raise ResultsError(f"not a netsim results directory nor a `netsim bench --out x.parquet` file "
                          f"(columns {sorted(need - set(df.columns))} missing)", source=str(path))
-    config = json.loads(meta[b"netsim.config"]) if b"netsim.config" in meta else {}
+    try:
+        config = json.loads(meta[b"netsim.config"]) if b"netsim.config" in meta else {}
+    except ValueError as exc:
+        raise ResultsError(f"netsim.config in the file metadata is not JSON ({exc})", source=str(path)) from None
     run_id = str(df["run_id"].iloc[0]) if "run_id" in df.columns and len(df) else "file"
     if "run_id" not in df.columns:
         df.insert(0, "run_id", pd.Categorical([run_id] * len(df)))

@@ -33,34 +33,16 @@ from __future__ import annotations
 
 import json
 import os
-from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterable
 
 from netsim.errors import InputError
+from netsim.results.layout import (COLUMNS, PART, SCHEMA_VERSION, TABLES, existing_parts, is_complete,  # noqa: F401
+                                   part_path, schema)
+from netsim.results.reader import Results, open_results  # noqa: F401  (re-exported: the dataset's API)
 
-SCHEMA_VERSION = 1
-TABLES = ("ops", "collectives", "links", "ranks", "runs")
-PART = "part-0.parquet"
 #: Rows per Parquet row group when a whole table is written at once.
 ROW_GROUP_ROWS = 1 << 18
-
-_STR, _DICT = "string", "dict"
-#: Column name -> type code of the fixed tables (``run_id`` comes first in every file).
-COLUMNS: dict[str, dict[str, str]] = {
-    "ops": {"rank": "int32", "node_id": "int64", "name": _DICT, "kind": _DICT, "comm_type": _DICT,
-            "group": _DICT, "bytes": "int64", "start_ns": "float64", "end_ns": "float64"},
-    "collectives": {"seq": "int64", "op": _DICT, "algorithm": _DICT, "group": _DICT, "group_size": "int32",
-                    "bytes": "int64", "start_ns": "float64", "last_start_ns": "float64",
-                    "end_ns": "float64", "algbw_GBps": "float64", "busbw_GBps": "float64"},
-    "links": {"link_id": "int64", "kind": _DICT, "src": _DICT, "dst": _DICT, "src_kind": _DICT,
-              "dst_kind": _DICT, "status": _DICT, "capacity_GBps": "float64", "bytes": "float64",
-              "busy_ns": "float64", "utilization": "float64", "peak_flows": "int32"},
-    "ranks": {"rank": "int32", "gpu": "int32", "host": "int32", "finish_ns": "float64", "compute_ns": "float64",
-              "comm_ns": "float64", "exposed_comm_ns": "float64", "idle_ns": "float64", "ops": "int64",
-              "compute_scale": "float64", "launch_delay_ns": "float64"},
-    "runs": {"netsim_version": _DICT, "schema_version": "int32", "wall_time_s": "float64"},
-}
 
 
 def _json_default(obj: Any) -> Any:
@@ -103,51 +85,45 @@ def run_id_for(cfg: dict) -> str:
     return hashlib.sha256(canonical_config(hashed).encode()).hexdigest()[:16]
 
 
-def part_path(out_dir: str | os.PathLike, table: str, run_id: str) -> Path:
-    """``out_dir/<table>/run_id=<run_id>/part-0.parquet``."""
-    return Path(out_dir) / table / f"run_id={run_id}" / PART
-
-
-def is_complete(out_dir: str | os.PathLike, run_id: str) -> bool:
-    """Whether the run's ``runs`` part (always written last) exists."""
-    return part_path(out_dir, "runs", run_id).is_file()
-
-
-def existing_parts(out_dir: str | os.PathLike, run_id: str) -> list[Path]:
-    """Partition files of ``run_id`` already present in ``out_dir`` (any table)."""
-    root = Path(out_dir)
-    if not root.is_dir():
-        return []
-    return sorted(p for p in root.glob(f"*/run_id={run_id}/{PART}") if p.is_file())
-
-
 def check_writable(out_dir: str | os.PathLike, run_id: str, overwrite: bool = False) -> None:
     """Raise :class:`InputError` if ``out_dir`` cannot take a results dataset (see
     :func:`netsim.results.io.check_output_dir`) or already holds the complete run ``run_id``.
 
-    Parts of a run without its ``runs`` part (a run killed while writing) do not count:
-    :func:`write_run` replaces them."""
+    Every command that writes a dataset calls it before it simulates, so it also removes the
+    temporary part files that earlier writers of ``run_id`` left when they died
+    (:func:`remove_stale_parts`).  Parts of a run without its ``runs`` part (a run killed while
+    writing) do not count: :func:`write_run` replaces them."""
     from netsim.results.io import check_output_dir
 
     root = Path(out_dir)
     check_output_dir(root, what="a results directory")
+    remove_stale_parts(root, run_id)
     if is_complete(root, run_id) and not overwrite:
         raise InputError(f"already holds run {run_id}; pass --overwrite to replace it",
                          source=str(part_path(root, "runs", run_id)))
 
 
+def remove_stale_parts(out_dir: str | os.PathLike, run_id: str = "*") -> list[Path]:
+    """Remove the temporary part files (``.part-0.parquet.<random>.tmp``) of ``run_id`` (``"*"``:
+    every run) that no writer holds: those of a writer that died, even by SIGKILL
+    (:func:`netsim.results.io.remove_stale_temps`).  Files being written are left alone.
+
+    >>> import os, tempfile
+    >>> d = tempfile.mkdtemp(); os.makedirs(os.path.join(d, "ops", "run_id=ab"))
+    >>> open(os.path.join(d, "ops", "run_id=ab", ".part-0.parquet.x1y2.tmp"), "w").close()  # a dead writer's
+    >>> [p.name for p in remove_stale_parts(d, "ab")], os.listdir(os.path.join(d, "ops", "run_id=ab"))
+    (['.part-0.parquet.x1y2.tmp'], [])
+    """
+    import glob
+
+    from netsim.results.io import remove_stale_temps
+
+    rid = run_id if run_id == "*" else glob.escape(run_id)
+    return [p for folder in sorted(Path(out_dir).glob(f"*/run_id={rid}")) if folder.is_dir()
+            for p in remove_stale_temps(folder, PART)]
+
+
 # ------------------------------------------------------------------ arrow
-@lru_cache(maxsize=None)
-def schema(table: str):
-    """The Arrow schema of a fixed table (``run_id`` first); ``runs`` lists only its fixed columns."""
-    import pyarrow as pa
-
-    types = {"int32": pa.int32(), "int64": pa.int64(), "float64": pa.float64(), _STR: pa.string(),
-             _DICT: pa.dictionary(pa.int32(), pa.string())}
-    cols = COLUMNS.get(table, {})
-    return pa.schema([("run_id", types[_DICT])] + [(c, types[t]) for c, t in cols.items()])
-
-
 def as_arrow(chunk):
     """A pyarrow Table from a Table, a RecordBatch or a pandas DataFrame (index dropped)."""
     import pyarrow as pa
@@ -214,13 +190,13 @@ class PartWriter:
     """
 
     def __init__(self, out_dir, table: str, run_id: str, config_json: str, row_group_rows: int = ROW_GROUP_ROWS):
-        import tempfile
+        from netsim.results.io import TempFile
 
         self.table, self.run_id, self.rows = table, run_id, 0
         self.target = part_path(out_dir, table, run_id)
         self.target.parent.mkdir(parents=True, exist_ok=True)
-        fd, self.tmp = tempfile.mkstemp(prefix=f".{PART}.", suffix=".tmp", dir=self.target.parent)
-        os.close(fd)
+        self._temp = TempFile(self.target)  # locked while this writer lives (io.remove_stale_temps)
+        self.tmp = self._temp.path
         self._meta = {"netsim.config": config_json, "netsim.schema_version": str(SCHEMA_VERSION)}
         self._writer = None
         self._schema = None
@@ -240,20 +216,30 @@ class PartWriter:
         self.rows += tbl.num_rows
 
     def close(self) -> Path:
-        """Finish the file and rename it into place."""
-        if self._writer is None:  # no chunk at all: an empty table with the known columns
-            self.write(schema(self.table).empty_table())
-        self._writer.close()
+        """Finish the file and rename it into place (on an error: :meth:`abort`, and raise)."""
         from netsim.results.io import publish
 
-        return publish(self.tmp, self.target)
+        try:
+            if self._writer is None:  # no chunk at all: an empty table with the known columns
+                self.write(schema(self.table).empty_table())
+            self._writer.close()
+            target = publish(self.tmp, self.target)
+        except BaseException:
+            self.abort()
+            raise
+        self._temp.release()
+        return target
 
     def abort(self) -> None:
         """Drop the temporary file."""
-        if self._writer is not None:
-            self._writer.close()
-        if os.path.exists(self.tmp):
-            os.unlink(self.tmp)
+        try:
+            if self._writer is not None:
+                self._writer.close()
+        except Exception:  # noqa: BLE001 - the file goes anyway (e.g. the disk is full)
+            pass
+        finally:
+            self._writer = None
+            self._temp.discard()
 
     def __enter__(self) -> "PartWriter":
         return self
@@ -350,92 +336,6 @@ def runs_row(config: dict, **extra):
     for k, v in flatten_config(config).items():
         row.setdefault(k, v)
     return pd.DataFrame([row])
-
-
-# ------------------------------------------------------------------ reading
-class Results:
-    """A results directory (or a ``bench --out x.parquet`` file): tables as pandas DataFrames
-    (complete runs only) or Arrow datasets."""
-
-    def __init__(self, path: str | os.PathLike):
-        self.path = Path(path)
-        self._frames: dict = {}
-        self._file = None  # (run_id, config) of a single-file bench output
-        if self.path.is_file():
-            from netsim.results.bench_file import read_bench_file
-
-            rid, cfg, coll = read_bench_file(self.path)
-            self._file = (rid, cfg)
-            self._frames["collectives"] = coll
-        elif not self.path.is_dir():
-            raise InputError("no such results directory", source=str(self.path))
-
-    @property
-    def run_ids(self) -> list[str]:
-        """Ids of the complete runs, sorted."""
-        if self._file is not None:
-            return [self._file[0]]
-        runs = self.path / "runs"
-        if not runs.is_dir():
-            return []
-        return sorted(p.parent.name[len("run_id="):] for p in runs.glob(f"run_id=*/{PART}"))
-
-    def files(self, name: str) -> list[Path]:
-        """Partition files of table ``name`` for the complete runs."""
-        if self._file is not None:
-            return [self.path] if name == "collectives" else []
-        return [p for p in (part_path(self.path, name, r) for r in self.run_ids) if p.is_file()]
-
-    def dataset(self, name: str):
-        """A ``pyarrow.dataset`` over table ``name`` (complete runs, hive-partitioned by run_id)."""
-        import pyarrow as pa
-        import pyarrow.dataset as ds
-        import pyarrow.parquet as pq
-
-        files = self.files(name)
-        if not files:
-            return ds.dataset(schema(name).empty_table())
-        if self._file is not None:
-            return ds.dataset(pa.Table.from_pandas(self.table(name), preserve_index=False))
-        unified = pa.unify_schemas([pq.read_schema(f).remove_metadata() for f in files],
-                                   promote_options="permissive")
-        part = ds.partitioning(pa.schema([("run_id", pa.string())]), flavor="hive")
-        return ds.dataset([str(f) for f in files], format="parquet", schema=unified, partitioning=part,
-                          partition_base_dir=str(self.path / name))
-
-    def table(self, name: str):
-        """Table ``name`` as a pandas DataFrame (cached); empty with the known columns when absent."""
-        if name not in self._frames:
-            self._frames[name] = self.dataset(name).to_table().to_pandas()
-        return self._frames[name]
-
-    ops = property(lambda self: self.table("ops"), doc="One row per executed node per rank.")
-    collectives = property(lambda self: self.table("collectives"), doc="One row per collective instance.")
-    links = property(lambda self: self.table("links"), doc="One row per directed link.")
-    ranks = property(lambda self: self.table("ranks"), doc="One row per rank: time breakdown.")
-    runs = property(lambda self: self.table("runs"), doc="One row per run: flattened config and versions.")
-
-    def config(self, run_id: str) -> dict:
-        """The canonical config a run was written with."""
-        import pyarrow.parquet as pq
-
-        if self._file is not None and run_id == self._file[0]:
-            return self._file[1]
-        path = part_path(self.path, "runs", run_id)
-        if not path.is_file():
-            raise InputError(f"no complete run {run_id!r} (runs: {', '.join(self.run_ids) or 'none'})",
-                             source=str(self.path))
-        return json.loads(pq.read_metadata(path).metadata[b"netsim.config"])
-
-    def __repr__(self) -> str:
-        return f"Results({str(self.path)!r}, runs={len(self.run_ids)})"
-
-
-def open_results(path: str | os.PathLike) -> Results:
-    """Open a results directory written by ``--out`` (or a sweep), or the single Parquet file of
-    ``netsim bench --out x.parquet`` (its rows are the ``collectives`` table, one per size and
-    placement; the other tables are empty); see :class:`Results`."""
-    return Results(path)
 
 
 def remove_run(out_dir, run_id: str) -> None:

@@ -12,7 +12,12 @@ bad path is one line (exit 2) instead of a traceback after the run.  The rules:
   symbolic links, FIFOs, devices and sockets are refused even with ``--overwrite``;
 * files are written to a temporary name in their folder and renamed into place
   (:func:`atomic_file`, :func:`publish`), with the permissions the umask gives new files
-  (``0666 & ~umask``), not the ``0600`` of a temporary file.
+  (``0666 & ~umask``), not the ``0600`` of a temporary file;
+* a temporary file (``.<name>.<random>.tmp``, :class:`TempFile`) is locked (``flock``) by its
+  writer while it exists, and the lock dies with the writer, even one killed by SIGKILL: a
+  temporary file nobody holds is a dead writer's leftover, which :func:`remove_stale_temps`
+  removes.  :func:`check_output_file` and :func:`atomic_file` remove those of their target; a
+  failed write removes its own.
 
 >>> import os, stat, tempfile
 >>> d = tempfile.mkdtemp()
@@ -29,6 +34,7 @@ netsim.errors.InputError: ...a.txt: exists; pass --overwrite to replace it
 from __future__ import annotations
 
 import contextlib
+import glob
 import os
 import stat
 import tempfile
@@ -105,6 +111,7 @@ def check_output_file(path: str | os.PathLike, *, overwrite: bool = False, flag:
     if kind is not None and not overwrite:
         raise InputError("exists; pass --overwrite to replace it", source=label)
     _writable_folder(target.parent, label, create=False)
+    remove_stale_temps(target.parent, target.name)
     return target
 
 
@@ -151,26 +158,101 @@ def publish(tmp: str | os.PathLike, target: str | os.PathLike) -> Path:
     return target
 
 
-def temp_path(target: str | os.PathLike, suffix: str = ".tmp") -> str:
-    """A new empty hidden file next to ``target`` (``.<name>.<random><suffix>``)."""
-    target = Path(target)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=suffix, dir=target.parent)
-    os.close(fd)
-    return tmp
+class TempFile:
+    """A new empty hidden file next to ``target`` (``.<name>.<random><suffix>``), locked by this
+    process until :meth:`release` (or :meth:`discard`, which also removes it).
+
+    The lock (``flock``, exclusive) is what tells a file being written from a dead writer's
+    leftover: the kernel drops it when the holder exits, however it exits.
+
+    >>> import os, tempfile
+    >>> d = tempfile.mkdtemp(); t = TempFile(os.path.join(d, "x.json"))
+    >>> os.path.basename(t.path).startswith(".x.json."), remove_stale_temps(d, "x.json")
+    (True, [])
+    >>> t.release(); [os.path.basename(p) for p in remove_stale_temps(d, "x.json")] == [os.path.basename(t.path)]
+    True
+    """
+
+    def __init__(self, target: str | os.PathLike, suffix: str = ".tmp"):
+        target = Path(target)
+        while True:
+            fd, path = tempfile.mkstemp(prefix=f".{target.name}.", suffix=suffix, dir=target.parent)
+            _lock(fd)
+            try:  # a cleaner may have taken it between mkstemp and the lock: then it is gone, or another file
+                if os.stat(path).st_ino == os.fstat(fd).st_ino:
+                    break
+            except FileNotFoundError:
+                pass
+            os.close(fd)
+        self.path, self._fd = path, fd
+
+    def release(self) -> None:
+        """Drop the lock (the file stays: renamed into place, or now anyone's to remove)."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def discard(self) -> None:
+        """Remove the file if it is still there, and drop the lock."""
+        try:
+            if os.path.exists(self.path):
+                os.unlink(self.path)
+        finally:
+            self.release()
+
+
+def _lock(fd: int, wait: bool = True) -> bool:
+    """Take the exclusive ``flock`` of ``fd``; False if another process holds it (no ``fcntl``: True)."""
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: no lock, and remove_stale_temps removes nothing
+        return True
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+    except OSError:  # BlockingIOError: a live writer holds it
+        return False
+    return True
+
+
+def remove_stale_temps(folder: str | os.PathLike, name: str, suffix: str = ".tmp") -> list[Path]:
+    """Remove the temporary files of ``folder/name`` (``.<name>.*<suffix>``, regular files) that no
+    process holds (:class:`TempFile`): those of writers that died, even by SIGKILL.  Files being
+    written, and files this user may not open, are left alone.  Returns the removed paths."""
+    try:
+        import fcntl  # noqa: F401 - without flock a live writer's file cannot be told apart: keep all
+    except ImportError:
+        return []
+    removed = []
+    for p in sorted(Path(folder).glob(f".{glob.escape(name)}.*{suffix}")):
+        try:
+            fd = os.open(p, os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except OSError:  # gone, a symbolic link, a FIFO's peer, not ours: leave it
+            continue
+        try:
+            st = os.fstat(fd)
+            if stat.S_ISREG(st.st_mode) and _lock(fd, wait=False) and os.lstat(p).st_ino == st.st_ino:
+                os.unlink(p)
+                removed.append(p)
+        except OSError:  # removed meanwhile, or a read-only folder: nothing to do
+            pass
+        finally:
+            os.close(fd)
+    return removed
 
 
 @contextlib.contextmanager
 def atomic_file(target: str | os.PathLike, mode: str = "w", **kwargs) -> Iterator[IO]:
-    """Open a temporary file next to ``target``; on success it replaces ``target`` (:func:`publish`),
-    on an exception it is removed and ``target`` is left as it was."""
-    tmp = temp_path(target)
+    """Open a temporary file next to ``target`` (:class:`TempFile`); on success it replaces
+    ``target`` (:func:`publish`), on an exception it is removed and ``target`` is left as it was.
+    Dead writers' temporary files of ``target`` are removed first."""
+    remove_stale_temps(Path(target).parent, Path(target).name)
+    tmp = TempFile(target)
     try:
-        with open(tmp, mode, **kwargs) as fh:
+        with open(tmp.path, mode, **kwargs) as fh:
             yield fh
-        publish(tmp, target)
+        publish(tmp.path, target)
     finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+        tmp.discard()
 
 
 def write_parquet_atomic(path: str | os.PathLike, frame) -> None:
@@ -183,10 +265,5 @@ def write_parquet_atomic(path: str | os.PathLike, frame) -> None:
     """
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = temp_path(target)
-    try:
-        frame.to_parquet(tmp, index=False)
-        publish(tmp, target)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    with atomic_file(target, "wb") as fh:
+        frame.to_parquet(fh, index=False)

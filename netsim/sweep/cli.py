@@ -20,14 +20,16 @@ def register_cli(sub) -> None:
                        help="local worker processes without Dask (the default executor; default: CPU count)")
     p.add_argument("--retries", type=int, default=2,
                    help="resubmit a configuration whose worker died or that crashed, up to K times (default 2)")
-    p.add_argument("--dry-run", action="store_true", help="list the configurations and their run_ids; run nothing")
+    p.add_argument("--dry-run", action="store_true",
+                   help="check every configuration as the sweep would, then list them and their run_ids; "
+                        "simulate nothing")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=_cmd_sweep)
 
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
     from netsim.results.dataset import is_complete
-    from netsim.sweep.runner import check_executor_flags, run_sweep
+    from netsim.sweep.runner import check_configs, check_executor_flags, run_sweep
     from netsim.sweep.spec import load_sweep
 
     from netsim.results.io import check_output_dir
@@ -37,6 +39,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     check_executor_flags(args.scheduler, args.workers, args.jobs)
     sweep = load_sweep(args.sweep)
     if args.dry_run:
+        check_configs(sweep)  # what the workers would reject, before they simulate
         for i, rid in enumerate(sweep.run_ids):
             state = "done" if is_complete(args.out, rid) else "todo"
             print(f"{rid}  {state}  {sweep.label(i) or '(base)'}")

@@ -26,11 +26,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from netsim.errors import InputError
-from netsim.results.dataset import PART, is_complete
+from netsim.results.dataset import PART, is_complete, remove_stale_parts
 from netsim.results.io import check_output_dir
 from netsim.sweep.shutdown import terminate_on_sigterm
 from netsim.sweep.spec import Sweep, load_sweep
-from netsim.sweep.worker import FAILURES, one_line, record_failure, run_task
+from netsim.sweep.worker import FAILURES, check_task, one_line, record_failure, run_task
 
 
 @dataclass
@@ -58,15 +58,27 @@ class SweepReport:
 
 
 def clean_temp_files(out_dir: str | os.PathLike) -> int:
-    """Remove temporary partition files left by killed writers; returns how many."""
-    n = 0
-    for p in Path(out_dir).glob(f"*/run_id=*/.{PART}*"):
+    """Remove temporary partition files left by killed writers (files that no live writer holds,
+    :func:`~netsim.results.dataset.remove_stale_parts`); returns how many."""
+    return len(remove_stale_parts(out_dir))
+
+
+def check_configs(sweep: Sweep) -> None:
+    """Check every configuration of ``sweep`` as its worker would before simulating
+    (:func:`~netsim.sweep.worker.check_task`), simulating nothing: ``--dry-run``.  Raises one
+    :class:`~netsim.errors.InputError` naming the sweep file, the first configuration that a real
+    sweep would fail (its run id and swept values), the reason, and how many fail in all."""
+    bad = []
+    for i, (cfg, paths) in enumerate(zip(sweep.configs, sweep.paths)):
         try:
-            p.unlink()
-            n += 1
-        except FileNotFoundError:
-            pass
-    return n
+            check_task(cfg, paths)
+        except Exception as exc:  # noqa: BLE001 - what the worker would record as the configuration's failure
+            bad.append((i, exc))
+    if bad:
+        i, exc = bad[0]
+        more = f" ({len(bad)} of {len(sweep)} configurations fail)" if len(bad) > 1 else ""
+        raise InputError(one_line(exc) + more, source=sweep.source,
+                         field=f"configuration {sweep.run_ids[i]} ({sweep.label(i) or 'base'})")
 
 
 # -------------------------------------------------------------- executors
@@ -322,15 +334,18 @@ class _WorkBar:
 
 
 def failures(out_dir: str | os.PathLike):
-    """Failure records of the configurations not (yet) complete in ``out_dir``, as a DataFrame."""
+    """Failure records of the configurations not (yet) complete in ``out_dir``, as a DataFrame
+    (:class:`~netsim.errors.ResultsError` for a damaged record)."""
     import pandas as pd
+
+    from netsim.results.reader import read_part
 
     root = Path(out_dir)
     frames = []
     for p in sorted((root / FAILURES).glob(f"run_id=*/{PART}")):
         rid = p.parent.name[len("run_id="):]
         if not is_complete(root, rid):
-            frames.append(pd.read_parquet(p).assign(run_id=rid))
+            frames.append(read_part(p).assign(run_id=rid))
     if not frames:
         return pd.DataFrame(columns=["run_id", "status", "error", "error_type", "attempt"])
     return pd.concat(frames, ignore_index=True)

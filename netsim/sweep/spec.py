@@ -37,7 +37,7 @@ RUN_KEYS = {"topology": "topology", "workload": "workload", "comm_groups": "comm
             "no_ctrl_deps": "ctrl_deps", "streams": "streams"}
 RUN_DEFAULTS = {"model": "flow", "no_ctrl_deps": False, "streams": 1, "placement": "packed", "engine": "auto"}
 _NOT_KEYS = ("out", "overwrite", "replicas", "label", "notes", "overrides",  # simulate() arguments that the
-             "progress")  # sweep owns (overrides: sweeps take dotted topology keys themselves)
+             "progress", "dry_run")  # sweep owns (overrides: sweeps take dotted topology keys themselves)
 PATH_KEYS = ("topology", "workload", "comm_groups", "skew_matrix", "faults")
 #: ``placement`` values that are specs, not files (anything else names a file of GPU ids).
 PLACEMENT_KINDS = ("packed", "random", "strided")

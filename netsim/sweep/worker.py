@@ -21,9 +21,9 @@ import time
 
 from netsim.errors import NetsimError
 from netsim.results.dataset import PartWriter, canonical_config, is_complete, part_path, runs_row, write_run
+from netsim.results.layout import FAILURES
 from netsim.sweep.spec import RUN_KEYS, is_topology_param
 
-FAILURES = "failures"
 MAX_ERROR = 400
 
 
@@ -72,6 +72,17 @@ def run_task(task: dict) -> dict:
                 "retry": not isinstance(exc, NetsimError), "wall_time_s": wall}
 
 
+def check_task(cfg: dict, paths: dict | None = None) -> None:
+    """Check one configuration exactly as :func:`run_task` does before it simulates (topology and
+    its overrides, flags, files, workload, placement, faults, the planned schedule), simulating
+    nothing; raises what that run would fail with (:class:`~netsim.errors.InputError` for bad input)."""
+    paths = paths or {}
+    if cfg["kind"] == "bench":
+        _check_bench(cfg, paths)
+    else:
+        _run_workload(cfg, paths, dry_run=True)
+
+
 def _np_seed(seed) -> None:
     import numpy as np
 
@@ -103,17 +114,38 @@ def topology_for(cfg: dict, paths: dict):
     return load_with_overrides(paths.get("topology", cfg["topology"]), overrides)
 
 
-def _run_bench(cfg: dict, paths: dict):
-    import pandas as pd
-
-    from netsim.bench import BenchConfig, validated, run_one
+def _bench_config(cfg: dict, paths: dict):
+    """(topology, validated BenchConfig) of a bench configuration."""
+    from netsim.bench import BenchConfig, validated
     from netsim.results import nccl_table as nt
     from netsim.sweep.spec import bench_keys
 
     topo = topology_for(cfg, paths)
     fields = bench_keys()
     kwargs = {fields[k]: paths.get(k, v) for k, v in cfg.items() if k in fields and k != "op"}
-    bc = validated(BenchConfig(op=nt.canonical_op(cfg["op"]), **kwargs), topo)
+    return topo, validated(BenchConfig(op=nt.canonical_op(cfg["op"]), **kwargs), topo)
+
+
+def _check_bench(cfg: dict, paths: dict) -> None:
+    """Everything :func:`_run_bench` checks before it simulates: the topology with its overrides,
+    the flags, and the choices of the schedule :func:`netsim.bench.run_one` plans (algorithm,
+    protocol, whole nodes; :func:`netsim.bench.check_plan`), without building it."""
+    from netsim.bench import check_plan
+    from netsim.results import nccl_table as nt
+    from netsim.topology.policy import with_routing
+
+    topo, bc = _bench_config(cfg, paths)
+    size = nt.size_and_count(bc.op, int(cfg["size"]), bc.gpus, bc.dtype)[0]
+    check_plan(with_routing(topo, bc.routing) if bc.routing is not None else topo, bc, float(size))
+
+
+def _run_bench(cfg: dict, paths: dict):
+    import pandas as pd
+
+    from netsim.bench import run_one
+    from netsim.results import nccl_table as nt
+
+    topo, bc = _bench_config(cfg, paths)
     nbytes = int(cfg["size"])
     row, stats = run_one(topo, bc, nbytes)
     size = nt.size_and_count(bc.op, nbytes, bc.gpus, bc.dtype)[0]
@@ -129,7 +161,8 @@ def _run_bench(cfg: dict, paths: dict):
 
 
 # ------------------------------------------------------------------- run
-def _run_workload(cfg: dict, paths: dict):
+def _run_workload(cfg: dict, paths: dict, dry_run: bool = False):
+    """Simulate a run configuration: (tables, metrics); ``dry_run``: check it only (None)."""
     import inspect
 
     from netsim.workload.simulation import simulate
@@ -137,7 +170,7 @@ def _run_workload(cfg: dict, paths: dict):
     topo = topology_for(cfg, paths)
     params = inspect.signature(simulate).parameters
     kwargs = {"model": cfg.get("model", "flow"), "ctrl_deps": not cfg.get("no_ctrl_deps", False),
-              "streams": cfg.get("streams", 1)}
+              "streams": cfg.get("streams", 1), "dry_run": dry_run}
     for key, value in cfg.items():
         if key in RUN_KEYS or key.startswith("llm.") or is_topology_param(key) or key == "kind":
             continue
@@ -155,6 +188,8 @@ def _run_workload(cfg: dict, paths: dict):
     else:
         res = simulate(topo, paths.get("workload", cfg["workload"]), paths.get("comm_groups", cfg.get("comm_groups")),
                        **kwargs)
+    if dry_run:
+        return None
     fin = res.finish
     metrics = {"n_ranks": int(fin.size), "iteration_ns": float(fin.max()) * 1e9,
                "exposed_comm_ns_mean": float(res.exposed_comm.mean()) * 1e9}

@@ -11,8 +11,10 @@ A run is deadlocked when, once the event queue is empty, any of these holds:
 :class:`Unmatched` collects them from a :class:`~netsim.workload.runner.WorkloadRun`;
 :meth:`Unmatched.check` raises :class:`~netsim.errors.DeadlockError`.  The report's first
 line names the most likely cause (a member that finished without issuing the collective,
-a receive whose sender finished without sending, a send nobody receives), then one line
-per stuck rank.
+a receive whose sender finished without sending, a send nobody receives, a member or sender
+that holds no such operation among its nodes still to run, or else the wait cycle: rank ->
+operation -> rank ..., each rank issuing what the previous one waits for only behind a wait of
+its own, :mod:`netsim.workload.waits`), then one line per stuck rank.
 """
 
 from __future__ import annotations
@@ -21,9 +23,12 @@ import numpy as np
 
 from netsim.errors import DeadlockError
 from netsim.chakra.schema import CommType
+from netsim.workload.waits import Hop, Waits
 
 #: Stuck ranks listed one per line in the report (the rest are counted).
 MAX_RANKS = 16
+#: Hops of a wait cycle printed in full (a longer cycle shows its first and last ones).
+MAX_HOPS = 6
 
 
 def _ranks(ranks) -> str:
@@ -47,6 +52,7 @@ class Unmatched:
         self.open = [(key, inst) for key, inst in run.colls.items.items()
                      if len(inst["arrived"]) < len(inst["members"])]
         self.unreceived = [(key, sender) for key, queue in run.mail.items() for sender in queue]
+        self.waits = Waits(run)
 
     def found(self) -> bool:
         """Whether the run is deadlocked."""
@@ -82,11 +88,15 @@ class Unmatched:
             row = int(hits[0])
         return f"node {int(t.id[row])} {t.name[row]!r}"
 
-    def _collective(self, key, inst) -> str:
+    def _collective(self, key, inst, never=None) -> str:
+        """``never``: the members that never issue it (None: every missing one); [] : all issue it later."""
         missing = set(inst["members"]) - inst["arrived"]
         r0, n0 = inst["first"]
+        who = (f"rank(s) {_ranks(missing)} never issued it" if never is None else
+               f"rank(s) {_ranks(never)} never issue it" if never else
+               f"rank(s) {_ranks(missing)} have not issued it yet, each blocked before it")
         return (f"{CommType(inst['type']).name} #{key[1]} on {_comm(key[0], inst['members'])} never completed: "
-                f"rank(s) {_ranks(missing)} never issued it (rank {r0} issued it as {self._node(r0, n0)})")
+                f"{who} (rank {r0} issued it as {self._node(r0, n0)})")
 
     def _send(self, key, sender) -> str:
         rank, row, size = sender
@@ -99,9 +109,28 @@ class Unmatched:
                 if kind == "recv":
                     yield st, row, key
 
-    def _receive(self, st, row, key) -> str:
+    def _receive(self, st, row, key, later: int | None = None) -> str:
         return (f"rank {st.rank} {self._node(st.rank, row=row)} receives from rank {key[0]} (tag {key[2]}), "
-                f"which never sends it")
+                + ("which never sends it" if later is None else
+                   f"which has not sent it yet, blocked before its {self._node(key[0], row=later)}"))
+
+    def _hop(self, h: Hop) -> str:
+        if h.kind == "collective":
+            inst = self.run.colls.items[h.key]
+            what = (f"waits in {CommType(inst['type']).name} #{h.key[1]} on {_comm(h.key[0], inst['members'])} "
+                    f"for rank {h.target} (which issues it later, as {self._node(h.target, row=h.target_row)})")
+        else:
+            what = (f"receives from rank {h.target}, tag {h.key[2]} (which sends it later, as "
+                    f"{self._node(h.target, row=h.target_row)})")
+        return f"rank {h.rank} {self._node(h.rank, row=h.row)} {what}"
+
+    def _cycle(self, hops: list[Hop]) -> str:
+        """``wait cycle: rank a ... -> rank b ... -> rank a``; a long cycle keeps its first and last hops."""
+        shown = [self._hop(h) for h in hops]
+        if len(shown) > MAX_HOPS:
+            shown = shown[:MAX_HOPS - 1] + [f"... ({len(hops) - MAX_HOPS} more) ...", shown[-1]]
+        ranks = len({h.rank for h in hops})
+        return f"wait cycle of {ranks} rank(s): " + " -> ".join(shown) + f" -> rank {hops[0].rank}"
 
     def headline(self) -> str:
         """The most likely cause, in one sentence."""
@@ -114,10 +143,21 @@ class Unmatched:
         for key, sender in self.unreceived:
             if key[1] not in self.stuck_ids:
                 return self._send(key, sender)
+        for key, inst in self.open:  # a blocked member that holds no such collective among its nodes still to run
+            never = [m for m in sorted(set(inst["members"]) - inst["arrived"])
+                     if self.waits.later("collective", key, -1, m) is None]
+            if never:
+                return self._collective(key, inst, never)
+        for st, row, key in self._receives():  # a blocked sender that holds no such send
+            if self.waits.later("recv", key, st.rank, key[0]) is None:
+                return self._receive(st, row, key)
+        hops = self.waits.cycle()
+        if hops:  # nothing missing: every rank issues what another waits for, behind a wait of its own
+            return self._cycle(hops)
         if self.open:
-            return self._collective(*self.open[0])
+            return self._collective(*self.open[0], never=[])
         for st, row, key in self._receives():
-            return self._receive(st, row, key)
+            return self._receive(st, row, key, self.waits.later("recv", key, st.rank, key[0]))
         if self.unreceived:
             return self._send(*self.unreceived[0])
         return "ranks blocked behind busy lanes"
@@ -149,8 +189,10 @@ class Unmatched:
                 what.append(f"{label} {CommType(inst['type']).name} #{key[1]} on "
                             f"{_comm(key[0], inst['members'])} waits for ranks {_ranks(missing)}")
             else:
-                what.append(f"{label} {kind} (src {key[0]}, dst {key[1]}, tag {key[2]}) has no matching "
-                            f"{'send' if kind == 'recv' else 'receive'}")
+                later = self.waits.later(kind, key, st.rank, key[0]) if kind == "recv" else None
+                what.append(f"{label} {kind} (src {key[0]}, dst {key[1]}, tag {key[2]}) " +
+                            (f"has no matching {'send' if kind == 'recv' else 'receive'}" if later is None else
+                             f"waits for rank {key[0]}'s send, which comes later ({self._node(key[0], row=later)})"))
         pending = len(st.table) - st.done
         return f"  rank {st.rank}: {pending} node(s) not done; " + ("; ".join(what) or
                f"{sum(len(q) for q in st.queues)} ready node(s) blocked behind a busy lane")

@@ -66,7 +66,7 @@ def simulate_llm(topology, spec, *, model: str = "flow", symmetry: str = "auto",
                  streams: int = 1, stragglers=(), faults=None, seed: int | None = None, placement: str = "packed",
                  engine: str = "auto", routing: str | None = None, out=None, overwrite: bool = False,
                  overrides: dict | None = None, progress: bool = False, moe=None, compute_efficiency=None,
-                 sm_contention: str = "on", **gen):
+                 sm_contention: str = "on", dry_run: bool = False, **gen):
     """Generate ``spec`` (a preset name, YAML path or ModelSpec) with the generator's keyword
     arguments ``gen`` and run it on ``topology``; see the module docstring.  ``placement``,
     ``engine``, ``routing``, ``overrides``, ``progress``, ``sm_contention`` and ``compute_efficiency`` (achieved / peak
@@ -74,7 +74,9 @@ def simulate_llm(topology, spec, *, model: str = "flow", symmetry: str = "auto",
     :func:`~netsim.workload.simulation.simulate`'s.  Returns the
     :class:`~netsim.workload.runner.WorkloadResult` (its config names the generator call).
     ``moe`` (:class:`~netsim.workload.moe_run.MoERunConfig`): MoE all-to-alls run as the bench's
-    dispatch and combine (skew, expert placement, algorithm); None: uniform all-to-alls."""
+    dispatch and combine (skew, expert placement, algorithm); None: uniform all-to-alls.
+    ``dry_run``: generate and check everything, simulate nothing, return None
+    (:func:`~netsim.workload.simulation.simulate`'s ``dry_run``)."""
     from netsim.workload.generate.presets import load_model_spec
     from netsim.workload.simulation import simulate
 
@@ -100,7 +102,7 @@ def simulate_llm(topology, spec, *, model: str = "flow", symmetry: str = "auto",
                     seed=seed, placement=placement, engine=engine, routing=routing, out=out, overwrite=overwrite,
                     replicas=replicas, label=label, notes=notes, overrides=overrides, progress=progress,
                     schedules=schedules, compute_efficiency=compute_efficiency, sm_contention=sm_contention,
-                    symmetry="approximate" if symmetry == "approximate" else "auto",
+                    symmetry="approximate" if symmetry == "approximate" else "auto", dry_run=dry_run,
                     full_tables=None if replicas is None else lambda: generate_tables(spec, symmetry="none", **gen)[0])
 
 

@@ -20,7 +20,8 @@ def simulate(topology, workload, comm_groups=None, model: str = "flow", ctrl_dep
              routing: str | None = None, placement: str = "packed",
              engine: str = "auto", out=None, overwrite: bool = False, replicas=None, label: dict | None = None,
              notes=(), overrides: dict | None = None, progress: bool = False, schedules=None,
-             compute_efficiency=None, symmetry: str = "auto", sm_contention: str = "on", full_tables=None):
+             compute_efficiency=None, symmetry: str = "auto", sm_contention: str = "on", full_tables=None,
+             dry_run: bool = False):
     """Python API of ``netsim run``: returns a :class:`~netsim.workload.runner.WorkloadResult`.
 
     ``compute_efficiency`` (``--compute-efficiency``): the achieved fraction of the roofline (the GPU's
@@ -53,7 +54,9 @@ def simulate(topology, workload, comm_groups=None, model: str = "flow", ctrl_dep
     gives the results tables as DataFrames; ``out`` also writes them as a dataset
     (``netsim.results.dataset.run_id_for(result.config)`` names the run).  ``overrides``: dotted
     topology keys -> values applied to the topology file (``--set``; part of the config).
-    ``progress``: a bar of executed ops on stderr (:mod:`netsim.progress`).
+    ``progress``: a bar of executed ops on stderr (:mod:`netsim.progress`).  ``dry_run``: check
+    every input exactly as a run does (topology, overrides, workload, groups, placement, faults,
+    the runner's set-up) and return None without simulating (``netsim sweep --dry-run``).
 
     ``symmetry`` (``--symmetry``): ``auto`` looks for replica symmetry in a file set (ranks whose
     traces are the same up to a renaming of ranks and groups, :mod:`netsim.workload.file_symmetry`)
@@ -150,6 +153,8 @@ def simulate(topology, workload, comm_groups=None, model: str = "flow", ctrl_dep
                      compute_scale=plan.compute_scale, launch_delay=plan.launch_delay, replicas=replicas,
                      placement=gpus, fast=engine == "auto", network=network_class(model, engine), schedule_fn=sfn, sm_contention=sm_contention == "on",
                      symmetry="approximate" if symmetry == "approximate" else "exact", full_tables=full_tables)
+    if dry_run:
+        return None
     from netsim.progress import Poller
     total = sum(len(st.table) for st in wr.ranks)  # executed ops (a repeated run starts over)
     with Poller(total, lambda: len(wr.ops), "run", "op", progress,
