@@ -42,8 +42,8 @@ class CompiledFlowTable:
             np.zeros(n_links, np.int32), np.zeros(n_links), np.zeros(n_links), np.zeros(n_links, np.int32))
         self.capacity = capacity
         self.incremental = incremental
-        self.meta = np.zeros(fk.N_META, dtype=np.int64)
-        self.meta[fk.M_INCREMENTAL] = int(incremental)
+        self.scalars = np.zeros(fk.N_META, dtype=np.int64)
+        self.scalars[fk.M_INCREMENTAL] = int(incremental)
         self.clock = np.zeros(1)
         self.lf = np.zeros((n_links, 4))  # one row per link (its fields together), one per flow below
         self.lf[:, fk.CAPACITY] = capacity
@@ -79,13 +79,13 @@ class CompiledFlowTable:
             k = np.arange(a.size)  # a fresh table hands out slots 0, 1, ... in order
             c.ff[k, fk.TSET], c.ff[k, fk.DUE], c.ff[k, fk.RATE] = t.tset[a], t.due[a], t.rate[a]
             c.fi[k, fk.OWNER], c.fi[k, fk.BNECK] = t.owner[a], t.bneck[a]
-            c.meta[fk.M_FRESH] = 0
+            c.scalars[fk.M_FRESH] = 0
         if counters is not None:  # the network counted these flows already
             c.counters = counters
         c.lf[:, fk.USED], c.lf[:, fk.LVL], c.lf[:, fk.TOP] = t.used, t.lvl, t.top
         c.li[:, fk.NB] = t.nb
         for name in ("rate_solves", "partial_solves", "solved_flows", "repair_rounds"):
-            c.meta[{"rate_solves": fk.M_SOLVES, "partial_solves": fk.M_PARTIAL, "solved_flows": fk.M_SOLVED,
+            c.scalars[{"rate_solves": fk.M_SOLVES, "partial_solves": fk.M_PARTIAL, "solved_flows": fk.M_SOLVED,
                     "repair_rounds": fk.M_ROUNDS}[name]] = t.stats[name]
         return c
 
@@ -100,13 +100,13 @@ class CompiledFlowTable:
         fi[:old] = self.fi
         fi[old:, fk.BNECK] = -1
         self.ff, self.fi = ff, fi
-        n_free = int(self.meta[fk.M_FREE])
+        n_free = int(self.scalars[fk.M_FREE])
         free = np.zeros(size, dtype=np.int64)
         free[:n_free] = self.free[:n_free]
         new = np.arange(size - 1, old - 1, -1)  # popped from the end: lowest slots first
         free[n_free:n_free + new.size] = new
         self.free = free
-        self.meta[fk.M_FREE] = n_free + new.size
+        self.scalars[fk.M_FREE] = n_free + new.size
         fresh = np.zeros(size, dtype=np.int64)
         fresh[:self.fresh.size] = self.fresh
         self.fresh = fresh
@@ -121,7 +121,7 @@ class CompiledFlowTable:
         bdirty = np.zeros(nb + ng, dtype=np.int8)
         bdirty[:old_nb] = self.bdirty[:old_nb]
         dlist = np.zeros(nb, dtype=np.int64)
-        n_dirty = int(self.meta[fk.M_DIRTY])
+        n_dirty = int(self.scalars[fk.M_DIRTY])
         dlist[:n_dirty] = self.dlist[:n_dirty]
         bdirty[nb + (dlist[:n_dirty] >> fk.BLOCK_BITS)] = 1
         self.bmin, self.bdirty, self.dlist = bmin, bdirty, dlist
@@ -144,10 +144,10 @@ class CompiledFlowTable:
         size = max(2 * (live + entries), 1024)
         pl = np.zeros((size, 3), dtype=np.int64)
         lbp = np.zeros((4 * (live + entries) + 8 * n_links + 1024, 2), dtype=np.int64)
-        fk.rebuild(self.ff, self.fi, self.li, self.pl, self.lbp, self.meta, pl, lbp)
+        fk.rebuild(self.ff, self.fi, self.li, self.pl, self.lbp, self.scalars, pl, lbp)
         self.pl, self.lbp = pl, lbp
         seeds = np.zeros(size, dtype=np.int64)
-        n_seeds = int(self.meta[fk.M_SEEDS])
+        n_seeds = int(self.scalars[fk.M_SEEDS])
         seeds[:n_seeds] = self.seeds[:n_seeds]
         self.seeds = seeds
         self.out_links = np.zeros(size, dtype=np.int64)
@@ -167,11 +167,11 @@ class CompiledFlowTable:
 
     @property
     def n_alive(self) -> int:
-        return int(self.meta[self._k.M_ALIVE])
+        return int(self.scalars[self._k.M_ALIVE])
 
     @property
     def stats(self) -> dict:
-        fk, m = self._k, self.meta
+        fk, m = self._k, self.scalars
         return {"rate_solves": int(m[fk.M_SOLVES]), "partial_solves": int(m[fk.M_PARTIAL]),
                 "solved_flows": int(m[fk.M_SOLVED]), "repair_rounds": int(m[fk.M_ROUNDS])}
 
@@ -180,13 +180,13 @@ class CompiledFlowTable:
         """Append flows (CSR paths, bytes, latency, cap) of one submission."""
         fk = self._k
         k, nnz = int(size.size), int(links.size)
-        if self.meta[fk.M_FREE] < k:
+        if self.scalars[fk.M_FREE] < k:
             self._grow_slots(max(2 * self.ff.shape[0], self.ff.shape[0] + k))
         links = np.ascontiguousarray(links, dtype=np.int64)
-        if self.meta[fk.M_POOL] + nnz > self.pl.shape[0] or \
-                self.meta[fk.M_LB] + fk.lb_space(self.li, links) > self.lbp.shape[0]:
+        if self.scalars[fk.M_POOL] + nnz > self.pl.shape[0] or \
+                self.scalars[fk.M_LB] + fk.lb_space(self.li, links) > self.lbp.shape[0]:
             self._relayout(nnz)
-        fk.add_flows(self.ff, self.fi, self.li, self.pl, self.lbp, self.meta, self.clock, self.free,
+        fk.add_flows(self.ff, self.fi, self.li, self.pl, self.lbp, self.scalars, self.clock, self.free,
                      self.fresh, self.bdirty, self.dlist, self.counters[0], self.counters[1], self.counters[3],
                      np.ascontiguousarray(indptr, dtype=np.int64),
                      links, np.ascontiguousarray(size, dtype=np.float64),
@@ -198,13 +198,13 @@ class CompiledFlowTable:
         self.clock[0] += dt
 
     def next_due(self) -> float:
-        return float(self._k.next_due(self.ff, self.meta, self.clock, self.bmin, self.bdirty, self.dlist))
+        return float(self._k.next_due(self.ff, self.scalars, self.clock, self.bmin, self.bdirty, self.dlist))
 
     def take_drained(self, eps_t: float) -> tuple[np.ndarray, np.ndarray]:
         """Slots of the flows due within ``eps_t`` of the clock (removed), and their path links."""
         fk = self._k
         out = self.w.slots
-        nd, nl = fk.take_drained(self.ff, self.fi, self.lf, self.li, self.pl, self.lbp, self.meta, self.clock,
+        nd, nl = fk.take_drained(self.ff, self.fi, self.lf, self.li, self.pl, self.lbp, self.scalars, self.clock,
                                  self.free, self.bmin, self.bdirty, self.dlist, self.seeds, float(eps_t),
                                  out, self.out_links, self.counters[0], self.counters[1], self.counters[2])
         return out[:nd].copy(), self.out_links[:nl].copy()
@@ -213,7 +213,7 @@ class CompiledFlowTable:
         """Done by :meth:`take_drained` (links left without flows)."""
 
     def resolve(self) -> None:
-        self._repair.resolve(self.ff, self.fi, self.lf, self.li, self.pl, self.lbp, self.meta, self.clock,
+        self._repair.resolve(self.ff, self.fi, self.lf, self.li, self.pl, self.lbp, self.scalars, self.clock,
                         self.fresh, self.seeds, self.bdirty, self.dlist, self.w)
 
     def compact(self) -> None:
