@@ -18,6 +18,7 @@ import simpy
 
 from netsim import inputs, units
 from netsim.collectives import plan as plan_mod
+from netsim.cli_options import int_arg
 from netsim.collectives.executor import ENGINES, run_collective
 from netsim.errors import InputError
 from netsim.network_models import MODELS  # noqa: F401 (re-exported: bench.MODELS)
@@ -236,9 +237,9 @@ def register_cli(sub) -> None:
     p.add_argument("--algo", default="auto", metavar="ALGO", help=_algo_help())
     p.add_argument("-b", "--minbytes", type=_size("-b"), default=8, help="smallest size (default 8)")
     p.add_argument("-e", "--maxbytes", type=_size("-e"), default=None, help="largest size (default = -b)")
-    p.add_argument("-f", "--stepfactor", type=int, default=None, help="multiply size by this (default 2)")
+    p.add_argument("-f", "--stepfactor", type=int_arg("stepfactor"), default=None, help="multiply size by this (default 2)")
     p.add_argument("-i", "--stepbytes", type=_size("-i"), default=None, help="add this to size instead")
-    p.add_argument("--gpus", type=int, default=None, help="use N GPUs (default all)")
+    p.add_argument("--gpus", type=int_arg("gpus"), default=None, help="use N GPUs (default all)")
     p.add_argument("--placement", default="packed", metavar="SPEC",
                    help="which GPUs: packed (first N, default), random[:SEED], strided:K, or a file of GPU ids")
     p.add_argument("--engine", default="auto", choices=ENGINES,
@@ -251,11 +252,11 @@ def register_cli(sub) -> None:
                    help="network model: flow (congestion-aware max-min sharing, default) or analytical "
                         "(each step alone: a bound; README)")
     p.add_argument("-d", "--datatype", default="float", help="nccl-tests data type (default float)")
-    p.add_argument("--channels", type=int, default=None, help="NCCL channels (default: NCCL's choice)")
+    p.add_argument("--channels", type=int_arg("channels"), default=None, help="NCCL channels (default: NCCL's choice)")
     p.add_argument("--proto", default=None, help="force NCCL protocol LL, LL128 or Simple (default: NCCL's choice)")
     p.add_argument("--skew", default=None, help="alltoall expert-load skew: zipf:ALPHA or uniform (alltoallv)")
     p.add_argument("--skew-matrix", default=None, help="alltoall per-pair byte matrix file (.npy or .csv)")
-    p.add_argument("--seed", type=int, default=0, help="seed for --skew (default 0)")
+    p.add_argument("--seed", type=int_arg("seed"), default=0, help="seed for --skew (default 0)")
     p.add_argument("-J", "--json", dest="json_path", default=None, help="write nccl-tests-style JSON")
     p.add_argument("--out", default=None, metavar="DIR",
                    help="write a results dataset (collectives per size + runs; netsim.open_results(DIR)); "
@@ -264,8 +265,8 @@ def register_cli(sub) -> None:
     from netsim.cli_options import add_quiet_argument, add_set_argument
     add_set_argument(p)
     add_quiet_argument(p)
-    from netsim import moe_bench
-    moe_bench.add_arguments(p)
+    from netsim import moe_cli
+    moe_cli.add_arguments(p)
     p.set_defaults(func=_cmd_bench_or_moe)
 
 
@@ -277,10 +278,10 @@ def _algo_help() -> str:
 
 def _cmd_bench_or_moe(args: argparse.Namespace) -> int:
     """MoE ops (``moe_dispatch``, ``moe_combine``) run in :mod:`netsim.moe_bench`."""
-    from netsim import moe_bench
+    from netsim import moe_bench, moe_cli
     if str(args.op).strip().lower() in moe_bench.OPS:
         args.op = str(args.op).strip().lower()
-        return moe_bench.cmd(args)
+        return moe_cli.cmd(args)
     return _cmd_bench(args)
 
 
