@@ -117,5 +117,5 @@ def _read(path: Path) -> np.ndarray:
     out = []
     for lineno, line in enumerate(text.splitlines(), start=1):
         for tok in line.split("#", 1)[0].replace(",", " ").split():
-            out.append(inputs.int_text(tok, where, f"line {lineno}", lo=0, hi=MAX_GPUS - 1, what="a GPU id"))
+            out.append(inputs.int_text(tok, where, f"line {lineno}", lo=0, hi=MAX_GPUS - 1, what="integer GPU ids"))
     return np.array(out, dtype=np.int64)
