@@ -300,7 +300,8 @@ def _range(lo, hi, lo_open) -> str:
 
 def _short(value) -> str:
     text = repr(value)
-    return text if len(text) <= 40 else f"{text[:20]}...({len(text)} digits)"
+    unit = "digits" if isinstance(value, int) else "characters"
+    return text if len(text) <= 40 else f"{text[:20]}...({len(text)} {unit})"
 
 
 def bounded_int(value: Any, source: str | None, field: str | None, lo: int, hi: int, what: str | None = None) -> int:
@@ -371,7 +372,7 @@ def path_text(value: Any, source: str | None, field: str | None = None) -> str:
     if not isinstance(value, str) or not value:
         raise InputError(f"expected a file path, got {_short(value)}", source=source, field=field)
     if "\0" in value:
-        raise InputError(f"expected a file path without NUL bytes, got {_short(value)}", source=source, field=field)
+        raise InputError(f"expected a file path without NUL bytes, got {value[:80]!r}", source=source, field=field)
     if len(value) > MAX_PATH_CHARS:
         raise InputError(f"expected a file path of at most {MAX_PATH_CHARS} characters, got {len(value):,}",
                          source=source, field=field)

@@ -43,7 +43,7 @@ BATCH = 512
 MIN_RANKS_PER_JOB = 64
 #: Name of the per-rank files: ``<PREFIX>.<rank>.et`` (reference.md §3.1).
 PREFIX = "llm"
-_RANGE = re.compile(r"\s*([0-9]{1,18})\s*(?:-\s*([0-9]{1,18})\s*)?")
+_RANGE = re.compile(r"\s*([0-9]+)\s*(?:-\s*([0-9]+)\s*)?")  # ASCII digits
 
 
 @dataclass
@@ -70,6 +70,10 @@ def parse_ranks(text: str, world: int) -> list[int]:
         m = _RANGE.fullmatch(item)
         if m is None:
             raise InputError(f"expected ranks and ranges such as 0-63,128, got {str(text)[:80]!r}", source="--ranks")
+        for digits in m.groups():
+            if digits is not None and len(digits.lstrip("0")) > len(str(world)):  # int() of 5,000 digits fails
+                raise InputError(f"rank {digits[:20]}{'...' if len(digits) > 20 else ''} outside 0..{world - 1} "
+                                 f"(the job has {world} ranks)", source="--ranks")
         lo = int(m.group(1))
         hi = lo if m.group(2) is None else int(m.group(2))
         if hi < lo:
