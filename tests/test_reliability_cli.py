@@ -167,6 +167,10 @@ def test_failed_nvswitches_route_fast_and_unchanged():
     assert [lk[ip[i]:ip[i + 1]].tolist() for i in pick] == ref
     ip2, lk2 = router.routes(src[pick], dst[pick], key[pick])  # detours first, then these paths
     assert ip2.size == pick.size + 1 and not router.failed[lk2].any()
+    mixed = np.concatenate([pick[:100], np.random.default_rng(2).choice(src.size, 100)])  # remembered and new
+    fresh = FaultRouter(topo, router.failed, topo.n_gpus).routes(src[mixed], dst[mixed], key[mixed])
+    again = router.routes(src[mixed], dst[mixed], key[mixed])
+    assert all(np.array_equal(a, b) for a, b in zip(again, fresh))
 
 
 # ------------------------------------------------------------------ accepted nonsense, refused

@@ -14,6 +14,8 @@ from netsim.topology.model import Topology, csr_gather, mix_hash
 #: Hop counts the router keeps (int32 each, 64 MiB): every source's distances on topologies of up
 #: to thousands of nodes, so re-routed flows cost one breadth-first search per source GPU.
 DIST_CACHE_ENTRIES = 1 << 24
+#: Re-routed paths the router remembers by (pair, key) (a few hundred bytes each).
+MAX_DETOURS = 1 << 18
 
 
 class FaultRouter:
@@ -40,6 +42,7 @@ class FaultRouter:
         self._in = _adjacency(self.link_dst[alive], alive, topo.n_nodes)
         self._dist: dict[tuple[int, bool], np.ndarray] = {}  # BFS hop counts by (node, forward)
         self._cache_size = max(64, DIST_CACHE_ENTRIES // max(1, topo.n_nodes))
+        self._detours: dict[tuple[int, int, int], np.ndarray] = {}  # re-routed path by (src, dst, key)
         self._check(n_ranks)
 
     def routes(self, src: np.ndarray, dst: np.ndarray, key: np.ndarray | None = None):
@@ -49,7 +52,10 @@ class FaultRouter:
         if not rows.size:
             return ip, lk
         k0 = np.zeros(src.size, dtype=np.int64) if key is None else np.asarray(key, dtype=np.int64)
-        pieces = []
+        pieces, rows = self._remembered(rows, src, dst, k0)
+        if not rows.size:
+            return _replace_rows(ip, lk, pieces)
+        found = len(pieces)
         for t in range(1, self.tries + 1):
             salt = (mix_hash(k0[rows], np.int64(t), np.int64(0xFA17)) >> np.uint64(2)).astype(np.int64)
             ip2, lk2 = self._detour.routes(src[rows], dst[rows], salt)
@@ -61,7 +67,26 @@ class FaultRouter:
                 break
         if rows.size:
             pieces.append((rows, *self._shortest(src[rows], dst[rows], k0[rows])))
+        self._remember(pieces[found:], src, dst, k0)
         return _replace_rows(ip, lk, pieces)
+
+    def _remembered(self, rows: np.ndarray, src, dst, k0) -> tuple[list, np.ndarray]:
+        """(a piece of the ``rows`` re-routed before, the rows not seen yet): a re-route depends on
+        the pair and its key only, and a collective repeats its (pair, key)s step after step."""
+        paths = [self._detours.get(t) for t in zip(src[rows].tolist(), dst[rows].tolist(), k0[rows].tolist())]
+        seen = np.fromiter((p is not None for p in paths), bool, len(paths))
+        if not seen.any():
+            return [], rows
+        hits = [p for p in paths if p is not None]
+        indptr = np.concatenate(([0], np.cumsum([p.size for p in hits]))).astype(np.int64)
+        return [(rows[seen], indptr, np.concatenate(hits))], rows[~seen]
+
+    def _remember(self, pieces: list, src, dst, k0) -> None:
+        for rows, ip, lk in pieces:
+            for i, (s, d, k) in enumerate(zip(src[rows].tolist(), dst[rows].tolist(), k0[rows].tolist())):
+                if len(self._detours) >= MAX_DETOURS:
+                    self._detours.pop(next(iter(self._detours)))
+                self._detours[(s, d, k)] = lk[ip[i]:ip[i + 1]].copy()
 
     def _bfs(self, node: int, forward: bool = True) -> np.ndarray:
         """Hops from ``node`` to every node (to it when not ``forward``) over surviving links; -1 if none."""
