@@ -77,9 +77,11 @@ def simulate(topology, workload, comm_groups=None, model: str = "flow", ctrl_dep
     from netsim.chakra.groups import CommGroups, load_groups
     from netsim.chakra.check import check_runnable
     from netsim.chakra.inspect import read_workload
+    from netsim.limits import check_int
     from netsim.workload.runner import WorkloadRun
 
     t0 = time.perf_counter()
+    check_int(streams, "streams", "--streams")
     if symmetry not in SYMMETRIES:
         raise InputError(f"expected one of {', '.join(SYMMETRIES)}, got {symmetry!r}", source="--symmetry")
     if engine not in ENGINES:
