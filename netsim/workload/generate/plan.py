@@ -232,6 +232,3 @@ def check_memory(plan: LLMPlan, ranks: int, what: str) -> None:
         raise InputError(f"{plan.microbatches:,} microbatches give about {per:,} nodes per rank; {what} ({ranks:,} "
                          f"rank(s)) need about {need / 2**30:,.1f} GiB of memory and {avail / 2**30:,.1f} GiB are "
                          f"available (use {fits:,} microbatches or fewer)", source="argument", field="microbatches")
-
-
-
