@@ -8,14 +8,14 @@ hang (over the time limit), memory (a MemoryError, or a peak resident set more t
 generator injected a value outside the documented range and the run returned).
 
     python benchmarks/fuzz.py [--cases 5000] [--seed 0] [--limit 30] [--memory 1024]
-                              [--classes "MoE flags,sweep --dry-run"] [--no-open] [--show]
+                              [--classes "MoE flags,sweep --dry-run"] [--no-reproducers] [--show]
 
 Input classes: topology YAML, faults YAML, sweep YAML, straggler specs, bench flags, input
 files, and the surfaces of ``benchmarks/fuzz_surfaces.py`` (MoE flags, placement / routing /
 ``--set`` with ``run --llm`` sizes, damaged datasets through ``netsim.open_results``, ``sweep
---dry-run``).  The column "open elsewhere" counts the crashes, hangs, memory and silent
-invalids whose input is a reproducer another branch fixes (``fuzz_surfaces.OPEN_ELSEWHERE``);
-``--no-open`` leaves those inputs out.  ``tests/test_bad_inputs_fuzz.py`` runs the same
+--dry-run``).  The column "reproducers" counts the crashes, hangs, memory and silent
+invalids whose input is one of issue 36's reproducers (``fuzz_surfaces.REPRODUCERS``);
+``--no-reproducers`` leaves those inputs out.  ``tests/test_bad_inputs_fuzz.py`` runs the same
 generators through hypothesis, bounded.
 """
 
@@ -285,7 +285,7 @@ def limit_memory(mib: int) -> None:
         resource.setrlimit(resource.RLIMIT_DATA, ((data + 2 * mib * 1024) * 1024, resource.RLIM_INFINITY))
 
 
-COLUMNS = ["cases", "clean", "accepted valid", "crash", "hang", "memory", "silent invalid", "open elsewhere"]
+COLUMNS = ["cases", "clean", "accepted valid", "crash", "hang", "memory", "silent invalid", "reproducers"]
 BAD = ("crash", "hang", "memory", "silent invalid")
 
 
@@ -300,12 +300,12 @@ def generators() -> list[tuple[str, object, str]]:
             [(n, g, "surface") for n, g in surfaces])
 
 
-def _case(gen, how: str, rng: random.Random, tmp: Path, open_bugs: bool):
+def _case(gen, how: str, rng: random.Random, tmp: Path, reproducers: bool):
     if how == "rng":
         return gen(rng)
     if how == "tmp":
         return gen(rng, tmp)
-    return gen(rng, tmp, open_bugs=open_bugs)
+    return gen(rng, tmp, reproducers=reproducers)
 
 
 def main(argv=None) -> int:
@@ -318,7 +318,7 @@ def main(argv=None) -> int:
     ap.add_argument("--limit", type=int, default=30, help="seconds per case before it counts as a hang")
     ap.add_argument("--memory", type=int, default=1024, help="MiB a case may add to the peak resident set")
     ap.add_argument("--classes", default=None, help="comma-separated input classes to run (default: all)")
-    ap.add_argument("--no-open", action="store_true", help="leave out the reproducers another branch fixes")
+    ap.add_argument("--no-reproducers", action="store_true", help="leave out issue 36's reproducers")
     ap.add_argument("--show", action="store_true", help="print every crash, hang, memory and silent invalid")
     args = ap.parse_args(argv)
     rng = random.Random(args.seed)
@@ -331,17 +331,17 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         for i in range(args.cases):
             _cls, gen, how = gens[i % len(gens)]
-            name, thunk, invalid = _case(gen, how, rng, Path(tmp), not args.no_open)
+            name, thunk, invalid = _case(gen, how, rng, Path(tmp), not args.no_reproducers)
             outcome = classify(thunk, invalid, args.limit, args.memory, cap=True)
             table[name]["cases"] += 1
             table[name][outcome] += 1
             inp = getattr(thunk, "input", None)
-            known = outcome in BAD and inp is not None and fuzz_surfaces.open_reproducers(inp)
-            table[name]["open elsewhere"] += bool(known)
+            known = outcome in BAD and inp is not None and fuzz_surfaces.reproducers_in(inp)
+            table[name]["reproducers"] += bool(known)
             if args.show and outcome in BAD:
                 if inp is None:
                     inp = [c.cell_contents for c in thunk.__closure__ or () if not callable(c.cell_contents)]
-                print(f"{outcome}{' (open elsewhere)' if known else ''}: {name}: {inp!r:.400}", file=sys.stderr)
+                print(f"{outcome}{' (issue-36 reproducer)' if known else ''}: {name}: {inp!r:.400}", file=sys.stderr)
     print(f"{'input class':<24}" + "".join(f"{c:>15}" for c in COLUMNS))
     total = Counter()
     for name, c in sorted(table.items()):

@@ -1,16 +1,16 @@
 """Fuzz generators for the command-line and API surfaces: MoE flags, placement / routing / ``--set``
 (with ``run --llm`` sizes), damaged datasets through ``netsim.open_results``, and ``sweep --dry-run``.
 
-Each generator is ``gen(rng, tmp, open_bugs=True) -> (input class, thunk, invalid)`` like those of
+Each generator is ``gen(rng, tmp, reproducers=True) -> (input class, thunk, invalid)`` like those of
 ``benchmarks/fuzz.py`` (which runs them; ``tests/test_bad_inputs_fuzz.py`` bounds them): the thunk
 runs one input and returns, or raises what the user would see (a one-line CLI error is raised
 as an InputError).  ``invalid`` is True only for an input outside the documented ranges, so a
 run that accepts it is a *silent invalid*.  ``thunk.input`` is what was run (argv, or the sweep
 YAML, or the damage done to a dataset).
 
-:data:`OPEN_ELSEWHERE` lists the reproducers of issue 36 that another branch fixes (crashes,
-runaway memory, accepted nonsense).  The generators produce them unless ``open_bugs`` is False,
-which the default test tier passes until that branch is merged; then drop them from the list.
+:data:`REPRODUCERS` lists the reproducers of issue 36 (crashes, runaway memory, accepted
+nonsense; all fixed): the generators produce them unless ``reproducers`` is False, and the tests
+run them like any other input.
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ REPO = Path(__file__).resolve().parents[1]
 DGX = str(REPO / "topologies/dgx-h100.yaml")
 SU = str(REPO / "topologies/h100-superpod-1su.yaml")
 
-#: Inputs of issue 36 fixed on another branch: name -> predicate on ``thunk.input``.
-OPEN_ELSEWHERE = {
+#: Inputs of issue 36 (fixed): name -> predicate on ``thunk.input``.
+REPRODUCERS = {
     "moe --seed -1 (ValueError in route_tokens)": lambda i: _has(i, "moe_", "--seed", "-1"),
     "moe --tokens 2**63 (crash)": lambda i: _has(i, "moe_", "--tokens", str(2**63)),
     "moe --tokens 100000000 (11.9 GiB)": lambda i: _has(i, "moe_", "--tokens", "100000000"),
@@ -73,10 +73,10 @@ def cli(argv: list[str], shown=None):
     return described(run, shown if shown is not None else argv)
 
 
-def _pick(rng: random.Random, good, bad=(), open_=(), open_bugs=True, p_bad=0.3, p_open=0.08):
+def _pick(rng: random.Random, good, bad=(), open_=(), reproducers=True, p_bad=0.3, p_open=0.08):
     """(value, certainly invalid?, open elsewhere?) from the pools."""
     r = rng.random()
-    if open_ and open_bugs and r < p_open:
+    if open_ and reproducers and r < p_open:
         return rng.choice(open_), True, True
     if bad and r < p_open + p_bad:
         return rng.choice(bad), True, False
@@ -84,7 +84,7 @@ def _pick(rng: random.Random, good, bad=(), open_=(), open_bugs=True, p_bad=0.3,
 
 
 # ------------------------------------------------------------------ MoE flags
-def moe_case(rng: random.Random, tmp: Path, open_bugs: bool = True):
+def moe_case(rng: random.Random, tmp: Path, reproducers: bool = True):
     op = rng.choice(["moe_dispatch", "moe_combine"])
     flow = rng.random() < 0.3
     argv = ["bench", "--topology", DGX, "--op", op, "--gpus", "8", "--model", "flow" if flow else "analytical", "-q"]
@@ -106,9 +106,9 @@ def moe_case(rng: random.Random, tmp: Path, open_bugs: bool = True):
     values = {}
     for flag, (good, bad, open_) in pools.items():
         if rng.random() < 0.5:
-            values[flag], bad_v, _open = _pick(rng, good, bad, open_, open_bugs, p_bad=0.12)
+            values[flag], bad_v, _open = _pick(rng, good, bad, open_, reproducers, p_bad=0.12)
             invalid |= bad_v
-    if open_bugs and rng.random() < 0.08:  # MoE ops take --channels and ignore it
+    if reproducers and rng.random() < 0.08:  # MoE ops take --channels and ignore it
         values["--channels"] = rng.choice(["0", "4", "-1", "65"])
         invalid = True
     for flag, v in values.items():
@@ -119,11 +119,11 @@ def moe_case(rng: random.Random, tmp: Path, open_bugs: bool = True):
 
 
 # ------------------------------------------------------------------ placement, routing, --set, run --llm sizes
-def _placement_file(rng: random.Random, tmp: Path, n: int, n_gpus: int, open_bugs: bool):
+def _placement_file(rng: random.Random, tmp: Path, n: int, n_gpus: int, reproducers: bool):
     """(path, invalid, open, tag) of a file of GPU ids for ``n`` ranks."""
     ids = rng.sample(range(n_gpus), n)
     kind = rng.choice(["good", "good", "dup", "negative", "range", "text", "empty", "short", "long"]
-                      + (["2**63"] if open_bugs else []))
+                      + (["2**63"] if reproducers else []))
     if kind == "dup":
         ids[-1] = ids[0]
     elif kind == "negative":
@@ -146,7 +146,7 @@ def _placement_file(rng: random.Random, tmp: Path, n: int, n_gpus: int, open_bug
     return str(path), kind != "good", kind == "2**63", f"{kind}-file" if kind != "2**63" else "2**63-file"
 
 
-def placement_case(rng: random.Random, tmp: Path, open_bugs: bool = True):
+def placement_case(rng: random.Random, tmp: Path, reproducers: bool = True):
     run = rng.random() < 0.3
     n, n_gpus = (8, 256) if run else (16, 256)
     if run:
@@ -158,7 +158,7 @@ def placement_case(rng: random.Random, tmp: Path, open_bugs: bool = True):
     invalid, tags = False, []
     r = rng.random()
     if r < 0.35:
-        path, bad, _open, tag = _placement_file(rng, tmp, n, n_gpus, open_bugs)
+        path, bad, _open, tag = _placement_file(rng, tmp, n, n_gpus, reproducers)
         argv += ["--placement", path]
         invalid, tags = bad, [tag]
     elif r < 0.8:
@@ -166,7 +166,7 @@ def placement_case(rng: random.Random, tmp: Path, open_bugs: bool = True):
         spec, bad, _open = _pick(rng, ["packed", "random", "random:3", f"random:{2**40}", "strided:2",
                                        f"strided:{top}"],
                                  ["strided:0", "strided:-1", "strided:", f"strided:{top + 1}", "random:-1",
-                                  "random:abc", "bogus", "", "strided:1.5"], ["random:"], open_bugs)
+                                  "random:abc", "bogus", "", "strided:1.5"], ["random:"], reproducers)
         argv += ["--placement", spec]
         invalid = bad
     routing, bad, _open = _pick(rng, [None, "ftree", "ecmp", "adaptive", "spray"], ["bogus", "", "ECMP!"])
@@ -186,7 +186,7 @@ def placement_case(rng: random.Random, tmp: Path, open_bugs: bool = True):
         for flag, good, badv, open_ in (("--seq", ["256", "1024"], ["0", "-1", "x"], [str(2**62)]),
                                         ("--microbatches", ["1", "2"], ["0", "-3"], ["100000000"])):
             if rng.random() < 0.5:
-                v, bad, _open = _pick(rng, good, badv, open_, open_bugs, p_open=0.1)
+                v, bad, _open = _pick(rng, good, badv, open_, reproducers, p_open=0.1)
                 argv += [flag, v]
                 invalid |= bad
         if "--seq" not in argv:
@@ -236,7 +236,7 @@ def _wrong_schema(rng: random.Random, table: str, path: Path) -> bool:
     return invalid
 
 
-def dataset_case(rng: random.Random, tmp: Path, open_bugs: bool = True):
+def dataset_case(rng: random.Random, tmp: Path, reproducers: bool = True):
     import netsim
     from netsim.results.layout import TABLES
 
@@ -311,7 +311,7 @@ def dataset_case(rng: random.Random, tmp: Path, open_bugs: bool = True):
 
 
 # ------------------------------------------------------------------ sweep --dry-run
-def sweep_dry_run_case(rng: random.Random, tmp: Path, open_bugs: bool = True):
+def sweep_dry_run_case(rng: random.Random, tmp: Path, reproducers: bool = True):
     import yaml
 
     invalid = False
@@ -328,7 +328,7 @@ def sweep_dry_run_case(rng: random.Random, tmp: Path, open_bugs: bool = True):
         if key == "topology":
             topo, bad, _open = _pick(rng, [DGX, "../topologies/dgx-h100.yaml"],
                                      [str(REPO / "README.md"), "self", str(tmp / "none.yaml"), str(REPO / "docs"),
-                                      "/dev/null", ""], ["with NUL"], open_bugs, p_bad=0.6, p_open=0.1)
+                                      "/dev/null", ""], ["with NUL"], reproducers, p_bad=0.6, p_open=0.1)
             if topo == "self":
                 topo = str(tmp / "sweep.yaml")
             elif topo == "with NUL":
@@ -355,7 +355,7 @@ def sweep_dry_run_case(rng: random.Random, tmp: Path, open_bugs: bool = True):
         open_ = ([100000000] if key == "llm.microbatches" else [])
         values, any_bad = [], False
         for _ in range(rng.randint(1, 2)):
-            v, bad, _open = _pick(rng, good, bad_pool, open_, open_bugs, p_open=0.15)
+            v, bad, _open = _pick(rng, good, bad_pool, open_, reproducers, p_open=0.15)
             values.append(v)
             any_bad |= bad
         doc["grid"][key] = values
@@ -370,9 +370,9 @@ def sweep_dry_run_case(rng: random.Random, tmp: Path, open_bugs: bool = True):
 SURFACES = [moe_case, placement_case, dataset_case, sweep_dry_run_case]
 
 
-def open_reproducers(inp) -> list[str]:
-    """Names of :data:`OPEN_ELSEWHERE` entries that input ``inp`` reproduces."""
-    return [name for name, hit in OPEN_ELSEWHERE.items() if hit(inp)]
+def reproducers_in(inp) -> list[str]:
+    """Names of :data:`REPRODUCERS` entries that input ``inp`` reproduces."""
+    return [name for name, hit in REPRODUCERS.items() if hit(inp)]
 
 
 if __name__ == "__main__":  # print a few generated inputs

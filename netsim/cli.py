@@ -22,7 +22,14 @@ class _Parser(argparse.ArgumentParser):
     """argparse that raises InputError instead of printing usage and exiting."""
 
     def error(self, message: str):  # noqa: D401 - argparse API
+        flag = _ARGUMENT.fullmatch(message)
+        if flag:  # "argument --gpus: expected ..." -> "--gpus: expected ..."
+            raise InputError(flag.group(2), source=flag.group(1))
         raise InputError(message, source=self.prog if " " in self.prog else None)
+
+
+#: argparse's message about one argument: "argument FLAG: PROBLEM".
+_ARGUMENT = re.compile(r"argument (-[^\s:]+): (.*)", re.DOTALL)
 
 
 def _cmd_topo(args: argparse.Namespace) -> int:

@@ -1,4 +1,8 @@
-"""Options shared by several subcommands: ``--set KEY=VALUE`` and ``--quiet``.
+"""Options shared by several subcommands: ``--set KEY=VALUE``, ``--quiet`` and number flags.
+
+Every integer flag is read by :func:`int_arg` (ASCII digits, within the flag's bounds in
+:mod:`netsim.limits`) and every real-valued one by :func:`float_arg` (finite, in range), so a
+bad value is one line naming the flag before anything uses it.
 
 ``--set`` takes the dotted topology keys a sweep takes (:mod:`netsim.sweep.topo`):
 ``--set nodes=4 --set scale_out.tiers.0.oversubscription=4``.  A value is read as a YAML
@@ -11,13 +15,14 @@ boolean).  A bad key or value is one line naming the file and the field.
 
 from __future__ import annotations
 
+import argparse
 import re
-from typing import Any
+from typing import Any, Callable
 
 from netsim.errors import InputError
 
 #: A dotted key: names and list indices (``tiers[1]`` is read as ``tiers.1``).
-_KEY = re.compile(r"[A-Za-z_][\w\-]*(\.(\w[\w\-]*))*")
+_KEY = re.compile(r"[A-Za-z_][\w\-]*(\.(\w[\w\-]*))*", re.ASCII)
 #: Longest ``--set`` value (a scalar; whole structures belong in the topology file).
 MAX_VALUE_CHARS = 1000
 
@@ -36,6 +41,44 @@ def add_quiet_argument(parser) -> None:
                         help="no progress bar on stderr (shown after 2 s, only on a terminal)")
 
 
+def int_arg(key: str, what: str | None = None) -> Callable[[str], int]:
+    """argparse ``type`` of an integer flag: ASCII digits within :func:`netsim.limits.bounds` of ``key``.
+
+    >>> int_arg("gpus")("8")
+    8
+    """
+    from netsim.limits import bounds
+
+    lo, hi = bounds(key)
+    return _typed(lambda text: _inputs().int_text(text, None, lo=lo, hi=hi, what=what), "integer")
+
+
+def float_arg(lo: float | None = None, hi: float | None = None, *, lo_open: bool = False,
+              what: str | None = None) -> Callable[[str], float]:
+    """argparse ``type`` of a real-valued flag: a finite number (ASCII) in ``[lo, hi]`` (``(lo, hi]``
+    with ``lo_open``)."""
+    return _typed(lambda text: _inputs().float_text(text, None, lo=lo, hi=hi, lo_open=lo_open, what=what),
+                  "number")
+
+
+def _inputs():
+    from netsim import inputs
+
+    return inputs
+
+
+def _typed(parse: Callable[[str], Any], name: str) -> Callable[[str], Any]:
+    """``parse`` with its InputError turned into argparse's ArgumentTypeError (whose message argparse
+    keeps; the CLI then prints it after the flag's name)."""
+    def convert(text: str):
+        try:
+            return parse(text)
+        except InputError as exc:
+            raise argparse.ArgumentTypeError(exc.message) from None
+    convert.__name__ = name
+    return convert
+
+
 def parse_sets(items: list[str] | None) -> dict[str, Any]:
     """``["KEY=VALUE", ...]`` -> {dotted key: value}; InputError (``--set``) on a malformed item."""
     from netsim.inputs import load_yaml_text
@@ -43,7 +86,7 @@ def parse_sets(items: list[str] | None) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for item in items or ():
         key, eq, text = str(item).partition("=")
-        key = re.sub(r"\[(\d+)\]", r".\1", key.strip())
+        key = re.sub(r"\[([0-9]+)\]", r".\1", key.strip())
         if not eq or not _KEY.fullmatch(key):
             raise InputError(f"expected KEY=VALUE with a dotted topology key (nodes=4, "
                              f"scale_out.tiers.0.oversubscription=2), got {str(item)[:80]!r}", source="--set")

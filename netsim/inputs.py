@@ -12,7 +12,10 @@ a hang or runaway memory:
   YAML error is reduced to one line naming the line and column.
 * :func:`load_json` bounds nesting depth before parsing and refuses
   ``NaN``/``Infinity`` (not JSON, though Python's parser accepts them).
-* :func:`number` checks a value is a finite number within a range.
+* :func:`number` checks a value is a finite number within a range; :func:`int_text` and
+  :func:`float_text` read one from text (a flag, a token of a file): ASCII digits only (Python's
+  ``int`` and ``float`` also read other scripts' digits: ``int("٣")`` is 3), bounded before use.
+* :func:`path_text` checks a file path from a document (a string, no NUL byte, not too long).
 
 Limits are class attributes of :class:`Limits` (one object, :data:`LIMITS`),
 so a caller that needs more passes its own.
@@ -81,6 +84,8 @@ def check_regular(path: str | os.PathLike, max_bytes: int, what: str = "file") -
         raise InputError("no such file", source=src) from None
     except OSError as exc:
         raise InputError(f"cannot read: {exc.strerror or exc}", source=src) from None
+    except ValueError:  # a NUL byte: no file has such a name
+        raise InputError("expected a file path without NUL bytes", source=repr(src)) from None
     if stat.S_ISDIR(st.st_mode):
         raise InputError(f"is a directory; expected a {what}", source=src)
     if not stat.S_ISREG(st.st_mode):
@@ -283,8 +288,8 @@ def number(value: Any, source: str | None, field: str | None, *, lo: float | Non
         raise InputError(f"expected a finite number, got {_short(value)}", source=source, field=field)
     low_bad = lo is not None and (value <= lo if lo_open else value < lo)
     if low_bad or (hi is not None and value > hi):
-        raise InputError(f"expected {what or kind} in {_range(lo, hi, lo_open)}, got {_short(value)}",
-                         source=source, field=field)
+        where = _int_range(lo, hi) if integer and None not in (lo, hi) and not lo_open else _range(lo, hi, lo_open)
+        raise InputError(f"expected {what or kind} in {where}, got {_short(value)}", source=source, field=field)
     return value
 
 
@@ -295,9 +300,80 @@ def _range(lo, hi, lo_open) -> str:
 
 def _short(value) -> str:
     text = repr(value)
-    return text if len(text) <= 40 else f"{text[:20]}...({len(text)} digits)"
+    unit = "digits" if isinstance(value, int) else "characters"
+    return text if len(text) <= 40 else f"{text[:20]}...({len(text)} {unit})"
 
 
 def bounded_int(value: Any, source: str | None, field: str | None, lo: int, hi: int, what: str | None = None) -> int:
     """An integer in ``[lo, hi]`` (convenience over :func:`number`)."""
     return number(value, source, field, lo=lo, hi=hi, integer=True, what=what)
+
+
+#: Longest number read from text: int64 has 19 digits; a float's text rarely needs 30 characters.
+MAX_NUMBER_CHARS = 100
+_INT_TEXT = re.compile(r"[+-]?[0-9]+")
+_FLOAT_TEXT = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+#: The int64 range (seeds, ids, counts stored in int64 columns).
+INT64 = (-(2**63), 2**63 - 1)
+
+
+def int_text(text: Any, source: str | None, field: str | None = None, *, lo: int = INT64[0],
+             hi: int = INT64[1], what: str | None = None) -> int:
+    """The integer written in ``text`` (ASCII digits, optional sign, surrounding blanks), in ``[lo, hi]``.
+
+    >>> int_text(" 42 ", "--gpus", lo=2, hi=64)
+    42
+    >>> int_text("\u0663", "--seed", lo=0)
+    Traceback (most recent call last):
+    ...
+    netsim.errors.InputError: --seed: expected an integer (ASCII digits), got '\u0663'
+    """
+    t = str(text).strip()
+    if len(t) > MAX_NUMBER_CHARS or not _INT_TEXT.fullmatch(t):
+        raise InputError(f"expected {what or 'an integer'} (ASCII digits), got {_short(text)}", source=source,
+                         field=field)
+    value = int(t)
+    if not lo <= value <= hi:
+        raise InputError(f"expected {what or 'an integer'} in {_int_range(lo, hi)}, got {_short(t)}",
+                         source=source, field=field)
+    return value
+
+
+def float_text(text: Any, source: str | None, field: str | None = None, *, lo: float | None = None,
+               hi: float | None = None, lo_open: bool = False, what: str | None = None) -> float:
+    """The finite number written in ``text`` (ASCII digits, a decimal point, an exponent), in range.
+
+    >>> float_text("1e-3", "--z", lo=0)
+    0.001
+    >>> float_text("nan", "--z", lo=0)
+    Traceback (most recent call last):
+    ...
+    netsim.errors.InputError: --z: expected a finite number (like 3.5 or 1e-3), got 'nan'
+    """
+    t = str(text).strip()
+    if len(t) > MAX_NUMBER_CHARS or not _FLOAT_TEXT.fullmatch(t):
+        raise InputError(f"expected {what or 'a finite number'} (like 3.5 or 1e-3), got {_short(text)}",
+                         source=source, field=field)
+    return number(float(t), source, field, lo=lo, hi=hi, lo_open=lo_open, what=what)
+
+
+def _int_range(lo: int, hi: int) -> str:
+    def fmt(v: int) -> str:
+        return {INT64[1]: "2**63-1", INT64[0]: "-2**63"}.get(v, f"{v:,}")
+    return f"{fmt(lo)}..{fmt(hi)}"
+
+
+#: Longest file path accepted from a document (Linux PATH_MAX).
+MAX_PATH_CHARS = 4096
+
+
+def path_text(value: Any, source: str | None, field: str | None = None) -> str:
+    """``value`` if it can name a file: a non-empty string without NUL bytes, at most 4096 characters."""
+    if not isinstance(value, str) or not value:
+        raise InputError(f"expected a file path, got {_short(value)}", source=source, field=field)
+    if "\0" in value:
+        raise InputError(f"expected a file path without NUL bytes, got {value[:80]!r}", source=source, field=field)
+    if len(value) > MAX_PATH_CHARS:
+        raise InputError(f"expected a file path of at most {MAX_PATH_CHARS} characters, got {len(value):,}",
+                         source=source, field=field)
+    return value

@@ -20,8 +20,6 @@ config) and DeepEP's benchmark setting (deepseek-ai/DeepEP README: 4096 tokens p
 
 from __future__ import annotations
 
-import argparse
-import json
 import math
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -32,6 +30,7 @@ import simpy
 from netsim.collectives import moe
 from netsim.collectives.executor import ENGINES, run_collective
 from netsim.errors import InputError
+from netsim.limits import check_int
 from netsim.topology.model import Topology, link_tier  # noqa: F401 (link_tier re-exported)
 
 OPS = ("moe_dispatch", "moe_combine")
@@ -98,12 +97,6 @@ class MoEResult:
     links: object
 
 
-def _int_flag(v, flag: str, lo: int) -> int:
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
-        raise InputError(f"expected an integer >= {lo}, got {v!r}", source=flag)
-    return int(v)
-
-
 def validated(cfg: MoEConfig, topo: Topology) -> MoEConfig:
     """``cfg`` checked against ``topo`` (one-line :class:`InputError` naming the flag)."""
     from netsim.network_models import MODELS
@@ -130,16 +123,18 @@ def validated(cfg: MoEConfig, topo: Topology) -> MoEConfig:
             raise InputError("applies to --mode low_latency (the normal kernels forward over NVLink)",
                              source="--ll-transport")
         _ll_topology(topo, cfg)
+    for flag, v in (("--tokens", cfg.tokens), ("--hidden", cfg.hidden), ("--topk", cfg.topk),
+                    ("--experts", cfg.experts), ("--redundant-experts", cfg.redundant_experts),
+                    ("--max-nodes", cfg.max_nodes), ("--chunks", cfg.chunks), ("--seed", cfg.seed),
+                    ("--gpus", 2 if cfg.gpus is None else cfg.gpus)):
+        check_int(v, flag, flag)
     n = cfg.gpus if cfg.gpus is not None else topo.n_gpus
     if cfg.gpus is None and cfg.placement not in (None, "packed"):
         n = place(cfg.placement, None, topo.n_gpus).size
     if n < 2 or n > topo.n_gpus:
         raise InputError(f"expected 2 <= GPUs <= {topo.n_gpus} (the topology's GPU count), got {n}", source="--gpus")
     place(cfg.placement, n, topo.n_gpus)
-    for flag, v, lo in (("--tokens", cfg.tokens, 1), ("--hidden", cfg.hidden, 1), ("--topk", cfg.topk, 1),
-                        ("--experts", cfg.experts, 1), ("--redundant-experts", cfg.redundant_experts, 0),
-                        ("--max-nodes", cfg.max_nodes, 0), ("--chunks", cfg.chunks, 1)):
-        _int_flag(v, flag, lo)
+    moe.check_memory(n, cfg.tokens, cfg.topk, source="--tokens")
     if cfg.topk > cfg.experts:
         raise InputError(f"expected --topk <= --experts ({cfg.experts}), got {cfg.topk}", source="--topk")
     if cfg.experts % n:
@@ -378,14 +373,15 @@ def format_table(results: list[MoEResult], topo_name: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _config(cfg: MoEConfig, topology: str, sets: dict | None = None) -> dict:
+def config_record(cfg: MoEConfig, topology: str, sets: dict | None = None) -> dict:
+    """The run config of ``cfg`` on ``topology`` as a results dataset records it (``run_id`` hashes it)."""
     return {"command": "bench", "topology": str(topology), **asdict(cfg), **({"set": sets} if sets else {})}
 
 
 def run_config(r: MoEResult, topology: str, sets: dict | None = None) -> dict:
     """The run's config as the dataset records it (``run_id`` hashes it); ``sets``: the ``--set``
     items applied to the topology (part of the run's identity, as for the other bench ops)."""
-    return _config(r.config, topology, sets)
+    return config_record(r.config, topology, sets)
 
 
 def write_dataset(out_dir, r: MoEResult, topology: str, wall_time_s: float, *, overwrite: bool = False,
@@ -410,84 +406,3 @@ def write_dataset(out_dir, r: MoEResult, topology: str, wall_time_s: float, *, o
               "experts": r.experts.assign(seq=0), "runs": runs}
     dataset.write_run(Path(out_dir), run_id, tables, cfg, overwrite=overwrite)
     return run_id
-
-
-def _write_json(path: str, doc: dict, overwrite: bool) -> None:
-    from netsim.results.io import atomic_file
-
-    target = Path(path)
-    if target.exists() and not overwrite:
-        raise InputError("exists; pass --overwrite to replace it", source=str(path))
-    with atomic_file(target, "w", encoding="utf-8") as fh:
-        json.dump(doc, fh, indent=2, default=float)
-        fh.write("\n")
-
-
-# --------------------------------------------------------------------- CLI
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    """The MoE flags of ``netsim bench`` (used with ``--op moe_dispatch|moe_combine``)."""
-    g = p.add_argument_group("MoE layer (--op moe_dispatch|moe_combine)")
-    g.add_argument("--tokens", type=int, default=4096, help="tokens per rank (default 4096, DeepEP's benchmark)")
-    g.add_argument("--hidden", type=int, default=7168, help="hidden size (default 7168, DeepSeek-V3)")
-    g.add_argument("--topk", type=int, default=8, help="experts per token (default 8)")
-    g.add_argument("--experts", type=int, default=256, help="routed experts (default 256)")
-    g.add_argument("--dtype-bytes", type=float, default=None,
-                   help="bytes per hidden element (default: 1 = FP8 with DeepEP's scales for dispatch, 2 = BF16 "
-                        "for combine)")
-    g.add_argument("--expert-map", default=None, metavar="FILE",
-                   help="tokens x topk expert ids (.npy or .csv; rows = GPUs x --tokens) instead of sampled routing")
-    g.add_argument("--placement-experts", default="contiguous", metavar="SPEC",
-                   help="contiguous (default), round_robin, or a file of one rank per expert")
-    g.add_argument("--redundant-experts", type=int, default=0, help="EPLB-style replicas of the hottest experts")
-    g.add_argument("--max-nodes", type=int, default=DEFAULT_MAX_NODES,
-                   help="node-limited gate: nodes a token may reach (default 4, DeepSeek-V3; 0 = no limit)")
-    g.add_argument("--mode", default="normal", choices=MODES,
-                   help="normal (default) or low_latency (with --algo direct: one copy per expert, no forwarding)")
-    g.add_argument("--chunks", type=int, default=4, help="node_limited pipeline depth (default 4)")
-    g.add_argument("--ll-transport", default="nvlink", choices=LL_TRANSPORTS,
-                   help="low_latency to GPUs of the same node: nvlink (default; DeepEP's "
-                        "allow_nvlink_for_low_latency_mode=True) or rdma (through the NIC and the fabric, "
-                        "'pure RDMA' as DeepEP V1 first shipped)")
-
-
-def config_from_args(args: argparse.Namespace) -> MoEConfig:
-    """A :class:`MoEConfig` from parsed ``netsim bench`` flags."""
-    return MoEConfig(args.op, args.tokens, args.hidden, args.topk, args.experts, args.dtype_bytes, args.algo,
-                     args.mode, args.skew, args.expert_map, args.placement_experts, args.redundant_experts,
-                     args.max_nodes, args.chunks, args.gpus, args.model, args.seed, args.placement,
-                     args.engine, args.routing, args.ll_transport)
-
-
-def cmd(args: argparse.Namespace) -> int:
-    """``netsim bench --op moe_dispatch|moe_combine``."""
-    import time
-
-    from netsim.cli_options import load_topology_set, parse_sets
-    from netsim.results import dataset
-
-    if args.skew_matrix:
-        raise InputError("--skew-matrix applies to alltoall; MoE ops take --skew or --expert-map",
-                         source="--skew-matrix")
-    to_dataset = bool(args.out) and not str(args.out).endswith(".parquet")
-    sets = parse_sets(args.sets)
-    topo = load_topology_set(args.topology, args.sets)
-    cfg = validated(config_from_args(args), topo)
-    if to_dataset:
-        dataset.check_writable(args.out, dataset.run_id_for(_config(cfg, args.topology, sets)), args.overwrite)
-    elif args.out and Path(args.out).exists() and not args.overwrite:
-        raise InputError("exists; pass --overwrite to replace it", source=str(args.out))
-    t0 = time.perf_counter()
-    res = run_moe(topo, cfg)
-    wall = time.perf_counter() - t0
-    print(format_table([res], topo.name), end="")
-    if args.json_path:
-        _write_json(args.json_path, {"config": run_config(res, args.topology, sets), "results": [res.summary]},
-                    args.overwrite)
-    if to_dataset:
-        write_dataset(args.out, res, args.topology, wall, overwrite=args.overwrite, sets=sets, topo=topo)
-    elif args.out:
-        import pandas as pd
-
-        from netsim.results.io import write_parquet_atomic
-        write_parquet_atomic(args.out, pd.DataFrame([res.summary]))
-    return 0

@@ -42,7 +42,7 @@ __all__ = ["KB", "MB", "GB", "TB", "KiB", "MiB", "GiB", "TiB", "parse_size", "fo
 KB, MB, GB, TB = 1e3, 1e6, 1e9, 1e12
 KiB, MiB, GiB, TiB = 2**10, 2**20, 2**30, 2**40
 
-_NUMBER = re.compile(r"\s*([+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)\s*([^\s\d]*)\s*")
+_NUMBER = re.compile(r"\s*([+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)\s*([^\s\d]*)\s*", re.ASCII)
 _SIZE_UNITS = MappingProxyType(
     {"": 1, "b": 1}
     | {p: 1024**i for i, p in enumerate("kmgt", 1)}

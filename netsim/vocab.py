@@ -39,7 +39,7 @@ OP_KINDS = ("gemm", "attn_fwd", "attn_bwd", "elementwise")
 #: Marks an absent integer attribute in Chakra node-table int64 columns.
 MISSING = -(2**63)
 
-_DECIMAL = re.compile(r"\s*([+-]?\d+)(?:\.(\d*))?\s*")
+_DECIMAL = re.compile(r"\s*([+-]?\d+)(?:\.(\d*))?\s*", re.ASCII)
 
 
 def normalize_group_name(name: str) -> str:

@@ -5,9 +5,8 @@ of the surfaces (MoE flags, placement / routing / ``--set``, damaged datasets th
 The generators are ``benchmarks/fuzz.py``'s and ``benchmarks/fuzz_surfaces.py``'s (which run
 thousands); here hypothesis drives a few hundred, each under a time and memory limit, asserting
 the contract: a clean one-line error or acceptance of a valid input; never a traceback, a hang,
-runaway memory or an invalid value accepted silently.  The reproducers another branch fixes
-(``fuzz_surfaces.OPEN_ELSEWHERE``) are left out here until it is merged; the generators are
-checked to produce them.
+runaway memory or an invalid value accepted silently.  Issue 36's reproducers
+(``fuzz_surfaces.REPRODUCERS``) are among the inputs; the generators are checked to produce them.
 """
 
 import importlib.util
@@ -45,23 +44,23 @@ def test_file_contract(tmp_path, seed):
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(seed=st.integers(0, 2**32 - 1))
 def test_surface_contract(tmp_path, gen, seed):
-    name, thunk, invalid = gen(random.Random(seed), tmp_path, open_bugs=False)
+    name, thunk, invalid = gen(random.Random(seed), tmp_path, reproducers=True)
     assert fuzz.classify(thunk, invalid, 30, memory_mib=1024) in ("clean", "accepted valid"), thunk.input
 
 
 @pytest.mark.parametrize("gen", [g for g in surfaces.SURFACES if g is not surfaces.dataset_case],
                          ids=lambda g: g.__name__)
-def test_generators_produce_the_open_reproducers_only_when_asked(tmp_path, gen):
-    """Generated, not run: every reproducer of its surface comes up in 1,500 draws, none without open_bugs."""
+def test_generators_produce_the_reproducers_in_only_when_asked(tmp_path, gen):
+    """Generated, not run: every reproducer of its surface comes up in 1,500 draws, none without reproducers."""
     mine = {surfaces.moe_case: "moe", surfaces.placement_case: ("placement", "--placement", "run --llm"),
             surfaces.sweep_dry_run_case: "sweep"}[gen]
-    expected = {n for n in surfaces.OPEN_ELSEWHERE if n.startswith(mine)}
+    expected = {n for n in surfaces.REPRODUCERS if n.startswith(mine)}
     assert expected
-    for open_bugs in (True, False):
+    for reproducers in (True, False):
         rng, seen = random.Random(0), set()
         for _ in range(1500):
-            seen.update(surfaces.open_reproducers(gen(rng, tmp_path, open_bugs=open_bugs)[1].input))
-        assert seen == (expected if open_bugs else set()), (open_bugs, expected - seen, seen)
+            seen.update(surfaces.reproducers_in(gen(rng, tmp_path, reproducers=reproducers)[1].input))
+        assert seen == (expected if reproducers else set()), (reproducers, expected - seen, seen)
 
 
 def test_the_cli_thunk_tells_outcomes_apart(tmp_path, monkeypatch):

@@ -170,7 +170,7 @@ def test_failing_config_is_reported_and_the_rest_finish(tmp_path, capsys):
     assert rep.skipped == 2 and len(rep.failed) == 1 and rep.retried == 0
 
 
-def test_crash_is_retried_then_recorded(tmp_path):
+def test_crash_is_retried_then_recorded(tmp_path, monkeypatch):
     doc = _bench(grid={"gpus": [4]}, topology=SU)
     doc["base"]["scale_out.tiers.0.radix"] = "sixty-four"  # raises InputError in the spec: no retry
     rep = run_sweep(parse_sweep(doc), tmp_path / "o", jobs=1, progress=False, retries=2)
@@ -178,6 +178,14 @@ def test_crash_is_retried_then_recorded(tmp_path):
     from netsim.sweep.worker import run_task
     task = {"run_id": "x" * 16, "config": {"kind": "bench", "topology": SU, "op": "all_reduce", "size": 8,
                                             "gpus": "four"}, "out_dir": str(tmp_path / "o"), "attempt": 0}
+    summary = run_task(task)  # the API checks its integers (issue 36): an input error, not retried
+    assert summary["status"] == "failed" and not summary["retry"] and summary["error"].startswith("--gpus")
+
+    def crash(*args, **kwargs):
+        raise TypeError("a bug, not an input")
+    import importlib
+    monkeypatch.setattr(importlib.import_module("netsim.bench"), "run_one", crash)  # (netsim.bench: the function)
+    task["config"]["gpus"] = 4
     summary = run_task(task)  # a TypeError is not an input error: retried by the driver
     assert summary["status"] == "failed" and summary["retry"] and summary["error"].startswith("TypeError")
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from netsim.errors import InputError
+from netsim.cli_options import float_arg, int_arg
 
 TABLES = ("ops", "collectives", "links", "ranks", "runs")
 
@@ -21,10 +22,10 @@ def register_cli(sub) -> None:
     a.add_argument("--run", default=None, help="run id (required when DIR holds several runs)")
     a.add_argument("--json", action="store_true", help="machine-readable report")
     a.add_argument("--plots", default=None, metavar="OUTDIR", help="also write PNG plots to OUTDIR")
-    a.add_argument("--top", type=int, default=5, help="rows in the top-k tables (default 5)")
-    a.add_argument("--z", type=float, default=3.5, help="robust z-score threshold for slow ranks (default 3.5)")
-    a.add_argument("--pct", type=float, default=5.0, help="%% over the median for slow ranks (default 5)")
-    a.add_argument("--suspects", type=int, default=2, help="late-start suspects to report (HTA k, default 2)")
+    a.add_argument("--top", type=int_arg("top"), default=5, help="rows in the top-k tables (default 5)")
+    a.add_argument("--z", type=float_arg(0, what="a z-score threshold"), default=3.5, help="robust z-score threshold for slow ranks (default 3.5)")
+    a.add_argument("--pct", type=float_arg(0, what="a percentage"), default=5.0, help="%% over the median for slow ranks (default 5)")
+    a.add_argument("--suspects", type=int_arg("suspects"), default=2, help="late-start suspects to report (HTA k, default 2)")
     a.set_defaults(func=_cmd_analyze)
     t = sub.add_parser("timeline", help="write the per-rank timeline as Chrome-trace / Perfetto JSON")
     t.add_argument("dir", help="results directory written by --out")
@@ -236,24 +237,28 @@ def _cmd_analyze(args: argparse.Namespace) -> int:
 
 
 def parse_ranks(text: str | None) -> list[int] | None:
-    """``"0-3,8"`` -> ``[0, 1, 2, 3, 8]``; None stays None.
+    """``"0-3,8"`` -> ``[0, 1, 2, 3, 8]`` (sorted, distinct; ranks below :data:`netsim.limits.MAX_GPUS`);
+    None stays None.
 
     >>> parse_ranks("0-2,5")
     [0, 1, 2, 5]
     """
+    from netsim.inputs import int_text
+    from netsim.limits import MAX_GPUS
+
     if text is None:
         return None
-    out: list[int] = []
-    try:
-        for part in text.split(","):
-            lo, _, hi = part.strip().partition("-")
-            a, b = int(lo), int(hi) if hi else int(lo)
-            if a < 0 or b < a:
-                raise ValueError
-            out.extend(range(a, b + 1))
-    except ValueError:
-        raise InputError(f"expected ranks like 0-7,12, got {text!r}", source="--ranks") from None
-    return out
+    out: set[int] = set()
+    for part in text.split(","):
+        lo, dash, hi = part.strip().partition("-")
+        try:
+            a = int_text(lo, "--ranks", lo=0, hi=MAX_GPUS - 1, what="a rank")
+            b = int_text(hi, "--ranks", lo=a, hi=MAX_GPUS - 1, what="a last rank") if dash else a
+        except InputError as exc:
+            raise InputError(f"expected ranks like 0-7,12: {exc.message} (in {text[:80]!r})",
+                             source="--ranks") from None
+        out.update(range(a, b + 1))
+    return sorted(out)
 
 
 def _cmd_timeline(args: argparse.Namespace) -> int:

@@ -22,6 +22,7 @@ import sys
 from netsim import inputs
 from netsim.astra.session import run_from_args, write_dataset
 from netsim.astra.session import note as _note
+from netsim.cli_options import float_arg
 from netsim.errors import DeadlockError, InputError
 from netsim.results.io import check_output_dir
 
@@ -154,7 +155,7 @@ def _compare(argv: list[str]) -> int:
     p = _astra_parser("netsim astra compare")
     p.add_argument("--astra-bin", default=os.environ.get("ASTRA_SIM_BIN"),
                    help="ASTRA-sim binary (default: $ASTRA_SIM_BIN)")
-    p.add_argument("--timeout", type=float, default=3600.0, help="seconds to wait for the binary")
+    p.add_argument("--timeout", type=float_arg(0, 1e6, lo_open=True), default=3600.0, help="seconds to wait for the binary")
     args, opts = parse_astra_args(p, argv)
     if args.out:
         check_output_dir(args.out, flag="--out", what="a results directory")

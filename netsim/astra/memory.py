@@ -27,9 +27,12 @@ from typing import Any, Callable
 from netsim import inputs
 from netsim.astra import arith
 from netsim.errors import InputError
+from netsim.limits import MAX_GPUS
 
 TYPES = ("NO_MEMORY_EXPANSION", "PER_NODE_MEMORY_EXPANSION", "PER_NPU_MEMORY_EXPANSION", "MEMORY_POOL")
 _KEYS = {"memory-type", "num-nodes", "num-npus-per-node", "remote-mem-latency", "remote-mem-bw"}
+#: Largest num-nodes / num-npus-per-node: a memory per NPU of the largest network netsim builds.
+MAX_COUNT = MAX_GPUS
 
 
 @dataclass(frozen=True)
@@ -60,6 +63,15 @@ def _uint(j: dict, key: str, source: str) -> int:
     return int(v)  # ASTRA-sim stores these in unsigned integers (truncation)
 
 
+def _count(j: dict, key: str, source: str) -> int:
+    """A count of memories or NPUs: a non-negative integer (ASTRA-sim reads it into an unsigned integer;
+    netsim refuses what that would wrap or truncate: -1, 1.5, strings, lists, null)."""
+    v = j[key]
+    if isinstance(v, float) and v.is_integer():
+        v = int(v)
+    return inputs.bounded_int(v, source, key, 0, MAX_COUNT, what="a non-negative integer")
+
+
 def parse_memory(j: Any, source: str = "remote memory JSON") -> RemoteMemoryConfig:
     """Validate a parsed remote-memory JSON object."""
     if not isinstance(j, dict):
@@ -75,12 +87,12 @@ def parse_memory(j: Any, source: str = "remote memory JSON") -> RemoteMemoryConf
     kw = {"latency_ns": _uint(j, "remote-mem-latency", source), "bw_GBps": _uint(j, "remote-mem-bw", source)}
     if isinstance(j.get("remote-mem-bw"), float) and j["remote-mem-bw"] != int(j["remote-mem-bw"]):
         notes.append(f"remote-mem-bw: {j['remote-mem-bw']} truncated to {kw['bw_GBps']} (unsigned integer)")
+    counts = {key: _count(j, key, source) for key in ("num-nodes", "num-npus-per-node") if key in j}
     if mtype == "PER_NODE_MEMORY_EXPANSION":
         kw["num_nodes"] = _uint(j, "num-nodes", source)
         kw["num_npus_per_node"] = _uint(j, "num-npus-per-node", source)
-    else:
-        notes += [f"{k}: used only with PER_NODE_MEMORY_EXPANSION" for k in ("num-nodes", "num-npus-per-node")
-                  if k in j]
+    else:  # checked all the same: a value no memory type could use is a mistake in the file
+        notes += [f"{k}: used only with PER_NODE_MEMORY_EXPANSION" for k in counts]
     return RemoteMemoryConfig(source, mtype, notes=tuple(notes), **kw)
 
 

@@ -90,7 +90,7 @@ def parse_algorithm(text: Any, source: str, where: str) -> Algorithm:
             rest = text[len(prefix):]
             if rest == "":
                 return Algorithm("direct", flat)
-            m = re.match(r"\d+", rest[:5])  # ASTRA-sim: stoi(substr(len(prefix), 5))
+            m = re.match(r"[0-9]+", rest[:5])  # ASTRA-sim: stoi(substr(len(prefix), 5))
             if m and int(m.group()) > 0:
                 return Algorithm("direct", flat, int(m.group()))
             raise InputError(f"{text!r}: expected {prefix} or {prefix}N with a window N >= 1",

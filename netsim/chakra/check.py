@@ -7,7 +7,11 @@ file, node and field:
 * a node ``type`` outside Chakra's ``NodeType`` (0-7);
 * a GPU collective (``COMM_COLL_NODE``, ``is_cpu_op`` not true) without ``comm_type``, or
   any collective with one outside ``CollectiveCommType`` (0-9);
-* a negative ``comm_size``, ``tensor_size``, ``num_ops`` or ``duration_micros``;
+* a collective with a ``comm_type`` other than ``BARRIER``, a send or a receive without
+  ``comm_size`` (it would move 0 bytes; host-side collectives without ``comm_type``, as
+  PyTorch traces hold, need none);
+* a negative ``comm_size``, ``tensor_size``, ``num_ops`` or ``duration_micros``
+  (:func:`check_sizes`, which ``netsim trace inspect`` applies too);
 * a node whose data dependencies name itself.
 
 >>> import numpy as np
@@ -31,6 +35,7 @@ from netsim.chakra.model import MISSING, NodeTable
 
 _NODE_TYPES = np.array([int(t) for t in NodeType])
 _COMM_TYPES = np.array([int(t) for t in CommType])
+_P2P_TYPES = np.array([int(NodeType.COMM_SEND_NODE), int(NodeType.COMM_RECV_NODE)])
 
 
 def check_runnable(table: NodeTable) -> None:
@@ -44,15 +49,34 @@ def check_runnable(table: NodeTable) -> None:
            lambda i: "a GPU collective (is_cpu_op not true) needs a comm_type attribute")
     _first(table, coll & (ct != MISSING) & ~np.isin(ct, _COMM_TYPES), "comm_type",
            lambda i: f"expected a Chakra CollectiveCommType {_COMM_TYPES.min()}-{_COMM_TYPES.max()}, got {ct[i]}")
-    for name in ("comm_size", "tensor_size", "num_ops", "duration_micros"):
-        col = getattr(table, name)
-        _first(table, (col != MISSING) & (col < 0), name, lambda i, c=col: f"expected >= 0, got {c[i]}")
+    moves = (coll & (ct != MISSING) & (ct != int(CommType.BARRIER))) | np.isin(table.type, _P2P_TYPES)
+    _first(table, moves & (table.comm_size == MISSING), "comm_size",
+           lambda i: f"a {_what(table, i)} needs a comm_size attribute (bytes; without it nothing would move)")
+    check_sizes(table)
     # Data dependencies only: PyTorch-converted traces carry control self-dependencies (e.g. 383 in
     # mlcommons/chakra tests/data/chakra.0.et) that the runner ignores, as Chakra's feeder does.
     owner = np.repeat(np.arange(table.id.size), np.diff(table.data_ptr))
     self_dep = np.zeros(table.id.size, dtype=bool)
     self_dep[owner[table.data_deps == table.id[owner]]] = True
     _first(table, self_dep, "data_deps", lambda i: "a node cannot depend on its own output")
+
+
+def check_sizes(table: NodeTable) -> None:
+    """Raise InputError at the first negative ``comm_size``, ``tensor_size``, ``num_ops`` or
+    ``duration_micros`` (Chakra's byte, operation and time counts)."""
+    for name in ("comm_size", "tensor_size", "num_ops", "duration_micros"):
+        col = getattr(table, name)
+        _first(table, (col != MISSING) & (col < 0), name, lambda i, c=col: f"expected >= 0, got {c[i]}")
+
+
+def _what(table: NodeTable, i: int) -> str:
+    """``collective (ALL_REDUCE)``, ``send`` or ``receive``: node ``i`` as a message names it."""
+    t = int(table.type[i])
+    if t == int(NodeType.COMM_SEND_NODE):
+        return "send"
+    if t == int(NodeType.COMM_RECV_NODE):
+        return "receive"
+    return f"collective ({CommType(int(table.comm_type[i])).name})"
 
 
 def _first(table: NodeTable, bad: np.ndarray, field: str, message) -> None:

@@ -48,9 +48,9 @@ def discover_ranks(path_or_prefix: str | os.PathLike) -> dict[int, Path]:
     """
     p = Path(path_or_prefix)
     if p.is_file():
-        m = re.search(r"\.(\d+)\.et$", p.name)
+        m = re.search(r"\.([0-9]+)\.et$", p.name)
         return {int(m.group(1)) if m else 0: p}
-    pattern = re.compile(re.escape(p.name) + r"\.(\d+)\.et$")
+    pattern = re.compile(re.escape(p.name) + r"\.([0-9]+)\.et$")
     found: dict[int, Path] = {}
     if p.parent.is_dir():
         for f in p.parent.iterdir():
@@ -69,7 +69,12 @@ def discover_ranks(path_or_prefix: str | os.PathLike) -> dict[int, Path]:
 
 
 def _tables(path_or_prefix: str | os.PathLike) -> tuple[dict[int, NodeTable], int]:
-    """Read every rank, parsing byte-identical files once; return (rank → table, distinct files)."""
+    """Read every rank, parsing byte-identical files once; return (rank → table, distinct files).
+
+    A negative size, operation count or duration is refused (:func:`netsim.chakra.check.check_sizes`):
+    no summary can show "-1 B"; anything else a well-formed file holds is shown as it is."""
+    from netsim.chakra.check import check_sizes
+
     by_hash: dict[bytes, NodeTable] = {}
     out: dict[int, NodeTable] = {}
     for rank, f in discover_ranks(path_or_prefix).items():
@@ -79,6 +84,7 @@ def _tables(path_or_prefix: str | os.PathLike) -> tuple[dict[int, NodeTable], in
             raise InputError(f"cannot read trace file: {exc.strerror or exc}", source=str(f)) from exc
         if digest not in by_hash:
             by_hash[digest] = read_et_table(f)
+            check_sizes(by_hash[digest])
         out[rank] = by_hash[digest]
     return out, len(by_hash)
 

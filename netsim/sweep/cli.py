@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from netsim.errors import InputError
+from netsim.cli_options import int_arg
 
 
 def register_cli(sub) -> None:
@@ -15,10 +16,10 @@ def register_cli(sub) -> None:
     p.add_argument("--out", required=True, help="results directory (re-running skips finished run_ids)")
     where = p.add_mutually_exclusive_group()
     where.add_argument("--scheduler", default=None, help="address of a running Dask scheduler (tcp://HOST:PORT)")
-    where.add_argument("--workers", type=int, default=None, help="start a local Dask cluster of N worker processes")
-    where.add_argument("--jobs", type=int, default=None,
+    where.add_argument("--workers", type=int_arg("workers"), default=None, help="start a local Dask cluster of N worker processes")
+    where.add_argument("--jobs", type=int_arg("jobs"), default=None,
                        help="local worker processes without Dask (the default executor; default: CPU count)")
-    p.add_argument("--retries", type=int, default=2,
+    p.add_argument("--retries", type=int_arg("retries"), default=2,
                    help="resubmit a configuration whose worker died or that crashed, up to K times (default 2)")
     p.add_argument("--dry-run", action="store_true",
                    help="check every configuration as the sweep would, then list them and their run_ids; "

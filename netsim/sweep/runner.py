@@ -196,7 +196,7 @@ class _DaskPool:
 #: Local worker processes: each holds a whole simulation; far more than the cores only thrashes.
 MAX_WORKERS = 1024
 #: A Dask address: PROTOCOL://HOST:PORT or HOST:PORT (distributed.comm.addressing).
-SCHEDULER_ADDRESS = re.compile(r"((tcp|tls|inproc|ucx|ws|wss)://)?[\w.\-\[\]:]+:\d{1,5}")
+SCHEDULER_ADDRESS = re.compile(r"((tcp|tls|inproc|ucx|ws|wss)://)?[\w.\-\[\]:]+:\d{1,5}", re.ASCII)
 
 
 def make_executor(scheduler: str | None = None, workers: int | None = None, jobs: int | None = None):

@@ -21,7 +21,7 @@ from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from netsim import inputs, units
+from netsim import inputs, limits, units
 from netsim.errors import InputError
 from netsim.results.dataset import run_id_for
 
@@ -46,11 +46,10 @@ PLACEMENT_KINDS = ("packed", "random", "strided")
 #: Configurations in one sweep: each is a whole simulation, and expanding (and hashing) the grid
 #: costs ~0.1 ms each, so 100,000 takes seconds even with --dry-run.
 MAX_CONFIGS = 100_000
-#: Integer keys: (lowest, highest) accepted value.  GPUs: the largest topology (topology.spec.MAX_GPUS);
-#: channels: NCCL's MAXCHANNELS; seeds: stored as int64; streams and llm.* degrees: positive.
-INT_KEYS = {"gpus": (2, 131_072), "channels": (1, 64), "seed": (0, 2**63 - 1), "streams": (1, 1024),
-            **{f"llm.{k}": (1, 2**31 - 1) for k in ("tp", "pp", "dp", "ep", "cp", "microbatches", "seq",
-                                                     "micro_batch", "vpp", "global_batch")}}
+#: Integer keys: (lowest, highest) accepted value, as the flags of the same name (netsim.limits).
+INT_KEYS = {**{k: limits.bounds(k) for k in ("gpus", "channels", "seed", "streams")},
+            **{f"llm.{k}": limits.bounds(k) for k in ("tp", "pp", "dp", "ep", "cp", "microbatches", "seq",
+                                                       "micro_batch", "vpp", "global_batch")}}
 
 
 def _short(v: Any) -> str:
@@ -109,7 +108,7 @@ def topology_key(key: str) -> str | None:
     >>> topology_key("topology.scale_out.tiers[1].radix"), topology_key("nodes"), topology_key("gpus")
     ('scale_out.tiers.1.radix', 'nodes', None)
     """
-    path = re.sub(r"\[(\d+)\]", r".\1", key)
+    path = re.sub(r"\[([0-9]+)\]", r".\1", key)
     if path.startswith("topology."):
         return path[len("topology."):]
     return path if path.split(".")[0] in TOPOLOGY_ROOTS else None
@@ -297,9 +296,7 @@ class _Parser:
         if key == "placement":
             return self.placement(v, where)
         if key in PATH_KEYS + ("llm.model",) and v is not None:
-            if not isinstance(v, str) or not v:
-                raise InputError(f"expected a file path, got {v!r}", source=self.source, field=where)
-            found = self.find(v)
+            found = self.find(inputs.path_text(v, self.source, where))
             if found is None and key != "llm.model":
                 raise InputError(f"no such file (looked in {self.root} and the current folder)",
                                  source=self.source, field=where)
@@ -314,7 +311,7 @@ class _Parser:
         if not isinstance(v, str) or not v.strip():
             raise InputError(f"expected packed, random[:SEED], strided:K or a file of GPU ids, got {v!r}",
                              source=self.source, field=where)
-        v = v.strip()
+        v = inputs.path_text(v.strip(), self.source, where)
         kind = v.partition(":")[0]
         if kind in PLACEMENT_KINDS:
             try:

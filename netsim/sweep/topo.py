@@ -40,7 +40,7 @@ def apply_overrides(data: Any, overrides: dict[str, Any], source: str) -> dict:
             last = depth == len(parts) - 1
             where = ".".join(parts[:depth + 1])
             if isinstance(node, list):
-                if not part.isdigit() or int(part) >= len(node):
+                if not (part.isascii() and part.isdigit()) or int(part) >= len(node):
                     raise InputError(f"expected a list index below {len(node)}, got {part!r}", source=source,
                                      field=where)
                 if last:

@@ -27,10 +27,9 @@ from typing import Protocol
 
 import numpy as np
 
+from netsim.limits import MAX_GPUS  # noqa: F401 (re-exported: the GPUs of one topology)
 from netsim.topology.facts import TopologyFacts
 
-#: GPUs in one topology: twice the largest shipped example (65,536 GPUs, fat-tree-64k.yaml).
-MAX_GPUS = 131_072
 #: Links in one topology (about 40 bytes each; fat-tree-64k.yaml has 655,360).
 MAX_LINKS = 16_000_000
 

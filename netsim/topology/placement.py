@@ -31,9 +31,12 @@ from pathlib import Path
 
 import numpy as np
 
+from netsim import inputs
 from netsim.errors import InputError
+from netsim.limits import MAX_GPUS
 
 __all__ = ["place", "is_packed"]
+
 
 
 def place(spec: str | None, n: int | None, n_gpus: int, *, source: str = "--placement") -> np.ndarray:
@@ -51,10 +54,10 @@ def place(spec: str | None, n: int | None, n_gpus: int, *, source: str = "--plac
     if kind == "packed" and not arg:
         return np.arange(n, dtype=np.int64)
     if kind == "random":
-        seed = _int(arg, "a seed (random:SEED, SEED >= 0)", source, spec, default=0, low=0)
+        seed = _int(arg, "a seed (random:SEED, SEED in 0..2**63-1)", source, spec, default=0, low=0)
         return np.random.default_rng(seed).choice(n_gpus, size=n, replace=False).astype(np.int64)
     if kind == "strided":
-        k = _int(arg, "a stride (strided:K, K >= 1)", source, spec, default=None, low=1)
+        k = _int(arg, "a stride (strided:K, K >= 1, ASCII digits)", source, spec, default=None, low=1)
         if (n - 1) * k >= n_gpus:
             raise InputError(f"strided:{k} puts rank {n - 1} on GPU {(n - 1) * k}, beyond the topology's "
                              f"{n_gpus} GPUs", source=source)
@@ -88,17 +91,15 @@ def is_packed(gpus: np.ndarray) -> bool:
 
 
 def _int(text: str, what: str, source: str, spec: str, *, default, low: int) -> int:
+    """The number after ``kind:`` (ASCII digits, ``low``..2**63-1); ``default`` when there is no ``:``."""
+    if not text and (default is None or spec.endswith(":")):  # "random:" names no seed
+        raise InputError(f"expected {what}, got {spec!r}", source=source)
     if not text:
-        if default is None:
-            raise InputError(f"expected {what}, got {spec!r}", source=source)
         return default
     try:
-        value = int(text)
-    except ValueError:
+        return inputs.int_text(text, source, lo=low, hi=inputs.INT64[1])
+    except InputError:
         raise InputError(f"expected {what}, got {spec!r}", source=source) from None
-    if value < low:
-        raise InputError(f"expected {what}, got {spec!r}", source=source)
-    return value
 
 
 def _read(path: Path) -> np.ndarray:
@@ -112,15 +113,9 @@ def _read(path: Path) -> np.ndarray:
         if arr.ndim != 1 or not np.issubdtype(arr.dtype, np.integer):
             raise InputError(f"expected a 1-D integer array, got shape {arr.shape} of {arr.dtype}", source=where)
         return arr.astype(np.int64)
-    from netsim import inputs
-
     text = inputs.read_text(path, 64 << 20, "placement file of GPU ids")
     out = []
     for lineno, line in enumerate(text.splitlines(), start=1):
         for tok in line.split("#", 1)[0].replace(",", " ").split():
-            try:
-                out.append(int(tok))
-            except ValueError:
-                raise InputError(f"expected integer GPU ids, got {tok!r}", source=where,
-                                 field=f"line {lineno}") from None
+            out.append(inputs.int_text(tok, where, f"line {lineno}", lo=0, hi=MAX_GPUS - 1, what="integer GPU ids"))
     return np.array(out, dtype=np.int64)

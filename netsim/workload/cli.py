@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
+from contextlib import contextmanager
 
+from netsim.cli_options import int_arg
 from netsim.collectives.executor import ENGINES
 from netsim.errors import InputError
 from netsim.workload.simulation import check_compute_efficiency, simulate  # noqa: F401 (re-exported)
@@ -43,7 +45,7 @@ def register_cli(sub) -> None:
                           "event: every collective event-driven; reference: event-driven on the numpy flow "
                           "table (no compiled kernels)")
     run.add_argument("--no-ctrl-deps", action="store_true", help="gate on data_deps only")
-    run.add_argument("--streams", type=int, default=1,
+    run.add_argument("--streams", type=int_arg("streams"), default=1,
                      help="nodes in flight per lane (CPU, GPU compute, GPU comm); ASTRA-sim uses 1")
     run.add_argument("--json", action="store_true", help="machine-readable summary")
     run.add_argument("--out", default=None, metavar="DIR",
@@ -53,7 +55,7 @@ def register_cli(sub) -> None:
                      help="slow RANK's compute by FACTOR (repeatable)")
     run.add_argument("--faults", default=None, metavar="FILE.yaml",
                      help="stragglers, launch jitter, degraded/failed links and switches (docs/faults.md)")
-    run.add_argument("--seed", type=int, default=None, help="seed of the fault draws (default: the file's, or 0)")
+    run.add_argument("--seed", type=int_arg("seed"), default=None, help="seed of the fault draws (default: the file's, or 0)")
     run.add_argument("--compute-efficiency", default=None, metavar="F|peak|KIND=F,...",
                      help="achieved fraction of the GPU's peak FLOP/s for roofline-timed compute: F (0 < F <= 1) for "
                      "every node, peak, or per kernel kind (gemm, attn_fwd, attn_bwd, other); default: the GPU "
@@ -65,7 +67,7 @@ def register_cli(sub) -> None:
     add_quiet_argument(run)
     gen = run.add_argument_group("generator (with --llm)")
     for flag in ("tp", "pp", "dp", "ep", "cp", "microbatches", "seq", "micro-batch", "vpp", "global-batch"):
-        gen.add_argument(f"--{flag}", type=int, default=None, help=f"as in `netsim workload llm --{flag}`")
+        gen.add_argument(f"--{flag}", type=int_arg(flag), default=None, help=f"as in `netsim workload llm --{flag}`")
     gen.add_argument("--schedule", default=None, help="as in `netsim workload llm --schedule`")
     gen.add_argument("--recompute", default=None, choices=["none", "selective", "full"],
                      help="as in `netsim workload llm --recompute`")
@@ -88,29 +90,29 @@ def register_cli(sub) -> None:
     which.add_argument("--model", dest="llm_model", metavar="MODEL",
                        help="deprecated spelling of --llm (elsewhere --model names the network model)")
     for flag in ("tp", "pp", "dp"):
-        llm.add_argument(f"--{flag}", type=int, required=True, help=f"{flag.upper()} degree")
-    llm.add_argument("--ep", type=int, default=1, help="expert-parallel degree (divides dp)")
-    llm.add_argument("--cp", type=int, default=1,
+        llm.add_argument(f"--{flag}", type=int_arg(flag), required=True, help=f"{flag.upper()} degree")
+    llm.add_argument("--ep", type=int_arg("ep"), default=1, help="expert-parallel degree (divides dp)")
+    llm.add_argument("--cp", type=int_arg("cp"), default=1,
                      help="context-parallel degree (divides seq; K/V all-gather per layer, as in Llama 3)")
-    llm.add_argument("--microbatches", type=int, default=None,
+    llm.add_argument("--microbatches", type=int_arg("microbatches"), default=None,
                      help="microbatches per iteration (default: from --global-batch, else 2*pp)")
-    llm.add_argument("--global-batch", type=int, default=None, metavar="B",
+    llm.add_argument("--global-batch", type=int_arg("global_batch"), default=None, metavar="B",
                      help="sequences per iteration: microbatches = B / (dp * micro-batch)")
-    llm.add_argument("--seq", type=int, default=4096, help="sequence length")
-    llm.add_argument("--micro-batch", type=int, default=1, help="sequences per microbatch")
+    llm.add_argument("--seq", type=int_arg("seq"), default=4096, help="sequence length")
+    llm.add_argument("--micro-batch", type=int_arg("micro_batch"), default=1, help="sequences per microbatch")
     llm.add_argument("--schedule", default="1f1b", choices=["1f1b", "interleaved"],
                      help="pipeline schedule: 1F1B or Megatron's interleaved 1F1B")
     llm.add_argument("--recompute", default="none", choices=["none", "selective", "full"],
                      help="activation recomputation, Megatron's granularities: selective re-runs the core "
                      "attention in the backward, full re-runs every layer's forward (default none)")
-    llm.add_argument("--vpp", type=int, default=None,
+    llm.add_argument("--vpp", type=int_arg("vpp"), default=None,
                      help="model chunks per stage for --schedule interleaved (default 2)")
     add_overlap_arguments(llm, True)
     llm.add_argument("--out", required=True, help="output folder: llm.<rank>.et and comm_groups.json")
     llm.add_argument("--overwrite", action="store_true", help="replace an existing workload in --out")
     llm.add_argument("--ranks", default=None, metavar="SPEC",
                      help="write only these ranks' traces, e.g. 0-63,128 (comm_groups.json covers the whole job)")
-    llm.add_argument("--jobs", type=int, default=None, metavar="N",
+    llm.add_argument("--jobs", type=int_arg("jobs"), default=None, metavar="N",
                      help="processes writing the traces (default: the available cores)")
     add_quiet_argument(llm)
     llm.set_defaults(func=_cmd_llm)
@@ -138,9 +140,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if args.llm is not None:
         from netsim.workload.llmrun import simulate_llm
 
-        res = simulate_llm(args.topology, args.llm, model=args.model, symmetry=args.symmetry,
-                           ctrl_deps=not args.no_ctrl_deps, streams=args.streams, moe=moe, **common,
-                           **_generator_kwargs(args))
+        with generator_flags():
+            res = simulate_llm(args.topology, args.llm, model=args.model, symmetry=args.symmetry,
+                               ctrl_deps=not args.no_ctrl_deps, streams=args.streams, moe=moe, **common,
+                               **_generator_kwargs(args))
         args.workload = f"llm:{args.llm}"
     else:
         res = simulate(args.topology, args.workload, args.comm_groups, args.model, not args.no_ctrl_deps,
@@ -223,20 +226,13 @@ def _missing_sub(parser) -> int:
 
 
 def _cmd_llm(args: argparse.Namespace) -> int:
-    from netsim.progress import wanted
     from netsim.results.io import check_output_dir, kind_of
-    from netsim.workload.generate.writer import write_llm_files
 
     out = check_output_dir(args.out, flag="--out", what="a folder for the workload")
     if kind_of(out / "comm_groups.json") is not None and not args.overwrite:
         raise InputError("already holds a workload; pass --overwrite to replace it", source=str(out))
-    rep = write_llm_files(out, args.llm_model, ranks=args.ranks, jobs=args.jobs, progress=wanted(args.quiet),
-                          tp=args.tp, pp=args.pp, dp=args.dp, ep=args.ep, cp=args.cp,
-                          microbatches=args.microbatches, global_batch=args.global_batch, seq=args.seq,
-                          micro_batch=args.micro_batch, schedule=args.schedule, vpp=args.vpp,
-                          recompute=args.recompute, overlap_grad_reduce=args.overlap_grad_reduce,
-                          tp_comm_overlap=args.tp_comm_overlap, comm_streams=args.comm_streams,
-                          sequence_parallel=args.sequence_parallel)
+    with generator_flags():
+        rep = _write_llm(out, args)
     world = args.tp * args.cp * args.pp * args.dp
     which = f"{rep.ranks} of {world} ranks" if rep.ranks != world else f"{world} ranks"
     print(f"wrote {which}: {rep.prefix}.<rank>.et and {out / 'comm_groups.json'}  ({rep.nodes:,} nodes, "
@@ -244,6 +240,37 @@ def _cmd_llm(args: argparse.Namespace) -> int:
           f"{'es' if rep.jobs > 1 else ''})")
     print(f"run:  netsim run --topology TOPOLOGY --workload {rep.prefix} --comm-groups {out / 'comm_groups.json'}")
     return 0
+
+
+def _write_llm(out, args: argparse.Namespace):
+    """``netsim workload llm``'s files (:func:`~netsim.workload.generate.writer.write_llm_files`)."""
+    from netsim.progress import wanted
+    from netsim.workload.generate.writer import write_llm_files
+
+    return write_llm_files(out, args.llm_model, ranks=args.ranks, jobs=args.jobs, progress=wanted(args.quiet),
+                           tp=args.tp, pp=args.pp, dp=args.dp, ep=args.ep, cp=args.cp,
+                           microbatches=args.microbatches, global_batch=args.global_batch, seq=args.seq,
+                           micro_batch=args.micro_batch, schedule=args.schedule, vpp=args.vpp,
+                           recompute=args.recompute, overlap_grad_reduce=args.overlap_grad_reduce,
+                           tp_comm_overlap=args.tp_comm_overlap, comm_streams=args.comm_streams,
+                           sequence_parallel=args.sequence_parallel)
+
+
+#: Generator arguments that ``netsim run --llm`` and ``netsim workload llm`` take as flags.
+GENERATOR_FLAGS = ("tp", "pp", "dp", "ep", "cp", "microbatches", "seq", "micro_batch", "vpp", "global_batch",
+                   "schedule", "recompute", "ranks", "overlap_grad_reduce", "tp_comm_overlap", "comm_streams",
+                   "sequence_parallel")
+
+
+@contextmanager
+def generator_flags():
+    """The generator names its arguments (``argument: seq``); on the command line they are flags (``--seq``)."""
+    try:
+        yield
+    except InputError as exc:
+        if exc.source == "argument" and exc.field in GENERATOR_FLAGS:
+            raise InputError(exc.message, source="--" + exc.field.replace("_", "-")) from None
+        raise
 
 
 def _cmd_inspect(args: argparse.Namespace) -> int:

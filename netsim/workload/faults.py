@@ -46,7 +46,7 @@ MAX_RANK = 1 << 20
 
 def parse_straggler(text: str) -> tuple[int, float]:
     """``RANK:FACTOR`` -> ``(rank, factor)``; FACTOR in (0, 1e6] (2 = compute takes twice as long)."""
-    m = re.fullmatch(r"\s*(-?\d{1,12})\s*:\s*([0-9.eE+-]{1,40})\s*", str(text))
+    m = re.fullmatch(r"\s*(-?[0-9]{1,12})\s*:\s*([0-9.eE+-]{1,40})\s*", str(text))  # ASCII digits
     try:
         rank, factor = int(m.group(1)), float(m.group(2))  # type: ignore[union-attr]
     except (AttributeError, ValueError):
@@ -146,10 +146,18 @@ def plan_faults(spec: FaultSpec, topo: Topology, n_ranks: int, model: str = "flo
 
 # ------------------------------------------------------------------ validation
 def _read_yaml(path) -> dict:
+    """A faults file's mapping; a file that describes no fault (empty, or no rule section) is refused:
+    ``--faults`` turns replica symmetry off, so an empty file would only slow the run down silently."""
     data = inputs.load_yaml(path)
-    if not isinstance(data, (dict, type(None))):
-        raise InputError("expected a mapping with seed, compute, launch_jitter, links, switches", source=str(path))
-    return data or {}
+    expect = "a mapping with seed, compute, launch_jitter, links, switches"
+    if data is None:
+        raise InputError(f"is empty; expected {expect} (docs/faults.md)", source=str(path))
+    if not isinstance(data, dict):
+        raise InputError(f"expected {expect}", source=str(path))
+    if not any(data.get(section) for section in _SECTIONS) and set(data) <= {"seed", *_SECTIONS}:
+        raise InputError("describes no fault; expected at least one rule under compute, launch_jitter, links "
+                         "or switches (docs/faults.md)", source=str(path))
+    return data
 
 
 _KEYS = {"compute": {*_SELECT, "unit", "factor", "distribution", "min", "max"},

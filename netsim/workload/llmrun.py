@@ -32,7 +32,7 @@ def generate_tables(spec, *, symmetry: str = "auto", **gen):
     """
     from netsim.errors import InputError
     from netsim.workload.generate.llm import llm_replicas
-    from netsim.workload.generate.plan import plan_llm
+    from netsim.workload.generate.plan import check_memory, plan_llm
     from netsim.workload.generate.template import RankTemplate
 
     from netsim.workload.simulation import SYMMETRIES
@@ -48,6 +48,7 @@ def generate_tables(spec, *, symmetry: str = "auto", **gen):
     if replicas is not None:
         replicas.check_groups(plan.groups, source="generated comm groups")
     ranks = range(plan.world) if replicas is None else replicas.reps.tolist()
+    check_memory(plan, len(ranks), "the simulated ranks")
     tables, templates, last = {}, {}, {}
     for rank in ranks:
         stage = plan.stage(rank)

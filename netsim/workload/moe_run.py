@@ -32,7 +32,10 @@ from dataclasses import asdict, dataclass, replace
 import numpy as np
 
 from netsim.errors import InputError
+from netsim.inputs import number
+from netsim.limits import check_int
 from netsim.chakra.schema import CommType
+from netsim.cli_options import int_arg
 
 __all__ = ["MoERunConfig", "MoESchedules", "moe_kind"]
 
@@ -87,10 +90,13 @@ class MoERunConfig:
         if self.skew is not None:
             from netsim.collectives.skew import parse_skew
             parse_skew(self.skew)
-        for flag, v, lo in (("--redundant-experts", self.redundant_experts, 0), ("--max-nodes", self.max_nodes, 0),
-                            ("--moe-chunks", self.chunks, 1), ("--moe-seed", self.seed, 0)):
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
-                raise InputError(f"expected an integer >= {lo}, got {v!r}", source=flag)
+        for flag, v in (("--redundant-experts", self.redundant_experts), ("--max-nodes", self.max_nodes),
+                        ("--moe-chunks", self.chunks), ("--moe-seed", self.seed)):
+            check_int(v, flag, flag)
+        for flag, v in (("dispatch_dtype_bytes", self.dispatch_dtype_bytes),
+                        ("combine_dtype_bytes", self.combine_dtype_bytes)):
+            if v is not None:
+                number(v, "argument", flag, lo=0, hi=64, lo_open=True, what="bytes per element")
 
     def config(self) -> dict:
         """The run-config entry (hashed into the run id)."""
@@ -152,12 +158,14 @@ class MoESchedules:
     def layout(self, n: int, tokens: int, local: int):
         """The routed batch of an EP group of ``n`` ranks (cached: one per group size and tokens)."""
         from netsim.collectives import moe
+        from netsim.collectives.moe import check_memory
         from netsim.moe_bench import load_ints, load_expert_map
 
         key = (n, tokens, local)
         lay = self._layouts.get(key)
         if lay is None:
             cfg, spec = self.cfg, self.spec
+            check_memory(n, tokens, spec.top_k, source="--seq/--micro-batch")
             place = cfg.placement_experts
             if place not in ("contiguous", "round_robin"):
                 place = load_ints(place, "--placement-experts").ravel()
@@ -247,11 +255,11 @@ def add_run_arguments(run) -> None:
                    help="(EP ranks x tokens per rank) rows of top-k expert ids, .npy or .csv")
     g.add_argument("--placement-experts", default=None, metavar="SPEC",
                    help="contiguous (default), round_robin, or a file of one EP rank per expert")
-    g.add_argument("--redundant-experts", type=int, default=None, help="EPLB-style replicas per EP group")
-    g.add_argument("--max-nodes", type=int, default=None,
+    g.add_argument("--redundant-experts", type=int_arg("redundant_experts"), default=None, help="EPLB-style replicas per EP group")
+    g.add_argument("--max-nodes", type=int_arg("max_nodes"), default=None,
                    help="node-limited gate: nodes a token may reach (default 4, DeepSeek-V3; 0 = no limit)")
-    g.add_argument("--moe-chunks", type=int, default=None, help="node_limited pipeline depth (default 4)")
-    g.add_argument("--moe-seed", type=int, default=None, help="routing seed (default 0)")
+    g.add_argument("--moe-chunks", type=int_arg("moe_chunks"), default=None, help="node_limited pipeline depth (default 4)")
+    g.add_argument("--moe-seed", type=int_arg("moe_seed"), default=None, help="routing seed (default 0)")
 
 
 def config_from_args(args) -> MoERunConfig | None:

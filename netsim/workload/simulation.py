@@ -81,9 +81,11 @@ def simulate(topology, workload, comm_groups=None, model: str = "flow", ctrl_dep
     from netsim.chakra.groups import CommGroups, load_groups
     from netsim.chakra.check import check_runnable
     from netsim.chakra.inspect import read_workload
+    from netsim.limits import check_int
     from netsim.workload.runner import WorkloadRun
 
     t0 = time.perf_counter()
+    check_int(streams, "streams", "--streams")
     if symmetry not in SYMMETRIES:
         raise InputError(f"expected one of {', '.join(SYMMETRIES)}, got {symmetry!r}", source="--symmetry")
     if engine not in ENGINES:
@@ -191,8 +193,7 @@ def check_compute_efficiency(value):
     kinds = (*OP_KINDS, "other")
     expect = f"a fraction in (0, 1], peak, or KIND=F pairs with KIND one of {', '.join(kinds)}"
     if isinstance(value, str) and "=" in value:
-        pairs = [p.partition("=") for p in value.split(",") if p.strip()]
-        value = {k.strip(): v.strip() for k, _, v in pairs}
+        value = _kind_pairs(value, expect)
     if isinstance(value, dict):
         out = {}
         for k, v in value.items():
@@ -205,12 +206,30 @@ def check_compute_efficiency(value):
     return _fraction(value, expect)
 
 
+def _kind_pairs(text: str, expect: str) -> dict[str, str]:
+    """``"gemm=0.7,attn_bwd=0.5"`` -> {kind: text}; every comma-separated item one KIND=F, each kind once."""
+    out: dict[str, str] = {}
+    for i, item in enumerate(text.split(",")):
+        kind, eq, frac = (x.strip() for x in item.partition("="))
+        if not eq or not kind:
+            what = "an empty item" if not item.strip() else repr(item.strip())
+            raise InputError(f"expected {expect}, got {what} as item {i + 1} of {text!r}",
+                             source="--compute-efficiency")
+        if kind in out:
+            raise InputError(f"kernel kind {kind!r} given twice in {text!r} (expected each kind once)",
+                             source="--compute-efficiency")
+        out[kind] = frac
+    return out
+
+
 def _fraction(value, expect: str) -> float:
+    from netsim.inputs import float_text
+
     try:
-        f = float(value)
-    except (TypeError, ValueError):
+        f = float_text(value, None) if isinstance(value, str) else float(value)
+    except (TypeError, ValueError, OverflowError):  # InputError is a ValueError
         f = float("nan")
-    if not 0.0 < f <= 1.0:  # nan fails too
+    if isinstance(value, bool) or not 0.0 < f <= 1.0:  # nan fails too
         raise InputError(f"expected {expect} (achieved / roofline), got {value!r}", source="--compute-efficiency")
     return f
 

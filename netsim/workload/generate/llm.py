@@ -87,7 +87,8 @@ from netsim.chakra.model import EtNode
 from netsim.workload.generate.model import ModelSpec
 from netsim.workload.generate.presets import PRESETS as MODEL_PRESETS
 from netsim.workload.generate.presets import load_model_spec
-from netsim.workload.generate.plan import MAX_WORLD, RECOMPUTE, SCHEDULES, LLMPlan, check_positive, plan_llm
+from netsim.workload.generate.plan import (MAX_WORLD, RECOMPUTE, SCHEDULES, LLMPlan, check_memory, check_positive,
+                                           plan_llm)
 from netsim.workload.generate.schedules import interleaved_order, one_f_one_b, stage_layers
 
 __all__ = ["MODEL_PRESETS", "ModelSpec", "SCHEDULES", "generate_llm", "interleaved_order", "llm_replicas",
@@ -175,6 +176,7 @@ def generate_llm(spec: ModelSpec | str, *, tp: int, pp: int, dp: int, ep: int = 
                     comm_streams=comm_streams, sequence_parallel=sequence_parallel)
     selected = _selected_ranks(ranks, plan.world)
     build = range(plan.world) if selected is None else selected
+    check_memory(plan, len(build), "their EtNode lists")
     nodes = {r: plan.nodes(r) for r in build}
     return (list(nodes.values()) if selected is None else nodes), plan.groups
 

@@ -24,6 +24,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from netsim.errors import InputError
+from netsim.inputs import bounded_int
+from netsim.limits import bounds
 
 __all__ = ["ModelSpec", "read_model_yaml"]
 
@@ -97,6 +99,10 @@ class ModelSpec:
             if not isinstance(val, int) or isinstance(val, bool) or val < 0:
                 raise InputError(f"expected a non-negative integer, got {val!r}", source=f"model {self.name}",
                                  field=key)
+        for key in ("layers", "hidden", "ffn", "heads", "vocab", "experts", "top_k", "expert_ffn", "shared_experts",
+                    "dense_layers"):
+            lo, hi = bounds(f"model.{key}")
+            bounded_int(getattr(self, key), f"model {self.name}", key, lo, hi)
         if self.experts and not (0 < self.top_k <= self.experts and self.expert_ffn > 0):
             raise InputError(f"a MoE model needs 0 < top_k <= experts ({self.experts}) and expert_ffn > 0, "
                              f"got top_k={self.top_k}, expert_ffn={self.expert_ffn}", source=f"model {self.name}")

@@ -19,13 +19,15 @@ from typing import Iterable
 
 from netsim.errors import InputError
 from netsim.chakra.model import EtNode
+from netsim.inputs import bounded_int
+from netsim.limits import bounds
 from netsim.workload.generate.model import ModelSpec
 from netsim.workload.generate.presets import load_model_spec
 from netsim.workload.generate.ranks import Costs, Layout, layout_groups, rank_nodes
 from netsim.workload.generate.schedules import stage_layers
 
-__all__ = ["COMM_STREAMS", "LLMPlan", "MAX_WORLD", "RECOMPUTE", "SCHEDULES", "bucket_params", "check_positive",
-           "plan_llm"]
+__all__ = ["BYTES_PER_NODE", "COMM_STREAMS", "LLMPlan", "MAX_WORLD", "RECOMPUTE", "SCHEDULES", "bucket_params",
+           "check_memory", "check_positive", "plan_llm"]
 
 #: Pipeline schedules of :func:`generate_llm`.
 SCHEDULES = ("1f1b", "interleaved")
@@ -44,10 +46,19 @@ def bucket_params(dp: int) -> int:
 
 
 def check_positive(**kw: int) -> None:
-    """Raise InputError unless every argument is a positive integer."""
+    """Raise InputError unless every argument is a positive integer within its bound (:mod:`netsim.limits`)."""
     for key, val in kw.items():
-        if not isinstance(val, int) or isinstance(val, bool) or val <= 0:
-            raise InputError(f"expected a positive integer, got {val!r}", source="argument", field=key)
+        lo, hi = bounds(key)
+        bounded_int(val, "argument", key, max(lo, 1), hi, what="a positive integer")
+
+
+#: Largest integer a generated node may carry: Chakra's attributes are int64.
+MAX_ATTRIBUTE = 2**63 - 1
+#: Peak memory per node of a generated rank that ``netsim run --llm`` simulates: measured peak RSS of
+#: llama3-70b TP2 PP2 DP2 on dgx-h100.yaml with 128 microbatches (331,012 nodes), 740 to 870 bytes per
+#: node on the analytical and flow models (the generator's nodes, node tables, the runner's state and
+#: the ops table); rounded up.  The API's EtNode lists and the file writer's templates need less.
+BYTES_PER_NODE = 1024
 
 
 #: Ranks of one generated job: the largest topology netsim builds (netsim.topology.spec.MAX_GPUS).
@@ -137,6 +148,18 @@ class LLMPlan:
         ASTRA-sim's single lane (:mod:`netsim.workload.streams`)."""
         return {} if self.cost.comm_streams == "one" else {"comm_streams": self.cost.comm_streams}
 
+    def nodes_estimate(self) -> int:
+        """Nodes of the longest rank's chain, estimated without building it: a chain grows linearly with
+        the microbatches, so the first and last stages and the one with the most layers are built for
+        the fewest microbatches the schedule allows and scaled up (an upper bound for those stages)."""
+        pp, few = self.lay.pp, (self.lay.pp if self.vpp > 1 else 1)
+        if self.microbatches <= few:
+            few = self.microbatches
+        layers = [sum(len(self.chunks[c]) for c in range(s, len(self.chunks), pp)) for s in range(pp)]
+        probe = replace(self, microbatches=few)
+        per = max(len(probe.nodes(s * self.lay.stride)) for s in {0, pp - 1, layers.index(max(layers))})
+        return -(-per * self.microbatches // few)
+
     def for_ranks(self, ranks: Iterable[int]) -> "LLMPlan":
         """A copy that knows only ``ranks``' groups (small to send to a worker process)."""
         return replace(self, groups=None, member={r: self.member[r] for r in ranks})
@@ -189,7 +212,23 @@ def plan_llm(spec: ModelSpec | str, *, tp: int, pp: int, dp: int, ep: int = 1, c
     cost = Costs(spec, tp, cp, micro_batch * seq // cp, seq, dtype_bytes, spec.experts // ep if spec.is_moe else 0,
                  recompute, overlap_grad_reduce, tp_comm_overlap, comm_streams, bucket_params(dp * cp),
                  sequence_parallel and tp > 1)
+    largest = cost.largest(microbatches, vpp)
+    if largest > MAX_ATTRIBUTE:
+        raise InputError(f"{spec.name} with seq={seq}, micro_batch={micro_batch} and {microbatches} microbatches "
+                         f"gives nodes of {largest:.3g} operations or bytes; Chakra's int64 attributes hold at "
+                         "most 2**63-1 (use a shorter seq or micro_batch)", source="argument", field="seq")
     return LLMPlan(lay, cost, tuple(stage_layers(spec.layers, pp * vpp)), vpp, microbatches, groups, member)
 
 
+def check_memory(plan: LLMPlan, ranks: int, what: str) -> None:
+    """Refuse, before building, ``ranks`` ranks' nodes of ``plan`` that would not fit in the memory
+    available (:data:`BYTES_PER_NODE` each; ``what`` says who holds them, for the message)."""
+    from netsim.inputs import available_memory
 
+    per = plan.nodes_estimate()
+    need, avail = ranks * per * BYTES_PER_NODE, available_memory()
+    if need > avail:
+        fits = max(0, avail // (BYTES_PER_NODE * ranks * max(1, -(-per // plan.microbatches))))
+        raise InputError(f"{plan.microbatches:,} microbatches give about {per:,} nodes per rank; {what} ({ranks:,} "
+                         f"rank(s)) need about {need / 2**30:,.1f} GiB of memory and {avail / 2**30:,.1f} GiB are "
+                         f"available (use {fits:,} microbatches or fewer)", source="argument", field="microbatches")

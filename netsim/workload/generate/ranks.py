@@ -208,6 +208,20 @@ class Costs:
     def a2a(self) -> int:
         return self.tokens * self.spec.top_k * self.spec.hidden * self.dtype_bytes
 
+    def largest(self, microbatches: int, vpp: int) -> int:
+        """An upper bound of every integer a node of the plan carries (operations, bytes, tags):
+        each quantity :func:`rank_nodes` writes, at its largest (backward passes double the
+        operations), without building a node."""
+        s = self.spec
+        blocks = (s.attn_params, s.mlp_params, s.vocab * s.hidden, (s.top_k + s.shared_experts) * s.expert_params,
+                  self.local_experts * s.expert_params)
+        last = s.layers - 1  # a MoE layer when the model has experts (dense_layers < layers)
+        elementwise = max(self.elementwise(b, False, layer) for b in ("attn", "mlp", "embedding", "final")
+                          for layer in (0, last))
+        return max(2 * self.score_ops, 2 * self.ops(max(blocks)), 4 * self.tokens * s.router_params,
+                   self.weights(s.params()) * self.tp, self.core_bytes, self.a2a, self.kv * self.cp, self.act,
+                   elementwise, 2 * (microbatches + 1) * vpp + 1)
+
     def layer_params(self, layer: int) -> int:
         """Weights of layer ``layer`` held by one rank before the TP split (its local experts)."""
         s = self.spec

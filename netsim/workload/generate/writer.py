@@ -43,7 +43,7 @@ BATCH = 512
 MIN_RANKS_PER_JOB = 64
 #: Name of the per-rank files: ``<PREFIX>.<rank>.et`` (reference.md §3.1).
 PREFIX = "llm"
-_RANGE = re.compile(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?")
+_RANGE = re.compile(r"\s*([0-9]+)\s*(?:-\s*([0-9]+)\s*)?")  # ASCII digits
 
 
 @dataclass
@@ -70,6 +70,10 @@ def parse_ranks(text: str, world: int) -> list[int]:
         m = _RANGE.fullmatch(item)
         if m is None:
             raise InputError(f"expected ranks and ranges such as 0-63,128, got {str(text)[:80]!r}", source="--ranks")
+        for digits in m.groups():
+            if digits is not None and len(digits.lstrip("0")) > len(str(world)):  # int() of 5,000 digits fails
+                raise InputError(f"rank {digits[:20]}{'...' if len(digits) > 20 else ''} outside 0..{world - 1} "
+                                 f"(the job has {world} ranks)", source="--ranks")
         lo = int(m.group(1))
         hi = lo if m.group(2) is None else int(m.group(2))
         if hi < lo:
@@ -98,7 +102,7 @@ def write_llm_files(out_dir: str | os.PathLike, spec: Any, *, ranks: list[int] |
     replaces (other ``llm.<rank>.et``) are removed.  The caller decides about overwriting.
     """
     from netsim.progress import bar
-    from netsim.workload.generate.plan import plan_llm
+    from netsim.workload.generate.plan import check_memory, plan_llm
 
     t0 = time.perf_counter()
     plan = plan_llm(spec, **gen)
@@ -113,6 +117,9 @@ def write_llm_files(out_dir: str | os.PathLike, spec: Any, *, ranks: list[int] |
     jobs = default_jobs() if jobs is None else jobs
     if not isinstance(jobs, int) or isinstance(jobs, bool) or jobs < 1:
         raise InputError(f"expected a positive number of processes, got {jobs!r}", source="--jobs")
+    batches = _batches(plan, selected)
+    jobs = max(1, min(jobs, len(batches), len(selected) // MIN_RANKS_PER_JOB))
+    check_memory(plan, 2 * jobs, f"{jobs} writing process(es), two ranks each (a template and its check)")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     groups_file = out / "comm_groups.json"
@@ -122,8 +129,6 @@ def write_llm_files(out_dir: str | os.PathLike, spec: Any, *, ranks: list[int] |
         if kind not in (None, "a regular file"):
             raise InputError(f"is {kind}; netsim writes regular files only and does not replace it", source=str(p))
     groups_file.unlink(missing_ok=True)  # the folder holds no complete workload until the end
-    batches = _batches(plan, selected)
-    jobs = max(1, min(jobs, len(batches), len(selected) // MIN_RANKS_PER_JOB))
     results: list[tuple[list[tuple[int, str]], int, int]] = []
     with bar(len(selected), "write", "rank", progress) as pbar:
         for res in _run(batches, plan, out, jobs):
@@ -268,7 +273,7 @@ def _share_across_batches(out: Path, keys: list[tuple[int, str]]) -> tuple[int, 
 
 def _stale_files(out: Path, keep: set[int]) -> list[Path]:
     """``llm.<rank>.et`` files of a replaced workload (ranks not written now)."""
-    pattern = re.compile(rf"{re.escape(PREFIX)}\.(\d+)\.et")
+    pattern = re.compile(rf"{re.escape(PREFIX)}\.([0-9]+)\.et")
     return sorted(p for p in out.iterdir() if (m := pattern.fullmatch(p.name)) is not None and int(m.group(1)) not in keep)
 
 
