@@ -22,33 +22,15 @@ from netsim.network import flow as flow_mod
 from netsim.network.compiled import CompiledFlowTable, available
 from netsim.network.flow import FlowNetwork
 from test_engine_exact import tree
+from test_flow_incremental import finish_times as _finish_times
+from test_flow_incremental import job
 
 EXAMPLES = int(os.environ.get("NETSIM_EXAMPLES", 40))
 pytestmark = pytest.mark.skipif(available() is not None, reason="numba unavailable")
 
 
 def finish_times(topo, jobs, kernel: str, incremental: bool = True):
-    env = simpy.Environment()
-    net = FlowNetwork(env, topo, incremental=incremental, kernel=kernel)
-    out = {}
-
-    def start(i, t0, src, dst, size, cap):
-        yield env.timeout(t0)
-        done = {}
-        net.submit(np.array([src]), np.array([dst]), np.array([size]),
-                   lambda idx, t: done.setdefault("t", t), cap=cap)
-        while "t" not in done:
-            yield env.timeout(1e-7)
-        out[i] = done["t"]
-
-    for i, job in enumerate(jobs):
-        env.process(start(i, *job))
-    env.run()
-    return np.array([out[i] for i in range(len(jobs))]), net
-
-
-job = st.tuples(st.sampled_from([0.0, 0.0, 1e-6, 2.5e-6, 7e-6]), st.integers(0, 31), st.integers(0, 31),
-                st.sampled_from([1e5, 1e6, 4e6, 3.3e6]), st.sampled_from([None, None, 5e9, 2e10]))
+    return _finish_times(topo, jobs, incremental, kernel)
 
 
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -21,9 +21,10 @@ from test_engine_exact import tree
 EXAMPLES = int(os.environ.get("NETSIM_EXAMPLES", 40))
 
 
-def finish_times(topo, jobs, incremental: bool):
+def finish_times(topo, jobs, incremental: bool, kernel: str = "auto"):
+    """When each of ``jobs`` (start, src, dst, bytes, cap) is delivered, and the network."""
     env = simpy.Environment()
-    net = FlowNetwork(env, topo, incremental=incremental)
+    net = FlowNetwork(env, topo, incremental=incremental, kernel=kernel)
     out = {}
 
     def start(i, t0, src, dst, size, cap):
