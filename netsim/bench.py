@@ -348,7 +348,8 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     title = (f"netsim bench: {topo.name}, {cfg.gpus} GPUs, model {cfg.model}, "
              + (f"routing {routing}, " if routing != "ecmp" else "") +
              f"algorithm {', '.join(algos)} (simulated; nccl-tests table format)")
-    print(nt.format_table(cfg.op, rows, nranks=cfg.gpus, min_bytes=sizes[0], max_bytes=sizes[-1],
+    # the header names the sizes asked for, as nccl-tests prints them (-e 1G -f 4 from 8 ends at 512M)
+    print(nt.format_table(cfg.op, rows, nranks=cfg.gpus, min_bytes=args.minbytes, max_bytes=maxb,
                           step_factor=args.stepfactor if args.stepbytes is None else None,
                           step_bytes=args.stepbytes, title=title), end="")
     for note in notes:

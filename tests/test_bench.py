@@ -33,6 +33,17 @@ def test_bench_table(capsys):
     assert "nvls/Simple" in out[0]
 
 
+def test_header_names_the_sizes_asked_for(capsys):
+    """Like nccl-tests (its header prints -b/-e as given): -b 8 -e 1G -f 4 runs up to 512 MiB,
+    the last power of 4 times 8 within 1 GiB, and says maxBytes 1073741824."""
+    assert main(["bench", "--topology", H100, "--op", "all_reduce", "-b", "8", "-e", "1G", "-f", "4",
+                 "--model", "analytical", "-q"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert any("minBytes 8 maxBytes 1073741824 step: 4(factor)" in line for line in out)
+    rows = [line for line in out if line and not line.startswith("#")]
+    assert int(rows[-1].split()[0]) == 1 << 29
+
+
 def test_bench_api_busbw_definitions():
     rows = bench(H100, "all_gather", [8 * 2**20], gpus=4)
     r = rows[0]
