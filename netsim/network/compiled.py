@@ -175,6 +175,10 @@ class CompiledFlowTable:
         return {"rate_solves": int(m[fk.M_SOLVES]), "partial_solves": int(m[fk.M_PARTIAL]),
                 "solved_flows": int(m[fk.M_SOLVED]), "repair_rounds": int(m[fk.M_ROUNDS])}
 
+    def solve_counts(self) -> tuple[int, int]:
+        """``(rate_solves, partial_solves)`` so far."""
+        return int(self.scalars[self._k.M_SOLVES]), int(self.scalars[self._k.M_PARTIAL])
+
     def add(self, indptr: np.ndarray, links: np.ndarray, size: np.ndarray, lat: np.ndarray,
             cap: np.ndarray, owner: int, local: np.ndarray) -> None:
         """Append flows (CSR paths, bytes, latency, cap) of one submission."""

@@ -221,10 +221,11 @@ class FlowNetwork(Network):
         self._advance()
         self._finish_drained()
         f = self._flows
-        solves, partial = f.stats["rate_solves"], f.stats["partial_solves"]
+        solves, partial = f.solve_counts()
         f.resolve()
-        self.stats["rate_solves"] += f.stats["rate_solves"] - solves
-        self.stats["partial_solves"] += f.stats["partial_solves"] - partial
+        solves_after, partial_after = f.solve_counts()
+        self.stats["rate_solves"] += solves_after - solves
+        self.stats["partial_solves"] += partial_after - partial
         f.compact()
         if self.kernel == "auto" and self.stats["events"] == COMPILE_AFTER:
             self._compile()

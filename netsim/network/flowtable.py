@@ -99,6 +99,10 @@ class FlowTable:
         self.top = np.zeros(capacity.size)
         self.stats = {"rate_solves": 0, "partial_solves": 0, "solved_flows": 0, "repair_rounds": 0}
 
+    def solve_counts(self) -> tuple[int, int]:
+        """``(rate_solves, partial_solves)`` so far."""
+        return self.stats["rate_solves"], self.stats["partial_solves"]
+
     # ----------------------------------------------------------- storage
     def _reserve(self, k: int, nnz: int) -> None:
         if self.n + k > self.rem.size:
