@@ -188,4 +188,5 @@ def test_fluid_rate_against_step_integration(work, sms, kernels):
             break
         left -= (b - a) * rate
     assert out == [pytest.approx(t, rel=1e-9, abs=1e-12)]
-    assert share.stretch.get(0, 0.0) == pytest.approx(t - work, rel=1e-6, abs=1e-9)
+    # a loss within 1e-12 + 1e-9 x the job is rounding, not recorded (SmShare._fire)
+    assert share.stretch.get(0, 0.0) == pytest.approx(t - work, rel=1e-6, abs=2e-12 + 1e-9 * work)
