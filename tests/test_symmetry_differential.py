@@ -160,3 +160,25 @@ def test_tp_groups_straddling_domains(topology, sets, tp, dp):
     np.testing.assert_allclose(a.finish, b.finish, rtol=1e-6)
     assert a.run.replicas is None
     assert any(n.startswith("replica symmetry not exact for this run: the collective of group") for n in a.notes)
+
+
+def test_a_fallback_that_does_not_fit_says_why_every_rank_is_needed(monkeypatch):
+    """When the replica proof fails and every rank's tables would not fit, the one-line error says
+    that the fallback is why all ranks are simulated (not just that they do not fit)."""
+    import netsim.workload.generate.plan as gen_plan
+    from netsim.errors import InputError
+
+    real = gen_plan.check_memory
+
+    def tight(plan, n, what, *a, **k):
+        if n == plan.world:  # the fallback's every rank: pretend it does not fit
+            raise InputError(f"{what} ({n} rank(s)) need more memory than is available", source="argument",
+                             field="microbatches")
+        return real(plan, n, what, *a, **k)
+    monkeypatch.setattr(gen_plan, "check_memory", tight)
+    with pytest.raises(InputError) as err:
+        simulate_llm(SUPERPOD, "llama3-8b", tp=4, pp=1, dp=3, microbatches=2, seq=2048, model="analytical",
+                     overrides={"node.gpus": 6})
+    assert err.value.field == "microbatches"
+    assert err.value.message.startswith("replica symmetry is not exact for this run (the collective of group")
+    assert "so every rank is simulated: the simulated ranks (12 rank(s)) need more memory" in err.value.message

@@ -307,7 +307,11 @@ class WorkloadRun:
 
     def _unreplicate(self, why: str) -> None:
         """Simulate every rank from now on: the replica symmetry is not exact for this run."""
-        full = self._full_tables() if callable(self._full_tables) else self._full_tables
+        try:
+            full = self._full_tables() if callable(self._full_tables) else self._full_tables
+        except InputError as exc:  # e.g. every rank's tables would not fit: say why every rank is needed
+            raise InputError(f"replica symmetry is not exact for this run ({why}), so every rank is simulated: "
+                             f"{exc.message}", source=exc.source, field=exc.field) from None
         if full is None:
             raise InputError(f"replica symmetry is not exact for this run ({why}), and the workload holds only the "
                              "representatives; give every rank's table, or symmetry 'approximate'",
