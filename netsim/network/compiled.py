@@ -84,9 +84,9 @@ class CompiledFlowTable:
             c.counters = counters
         c.lf[:, fk.USED], c.lf[:, fk.LVL], c.lf[:, fk.TOP] = t.used, t.lvl, t.top
         c.li[:, fk.NB] = t.nb
-        for name in ("rate_solves", "partial_solves", "solved_flows", "repair_rounds"):
-            c.scalars[{"rate_solves": fk.M_SOLVES, "partial_solves": fk.M_PARTIAL, "solved_flows": fk.M_SOLVED,
-                    "repair_rounds": fk.M_ROUNDS}[name]] = t.stats[name]
+        for name, at in (("rate_solves", fk.M_SOLVES), ("partial_solves", fk.M_PARTIAL),
+                         ("solved_flows", fk.M_SOLVED), ("repair_rounds", fk.M_ROUNDS)):
+            c.scalars[at] = t.stats[name]
         return c
 
     # ----------------------------------------------------------- storage
@@ -213,20 +213,9 @@ class CompiledFlowTable:
                                  out, self.out_links, self.counters[0], self.counters[1], self.counters[2])
         return out[:nd].copy(), self.out_links[:nl].copy()
 
-    def emptied(self, links: np.ndarray) -> None:
-        """Done by :meth:`take_drained` (links left without flows)."""
-
     def resolve(self) -> None:
         self._repair.resolve(self.ff, self.fi, self.lf, self.li, self.pl, self.lbp, self.scalars, self.clock,
                         self.fresh, self.seeds, self.bdirty, self.dlist, self.w)
 
     def compact(self) -> None:
         """Slots are recycled as flows end: nothing to compact."""
-
-    @property
-    def rate(self) -> np.ndarray:
-        return self.ff[:, self._k.RATE]
-
-    @property
-    def alive(self) -> np.ndarray:
-        return self.fi[:, self._k.ALIVE] == 1

@@ -245,8 +245,6 @@ class FlowNetwork(Network):
 
     def _counters(self) -> tuple:
         """The link counters the compiled table keeps (:meth:`_load`'s), busy time in drained seconds."""
-        if self._busy_since.dtype != np.float64 or self.link_busy_s.dtype != np.float64:
-            raise TypeError("link counters must be float64")
         return self.link_load, self._busy_since, self.link_busy_s, self.link_peak_flows
 
     def _finish_drained(self) -> None:

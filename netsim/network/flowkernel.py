@@ -35,8 +35,8 @@ NB, LB_START, LB_COUNT, LB_ROOM, LMAP, MARK = range(6)
 P_LINK, P_SLOT, P_POS = range(3)
 # counters in ``meta``
 (M_POOL, M_LB, M_FREE, M_ALIVE, M_FRESH, M_SEEDS, M_DIRTY, M_SOLVES, M_PARTIAL, M_SOLVED,
- M_ROUNDS, M_INCREMENTAL, M_SLOTS, M_SCANNED, M_BAD, M_LEVELS, M_VISITS) = range(17)
-N_META = 17
+ M_ROUNDS, M_INCREMENTAL, M_SLOTS) = range(13)
+N_META = 13
 #: slots per block of the due-time minimums (1 << BLOCK_BITS)
 BLOCK_BITS = 6
 

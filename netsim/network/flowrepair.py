@@ -13,15 +13,15 @@ import numpy as np
 from netsim.network.kernelcache import kernel
 
 from netsim.network.flowkernel import (ALIVE, BNECK, CAP, CAPACITY, LB_COUNT, LB_START, LMAP, LVL, M_ALIVE,
-                                       M_BAD, M_FRESH, M_INCREMENTAL, M_LEVELS, M_PARTIAL, M_ROUNDS, M_SCANNED,
-                                       M_SEEDS, M_SLOTS, M_SOLVED, M_SOLVES, M_VISITS, MARK, NB, P_LINK, PLEN,
+                                       M_FRESH, M_INCREMENTAL, M_PARTIAL, M_ROUNDS,
+                                       M_SEEDS, M_SLOTS, M_SOLVED, M_SOLVES, MARK, NB, P_LINK, PLEN,
                                        PSTART,
                                        RATE, TOP, USED, set_rates)
 from netsim.network.flowtable import FULL_FRACTION, MAX_REPAIRS, RTOL
 
 
 @kernel
-def _solve(nf, lens, starts, inv, nu, resid, caps, rtol, rates, bn, ws, meta):
+def _solve(nf, lens, starts, inv, nu, resid, caps, rtol, rates, bn, ws):
     """:func:`~netsim.network.maxmin.solve_compressed` on flows 0..nf-1 (entries
     ``inv[starts[f]:starts[f]+lens[f]]``, local link ids < nu); ``ws``: float scratch (5, >= nu).
     The unfrozen flows' entries are packed after every round (read in order)."""
@@ -60,7 +60,6 @@ def _solve(nf, lens, starts, inv, nu, resid, caps, rtol, rates, bn, ws, meta):
             alive[nl] = u
             nl += 1
     while na:
-        meta[M_LEVELS] += 1
         for q in range(nl):
             u = alive[q]
             share[u] = rem[u] / cnt[u]
@@ -161,7 +160,7 @@ def full_solve(ff, fi, lf, li, pl, meta, clock, bdirty, dlist, rtol, w):
     caps = w.fcap
     for i in range(nr):
         caps[i] = ff[slots[i], CAP]
-    _solve(nr, lens, starts, w.inv, nu, w.resid, caps, rtol, w.rates, bn, w.ws, meta)
+    _solve(nr, lens, starts, w.inv, nu, w.resid, caps, rtol, w.rates, bn, w.ws)
     set_rates(ff, meta, clock, bdirty, dlist, slots, nr, w.rates)
     n_links = lf.shape[0]
     for l in range(n_links):
@@ -218,11 +217,11 @@ def resolve(ff, fi, lf, li, pl, lbp, meta, clock, fresh, seeds, bdirty, dlist, w
         return
     n_new = nr  # then the flows bottlenecked on a link an ended or started flow crossed
     for k in range(n_seeds):
-        nr = _bottlenecked_on(fi, li, pl, lbp, seeds[k], inr, r, nr, meta)
+        nr = _bottlenecked_on(fi, li, pl, lbp, seeds[k], inr, r, nr)
     for i in range(n_new):
         s = r[i]
         for e in range(fi[s, PSTART], fi[s, PSTART] + fi[s, PLEN]):
-            nr = _bottlenecked_on(fi, li, pl, lbp, pl[e, P_LINK], inr, r, nr, meta)
+            nr = _bottlenecked_on(fi, li, pl, lbp, pl[e, P_LINK], inr, r, nr)
     for k in range(n_seeds):
         li[seeds[k], MARK] = 0
     for i in range(n_new):
@@ -239,13 +238,12 @@ def resolve(ff, fi, lf, li, pl, lbp, meta, clock, fresh, seeds, bdirty, dlist, w
 
 
 @kernel
-def _bottlenecked_on(fi, li, pl, lbp, l, inr, r, nr, meta):
+def _bottlenecked_on(fi, li, pl, lbp, l, inr, r, nr):
     """Append to ``r[:nr]`` the flows bottlenecked on link ``l`` (each link once: MARK);
     returns the new count."""
     if li[l, NB] > 0 and not li[l, MARK]:
         li[l, MARK] = 1
         a = li[l, LB_START]
-        meta[M_VISITS] += li[l, LB_COUNT]
         for q in range(a, a + li[l, LB_COUNT]):
             s = lbp[q, 0]
             if fi[s, BNECK] == l and not inr[s]:
@@ -280,7 +278,7 @@ def _repair(ff, fi, lf, li, pl, lbp, meta, clock, bdirty, dlist, w, nr, limit):
             w.resid[u] = v if v > 0.0 else 0.0
         for i in range(nr):
             w.fcap[i] = ff[r[i], CAP]
-        _solve(nr, lens, starts, inv, nu, w.resid, w.fcap, RTOL, rates, bn, w.ws, meta)
+        _solve(nr, lens, starts, inv, nu, w.resid, w.fcap, RTOL, rates, bn, w.ws)
         set_rates(ff, meta, clock, bdirty, dlist, r, nr, rates)
         for u in range(nu):
             acc[u] = 0.0
@@ -299,7 +297,7 @@ def _repair(ff, fi, lf, li, pl, lbp, meta, clock, bdirty, dlist, w, nr, limit):
         meta[M_SOLVES] += 1
         meta[M_PARTIAL] += 1
         meta[M_SOLVED] += nr
-        n_more = _uncertified(ff, fi, lf, li, pl, lbp, w, nr, nu, meta)
+        n_more = _uncertified(ff, fi, lf, li, pl, lbp, w, nr, nu)
         for u in range(nu):
             li[uniq[u], LMAP] = -1
         if n_more == 0:
@@ -313,7 +311,7 @@ def _repair(ff, fi, lf, li, pl, lbp, meta, clock, bdirty, dlist, w, nr, limit):
 
 
 @kernel
-def _uncertified(ff, fi, lf, li, pl, lbp, w, nr, nu, meta):
+def _uncertified(ff, fi, lf, li, pl, lbp, w, nr, nu):
     """The certificate after R's residual solve (``FlowTable._uncertified``): the flows outside
     R that must join it go to ``w.more``; returns their count."""
     lens, starts, inv, uniq, rates, bn = w.lens, w.starts, w.inv, w.uniq, w.rates, w.bn
@@ -350,19 +348,17 @@ def _uncertified(ff, fi, lf, li, pl, lbp, w, nr, nu, meta):
             n_bad += 1
     if n_bad == 0:
         return 0
-    return _exact(ff, fi, lf, li, pl, lbp, w, n_bad, meta)
+    return _exact(ff, fi, lf, li, pl, lbp, w, n_bad)
 
 
 @kernel
-def _exact(ff, fi, lf, li, pl, lbp, w, n_bad, meta):
+def _exact(ff, fi, lf, li, pl, lbp, w, n_bad):
     """The certificate flow by flow on the links ``w.bad[:n_bad]`` (``FlowTable._exact``)."""
     inr, more = w.inr, w.more
     n_more = 0
     for k in range(n_bad):
         l = w.bad[k]
         a, c = li[l, LB_START], li[l, LB_COUNT]
-        meta[M_SCANNED] += c
-        meta[M_BAD] += 1
         fastest = 0.0
         lvl = np.inf
         for q in range(a, a + c):
