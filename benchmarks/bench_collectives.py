@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[1] / "topologies"
 
 
 def _curve(topo: str, op: str) -> dict:
-    from netsim.bench import bench, sweep_sizes
+    from netsim.perftests import bench, sweep_sizes
     rows = bench(str(ROOT / topo), op, sweep_sizes(8, 8 << 30, 2))
     last = rows[-1]
     return {"case": f"C1 {op} curve 8B-8GiB", "gpus": 8, "algorithm": ",".join(sorted({r.algorithm for r in rows})),
@@ -30,7 +30,7 @@ def _curve(topo: str, op: str) -> dict:
 
 
 def _one(topo: str, op: str, size: int, gpus: int, algo: str = "auto", label: str = "") -> dict:
-    from netsim.bench import BenchConfig, run_one
+    from netsim.perftests import BenchConfig, run_one
     from netsim.topology.spec import load_topology
     t = load_topology(str(ROOT / topo))
     row, stats = run_one(t, BenchConfig(op, algo=algo, gpus=gpus), size)

@@ -55,7 +55,7 @@ def _tree(over: float, routing: str = "ecmp"):
 
 def _collective(topo, op, algo, gpus, placement, size, engine, incremental=True):
     import simpy
-    from netsim.bench import BenchConfig, validated, build_plan, placed_ranks
+    from netsim.perftests import BenchConfig, validated, build_plan, placed_ranks
     from netsim.collectives.executor import run_collective
     from netsim.network.flow import FlowNetwork
     cfg = validated(BenchConfig(op, algo=algo, gpus=gpus, placement=placement), topo)
@@ -122,7 +122,7 @@ def e4_case(op, algo, size, placement, where="tree4", gpus=64):
 def _e4(op, algo, size, placement, where, gpus):
     import numpy as np
     import simpy
-    from netsim.bench import BenchConfig, validated, build_plan, placed_ranks
+    from netsim.perftests import BenchConfig, validated, build_plan, placed_ranks
     from netsim.collectives.executor import run_collective
     from netsim.network.analytical import AnalyticalNetwork
 
@@ -133,7 +133,7 @@ def _e4(op, algo, size, placement, where, gpus):
     if where == "tree4":
         topo = _tree(4)
     elif where == "study-3tier-7to1":
-        from netsim.sweep.topo import load_with_overrides
+        from netsim.topology.overrides import load_with_overrides
         topo = load_with_overrides(str(ROOT / "topologies" / "studies" / "fat_tree_3tier.yaml"),
                                    {"nodes": gpus // 8, "scale_out.tiers.0.oversubscription": 7,
                                     "scale_out.rail_optimized": False})

@@ -63,7 +63,7 @@ def h800_cluster(nodes: int):
 def _moe(kind: str, op: str, ep: int) -> dict:
     import time
 
-    from netsim.moe_bench import MoEConfig, run_moe, validated
+    from netsim.perftests.moe import MoEConfig, run_moe, validated
     t0 = time.process_time()
     topo = h800_cluster(max(2, ep // 8))
     if kind == "normal":
@@ -85,7 +85,7 @@ def _moe(kind: str, op: str, ep: int) -> dict:
 def _sendrecv(size: int) -> dict:
     import time
 
-    from netsim.bench import BenchConfig, run_one
+    from netsim.perftests import BenchConfig, run_one
     from netsim.topology.spec import load_topology
     t0 = time.process_time()
     row, _ = run_one(load_topology(ROOT / "topologies" / "dgx-a100.yaml"), BenchConfig("sendrecv", gpus=8), size)
@@ -98,7 +98,7 @@ def _sendrecv(size: int) -> dict:
 def _ndr() -> dict:
     import time
 
-    from netsim.bench import BenchConfig, run_one
+    from netsim.perftests import BenchConfig, run_one
     from netsim.topology.spec import load_topology
     t0 = time.process_time()
     row, _ = run_one(load_topology(ROOT / "topologies" / "h100-superpod-1su.yaml"), BenchConfig("sendrecv", gpus=16),

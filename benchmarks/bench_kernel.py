@@ -40,7 +40,7 @@ def _alltoall(topology: str, n: int, kernel: str) -> dict:
     from netsim.topology.policy import with_routing
     from netsim.topology.spec import load_topology
 
-    bench = importlib.import_module("netsim.bench")
+    bench = importlib.import_module("netsim.perftests.collective")
     topo = with_routing(load_topology(str(ROOT / "topologies" / topology)), "ecmp")
     cfg = bench.BenchConfig(op="alltoall", model="flow", gpus=n)
     size, _, _ = nt.size_and_count("alltoall", 64 << 20, n, "float")

@@ -37,7 +37,7 @@ def case(op: str, gpus: int, model: str):
 def _case(op: str, gpus: int, model: str) -> dict:
     import time
 
-    from netsim.moe_bench import MoEConfig, run_moe, validated
+    from netsim.perftests.moe import MoEConfig, run_moe, validated
     from netsim.topology import load_topology
 
     topo = load_topology(ROOT / "topologies" / "h100-superpod-1su.yaml")

@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _bench(topo, op, size, gpus, placement="packed", routing=None):
-    from netsim.bench import bench
+    from netsim.perftests import bench
     t0 = time.process_time()
     row = bench(topo, op, [size], gpus=gpus, placement=placement, routing=routing)[0]
     return row.time_us, time.process_time() - t0
@@ -55,7 +55,7 @@ def _r2(op, size, qps, seed):
 
 
 def _r3(rail):
-    from netsim.cli_options import load_topology_set
+    from netsim.topology.overrides import load_topology_set
     topo = load_topology_set(ROOT / "topologies" / "studies" / "fat_tree_3tier.yaml",
                              [f"scale_out.rail_optimized={rail}"])
     us, cpu = _bench(topo, "alltoall", 64 << 20, 1024)

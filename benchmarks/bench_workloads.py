@@ -34,7 +34,7 @@ def _case(label: str, topo: str, model: str, gen: dict) -> dict:
     import tempfile
     import time
 
-    from netsim.workload.cli import simulate
+    from netsim.workload.simulation import simulate
     from netsim.workload.generate import write_llm_workload
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()

@@ -163,13 +163,12 @@ def bench_case(rng: random.Random):
             "-b", b, "-e", e, *step, "--gpus", gpus]
 
     def run():
-        import importlib
-
         from netsim import units
-        bench = importlib.import_module("netsim.bench")
+        from netsim.perftests import collective as bench
+        from netsim.topology.spec import load_topology
 
         args = build_parser().parse_args(argv)
-        topo = bench.load_topology(args.topology)
+        topo = load_topology(args.topology)
         bench.validated(bench.BenchConfig("all_reduce", gpus=args.gpus), topo)
         maxb = args.maxbytes if args.maxbytes is not None else args.minbytes
         return bench.sweep_sizes(args.minbytes, maxb, args.stepfactor, args.stepbytes) and units

@@ -14,7 +14,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from netsim.bench import bench, sweep_sizes  # noqa: E402
+from netsim.perftests import bench, sweep_sizes  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SIZES = sweep_sizes(8, 8 << 30, 4)

@@ -6,8 +6,8 @@ setting that reproduces that hardware as closely as the shipped topologies allow
 netsim is tuned to these numbers: every model constant keeps its physical or published source.
 ``lacks`` says, for rows that miss, what physics netsim leaves out there.
 
-Each row runs through netsim's own entry points: ``bench`` rows through ``netsim.bench.run_one``
-(what ``netsim bench`` calls), ``moe`` rows through ``netsim.moe_bench.run_moe`` (``netsim bench
+Each row runs through netsim's own entry points: ``bench`` rows through ``netsim.perftests.collective.run_one``
+(what ``netsim bench`` calls), ``moe`` rows through ``netsim.perftests.moe.run_moe`` (``netsim bench
 --op moe_dispatch|moe_combine``), ``llm`` rows through the CLI itself (``netsim run --llm ... --json``
 in a child process).  ``command(rec)`` prints the equivalent command line.  Rows where the flow
 model would take minutes run the analytical model and say so (``model`` column).
@@ -291,15 +291,15 @@ def _llm_argv(s: dict) -> list[str]:
 
 def simulate(rec: dict) -> float:
     """Run netsim on the record's setting; return the simulated value in the record's unit."""
-    from netsim.cli_options import load_topology_set
+    from netsim.topology.overrides import load_topology_set
     s = rec["setting"]
     if s["run"] == "bench":
-        from netsim.bench import BenchConfig, run_one
+        from netsim.perftests import BenchConfig, run_one
         topo = load_topology_set(TOPO / s["topology"], s["sets"])
         row, _ = run_one(topo, BenchConfig(s["op"], algo=s["algo"], gpus=s["gpus"], model=s["model"]), s["bytes"])
         return float(getattr(row, s["metric"]))
     if s["run"] == "moe":
-        from netsim.moe_bench import MoEConfig, run_moe, validated
+        from netsim.perftests.moe import MoEConfig, run_moe, validated
         topo = load_topology_set(TOPO / s["topology"], s["sets"])
         cfg = MoEConfig(s["op"], tokens=s["tokens"], algo=s["algo"], mode=s["mode"], experts=s["experts"],
                         max_nodes=s["max_nodes"], gpus=s["gpus"], model=s["model"],

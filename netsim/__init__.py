@@ -1,30 +1,40 @@
 """netsim: simulate how GPU clusters communicate.
 
-Public API (more arrives as modules land)::
+Public API::
 
     import netsim
     topo = netsim.load_topology("topologies/dgx-h100.yaml")
+    rows = netsim.bench(topo, "all_reduce", [1 << 30])
+    res = netsim.simulate("topologies/dgx-h100.yaml", "workloads/...")
+    data = netsim.open_results("out/")
+
+Names load on first use (``import netsim`` stays light, so the command line starts fast); each
+is the real object, with its signature and docstring, once touched.
 """
 
 from __future__ import annotations
 
-from netsim.version import __version__  # noqa: E402,F401
+from importlib import import_module
 
 from netsim.errors import InputError, NetsimError, ResultsError  # noqa: F401
-from netsim.topology import Topology, load_topology, summarize  # noqa: F401
-from netsim.shipped import find_shipped  # noqa: F401
+from netsim.version import __version__  # noqa: F401
+
+#: Public name -> the module that defines it.
+_LAZY = {"Topology": "netsim.topology", "load_topology": "netsim.topology", "summarize": "netsim.topology",
+         "find_shipped": "netsim.shipped", "bench": "netsim.perftests.collective",
+         "open_results": "netsim.results.dataset", "simulate": "netsim.workload.simulation"}
+
+__all__ = ["InputError", "NetsimError", "ResultsError", "Topology", "__version__", "bench", "find_shipped",
+           "load_topology", "open_results", "simulate", "summarize"]
 
 
-# Imported eagerly on purpose: the function shares its name with the submodule, and binding it
-# after the submodule is loaded keeps ``netsim.bench`` the function for good.
-from netsim.bench import bench  # noqa: E402,F401
-from netsim.results.dataset import open_results  # noqa: E402,F401  (pyarrow loads on first use)
+def __getattr__(name: str):
+    if name in _LAZY:
+        value = getattr(import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'netsim' has no attribute {name!r}")
 
 
-# The real function (its signature and docstring show in help()); netsim.workload.simulation imports
-# nothing heavy at module level.
-from netsim.workload.simulation import simulate  # noqa: E402,F401
-
-
-__all__ = ["InputError", "NetsimError", "ResultsError", "Topology", "__version__", "bench", "find_shipped", "load_topology", "open_results",
-           "simulate", "summarize"]
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))

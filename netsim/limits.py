@@ -3,7 +3,7 @@
 A flag (``--tokens``), a sweep key (``tokens``, ``llm.seq``) and a Python argument
 (``MoEConfig(tokens=...)``, ``plan_llm(seq=...)``) that mean the same thing share one range
 here, checked before the value is used: the command line reads it with
-:func:`netsim.cli_options.int_arg`, the API with :func:`check_int`.  A range bounds a value
+:func:`netsim.cli.options.int_arg`, the API with :func:`check_int`.  A range bounds a value
 alone; what a combination of values would allocate is estimated where it is allocated
 (:func:`netsim.collectives.moe.check_memory`, :func:`netsim.workload.generate.plan.check_memory`).
 

@@ -47,8 +47,8 @@ import pandas as pd
 from IPython.display import Image, display
 
 import netsim
-from netsim.moe_bench import MoEConfig, build_layout, run_moe, validated
-from netsim.sweep.topo import load_with_overrides
+from netsim.perftests.moe import MoEConfig, build_layout, run_moe, validated
+from netsim.topology.overrides import load_with_overrides
 
 TOPO = str(netsim.find_shipped("topologies/h100-superpod-1su.yaml"))  # run from the checkout
 OUT = Path(tempfile.mkdtemp(prefix="moe_whatifs_"))

@@ -153,7 +153,7 @@ show(fig, "nic_800g_speedup")
 # and end). A one-step all-to-all cannot beat its busiest link in either model.
 
 # %%
-from netsim.sweep.topo import load_with_overrides  # noqa: E402  (dotted keys, as the sweep applies them)
+from netsim.topology.overrides import load_with_overrides  # noqa: E402  (dotted keys, as the sweep applies them)
 
 topo = load_with_overrides(str(STUDY.parent / "fat_tree_3tier.yaml"),
                            {"nodes": 32, "scale_out.tiers.0.oversubscription": 7,

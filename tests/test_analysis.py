@@ -10,7 +10,7 @@ import pytest
 from netsim.analysis import links as L
 from netsim.analysis import overlap as O
 from netsim.analysis import stragglers as S
-from netsim.analysis.cli import parse_ranks
+from netsim.cli.analyze import parse_ranks
 from netsim.analysis.timeline import chrome_trace, write_chrome_trace
 from netsim.cli import main
 from netsim.errors import InputError
@@ -332,7 +332,7 @@ def test_cli_analyze_json_and_plots(tmp_path, capsys):
 
 
 def test_late_start_caveat_when_suspects_are_not_slow(capsys):
-    from netsim.analysis.cli import analyze, format_report
+    from netsim.cli.analyze import analyze, format_report
 
     ops = _dp_job(ranks=16, slow=(5,), factor=1.2, noise=0.0)
     ends = ops.groupby("rank")["end_ns"].max()

@@ -26,7 +26,7 @@ import simpy
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from netsim.bench import BenchConfig, validated, build_plan, placed_ranks
+from netsim.perftests import BenchConfig, validated, build_plan, placed_ranks
 from netsim.collectives.executor import run_collective
 from netsim.network.analytical import AnalyticalNetwork
 from netsim.network.flow import FlowNetwork

@@ -1,4 +1,4 @@
-"""netsim.astra.arith against ASTRA-sim's C++ expressions, transcribed with numpy float64/uint64.
+"""netsim.astra_arith against ASTRA-sim's C++ expressions, transcribed with numpy float64/uint64.
 
 Each ``_cpp_*`` below is the C++ expression from astra-sim (commit 518bd51) and
 astra-network-analytical (599a047), operation by operation in IEEE double, then cast to
@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from netsim.astra import arith
+from netsim import astra_arith as arith
 
 f64 = np.float64
 sizes = st.integers(0, 1 << 40)

@@ -262,7 +262,7 @@ def test_astra_injection_scale(traces, capsys, value):
 def test_warnings_dropped_when_the_run_fails(tmp_path, capsys):
     import warnings
 
-    from netsim import cli
+    from netsim.cli import app as cli
 
     def boom(args):
         warnings.warn("overflow encountered", RuntimeWarning)

@@ -72,7 +72,7 @@ def test_the_cli_thunk_tells_outcomes_apart(tmp_path, monkeypatch):
     assert fuzz.classify(surfaces.cli(base), True, 30) == "silent invalid"
     import importlib
 
-    bench = importlib.import_module("netsim.bench")
+    bench = importlib.import_module("netsim.cli.bench")
 
     def boom(*_a, **_k):
         raise ValueError("a bug")

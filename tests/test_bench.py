@@ -5,7 +5,7 @@ import json
 import pandas as pd
 import pytest
 
-from netsim.bench import bench, sweep_sizes
+from netsim.perftests import bench, sweep_sizes
 from netsim.cli import main
 
 from conftest import TOPOLOGIES

@@ -12,7 +12,7 @@ import pytest
 from conftest import REPO, TOPOLOGIES
 from netsim import progress
 from netsim.cli import main
-from netsim.cli_options import parse_sets
+from netsim.topology.overrides import parse_sets
 from netsim.errors import InputError
 
 SU = str(TOPOLOGIES / "h100-superpod-1su.yaml")

@@ -63,7 +63,7 @@ def test_auto_moves_to_compiled_mid_run(monkeypatch):
 
 
 def _alltoall(n: int, kernel: str) -> np.ndarray:
-    bench = importlib.import_module("netsim.bench")
+    bench = importlib.import_module("netsim.perftests.collective")
     from netsim.collectives.executor import run_collective
     from netsim.results import nccl_table as nt
     from netsim.topology.policy import with_routing
@@ -116,7 +116,7 @@ def test_without_numba_the_numpy_table_runs_with_a_note():
 def test_bench_engines_event_and_reference_agree(monkeypatch):
     """``--engine reference`` keeps the numpy table; ``event`` moves to the compiled one (here after
     20 events): the same nccl-tests row."""
-    bench = importlib.import_module("netsim.bench")
+    bench = importlib.import_module("netsim.perftests.collective")
     from netsim.topology.policy import with_routing
     from netsim.topology.spec import load_topology
 

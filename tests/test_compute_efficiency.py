@@ -10,7 +10,7 @@ from netsim.cli import main
 from netsim.errors import InputError
 from netsim.topology.builders import GPU_EFFICIENCY
 from netsim.vocab import OP_KINDS
-from netsim.workload.cli import check_compute_efficiency
+from netsim.workload.simulation import check_compute_efficiency
 from netsim.workload.generate.model import ModelSpec
 from netsim.workload.llmrun import simulate_llm
 from netsim.workload.simulation import simulate

@@ -20,7 +20,7 @@ from netsim.topology.builders import nvswitch_domain
 from netsim.chakra import write_workload
 from netsim.chakra.schema import CommType, NodeType
 from netsim.chakra.model import EtNode
-from netsim.workload.cli import simulate
+from netsim.workload.simulation import simulate
 
 TOPO = nvswitch_domain(4, links_per_gpu=1, link_bw=1e9, latency=0.0)
 COMP, COLL, SEND, RECV = (int(NodeType.COMP_NODE), int(NodeType.COMM_COLL_NODE),

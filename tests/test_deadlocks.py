@@ -12,7 +12,7 @@ from netsim.topology.builders import nvswitch_domain
 from netsim.chakra import write_workload
 from netsim.chakra.schema import CommType, NodeType
 from netsim.chakra.model import EtNode
-from netsim.workload.cli import simulate
+from netsim.workload.simulation import simulate
 from netsim.workload.generate.llm import generate_llm
 from netsim.workload.generate.model import ModelSpec
 

@@ -17,7 +17,7 @@ import simpy
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from netsim.bench import BenchConfig, validated, build_plan, placed_ranks
+from netsim.perftests import BenchConfig, validated, build_plan, placed_ranks
 from netsim.cli import main
 from netsim.collectives.executor import run_collective
 from netsim.collectives.lockstep import components, contended_links

@@ -11,7 +11,7 @@ from netsim.topology.fattree import Tier, fat_tree
 from netsim.chakra import write_workload
 from netsim.chakra.schema import NodeType
 from netsim.chakra.model import EtNode
-from netsim.workload.cli import simulate
+from netsim.workload.simulation import simulate
 from netsim.workload.faults import fault_spec, parse_straggler, plan_faults
 
 COMP, COLL, SEND, RECV = (int(NodeType.COMP_NODE), int(NodeType.COMM_COLL_NODE),

@@ -109,7 +109,7 @@ def test_every_shipped_fat_tree_names_its_fabric():
 
 def test_ftree_all_to_all_equals_spraying():
     # a balanced all-to-all: every up link carries an equal share of the destinations, as spraying
-    from netsim.bench import bench
+    from netsim.perftests import bench
 
     t = fat_tree(hgx_h100(), 16, [Tier("leaf", down=16, up=16), Tier("spine", down=16)], nic_bw=50e9,
                  rail_optimized=False)  # top-of-rack: an all-to-all crosses the spines
@@ -133,8 +133,8 @@ def test_ftree_routes_around_failed_links():
 def test_rail_optimized_all_to_all_is_no_slower_than_top_of_rack():
     # with PXN (NVLink to the GPU on the destination's rail first) and ftree routing, a rail-optimized
     # fabric carries an all-to-all as fast as a top-of-rack one built of the same switches
-    from netsim.bench import bench
-    from netsim.cli_options import load_topology_set
+    from netsim.perftests import bench
+    from netsim.topology.overrides import load_topology_set
 
     times = {}
     for rail in ("true", "false"):

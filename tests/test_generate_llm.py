@@ -8,7 +8,7 @@ import pytest
 from netsim.errors import InputError
 from netsim.chakra import read_et
 from netsim.chakra.schema import CommType, NodeType
-from netsim.workload.cli import simulate
+from netsim.workload.simulation import simulate
 from netsim.workload.generate import MODEL_PRESETS, ModelSpec, generate_llm, load_model_spec, write_llm_workload
 from netsim.workload.generate.llm import stage_layers, one_f_one_b
 from netsim.workload.generate.plan import plan_llm

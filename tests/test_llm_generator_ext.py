@@ -9,7 +9,7 @@ import pytest
 from netsim.cli import main
 from netsim.errors import InputError
 from netsim.chakra.schema import CommType, NodeType
-from netsim.workload.cli import simulate
+from netsim.workload.simulation import simulate
 from netsim.workload.generate.llm import (MODEL_PRESETS, ModelSpec, generate_llm, interleaved_order, llm_replicas,
                                           load_model_spec, write_llm_workload)
 

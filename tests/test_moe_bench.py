@@ -5,12 +5,12 @@ import doctest
 import numpy as np
 import pytest
 
-from netsim import moe_bench
+from netsim.perftests import moe as moe_bench
 from netsim.cli import main
 from netsim.collectives import moe
 from netsim.collectives.alltoall import delivery_plan, final_bytes, message_stats, schedule_pair_bytes
 from netsim.collectives.skew import node_bytes, pair_bytes, zipf_popularity
-from netsim.moe_bench import MoEConfig, run_moe
+from netsim.perftests.moe import MoEConfig, run_moe
 from netsim.topology.spec import load_topology
 
 from conftest import TOPOLOGIES
@@ -209,7 +209,7 @@ def test_bench_out_writes_links_and_ranks_for_every_op(tmp_path):
 def test_direct_all_reduce_in_bench():
     import doctest as _d
 
-    from netsim.bench import bench
+    from netsim.perftests import bench
     from netsim.collectives import direct_reduce
     assert _d.testmod(direct_reduce).failed == 0
     s = direct_reduce.direct_all_reduce(8, 8000.0)
@@ -243,7 +243,7 @@ def test_set_applies_to_moe_ops_and_is_recorded(tmp_path):
     # built through the sweep path, a different time from the plain file, and the JSON records it
     import json
 
-    from netsim.sweep.topo import load_with_overrides
+    from netsim.topology.overrides import load_with_overrides
     path = str(TOPOLOGIES / "dgx-h100.yaml")
     edited = load_with_overrides(path, {"node.link_bw": "40GB/s"})
     cfg = MoEConfig("moe_dispatch", gpus=8, tokens=256)

@@ -152,7 +152,7 @@ def test_small_ll_ring_all_reduce_runs_in_nccls_own_model_time(path, ll_max_bw, 
     baseLat 6.6 + 2(n-1) x hwLat NVLink 0.6 us (tuning.cc:149-162, 403-412) + nBytes / (1000 x
     algBw), algBw = llMaxBw x n / (2(n-1)) (tuning.cc:181 or 180, 327, 376-382).  enqueue.cc keeps
     fewer channels at these sizes; the ones that run share llMaxBw, so the run takes that time."""
-    from netsim.bench import BenchConfig, run_one
+    from netsim.perftests import BenchConfig, run_one
     n = 8
     expected = 6.6 + 2 * (n - 1) * 0.6 + size / (1000 * ll_max_bw * n / (2 * (n - 1)))
     topo = load_topology(path)
@@ -175,7 +175,7 @@ def test_scale_out_bandwidth_is_the_narrowest_link_of_the_path():
     # NCCL times a path at its narrowest link (paths.cc): a 400G NIC behind a PCIe Gen4 x16 link
     # (31.5 GB/s) is a 31.5 GB/s path; behind Gen5 x16 (63 GB/s) the NIC's 50 GB/s decides
     from conftest import TOPOLOGIES
-    from netsim.sweep.topo import load_with_overrides
+    from netsim.topology.overrides import load_with_overrides
     path = str(TOPOLOGIES / "h100-superpod-1su.yaml")
     ranks = np.arange(16)
     gen5 = nccl.CommInfo.from_topology(load_topology(path), ranks)

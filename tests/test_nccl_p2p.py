@@ -6,7 +6,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from netsim.bench import BenchConfig, run_one
+from netsim.perftests import BenchConfig, run_one
 from netsim.collectives import moe, nccl, p2p
 from netsim.collectives.plan import plan
 from netsim.topology.spec import load_topology
@@ -173,7 +173,7 @@ def test_network_sends_split_over_their_channels_and_nics():
 def test_two_nics_per_gpu_double_direct_alltoall(model):
     """Both models: with sends keyed by their channels, 2 x 100G per GPU run a 2-node alltoall
     2x as fast as one (peer offsets as keys gave 1.6x)."""
-    from netsim.bench import bench
+    from netsim.perftests import bench
     from netsim.topology.spec import build_topology, parse_spec
 
     def topo(k):
@@ -205,7 +205,7 @@ def test_gh200_slingshot_ring_gets_two_channels_per_network_peer():
     """nccl#1272's shape (4 GH200 per node, one 200G NIC per GPU): NCCL 2.30.7 gives a network peer
     max(1 NIC, ceil(24 / 14)) = 2 channels and keeps them while 2 x ceil(n / 8) <= 8 p2p channels, on
     4 and on 8 nodes (paths.cc:943-1001), as 2.19.4 did (NCHANNELS_PER_NET_PEER 2); the NIC binds."""
-    from netsim.cli_options import load_topology_set
+    from netsim.topology.overrides import load_topology_set
     for nodes in (4, 8):
         t = load_topology_set(SU, [f"nodes={nodes}", "node.gpus=4", "scale_out.nic_bw=200Gbps"])
         s = p2p.P2PSetup.from_info(nccl.CommInfo.from_topology(t, np.arange(4 * nodes)))

@@ -26,7 +26,7 @@ def no_simulation(monkeypatch):
     """Any simulation started by bench or run fails the test."""
     def boom(*_a, **_k):
         raise AssertionError("simulated before checking the output path")
-    monkeypatch.setattr(importlib.import_module("netsim.bench"), "run_one", boom)
+    monkeypatch.setattr(importlib.import_module("netsim.perftests.collective"), "run_one", boom)
     monkeypatch.setattr(importlib.import_module("netsim.workload.runner").WorkloadRun, "run", boom)
 
 

@@ -11,7 +11,8 @@ from netsim.errors import InputError
 import netsim.chakra.files as chakra
 from netsim.chakra import EtNode, read_et, read_et_table, write_et, write_workload
 from netsim.chakra.schema import CommType, NodeType
-from netsim.workload.cli import format_summary, simulate
+from netsim.cli.workload import format_summary
+from netsim.workload.simulation import simulate
 from netsim.vocab import normalize_group_name as _norm
 from netsim.chakra.groups import groups_from_traces, load_groups, process_groups
 from netsim.chakra.inspect import read_workload, summarize_trace

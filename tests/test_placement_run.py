@@ -98,7 +98,7 @@ def test_bad_placement_on_run_is_one_line(files, tmp_path, capsys):
 
 
 def test_placement_file_runs_ranks_on_the_listed_gpus(files, tmp_path):
-    from netsim.workload.cli import simulate
+    from netsim.workload.simulation import simulate
 
     gpus = [31 - r for r in range(16)]
     (tmp_path / "gpus.txt").write_text("# reversed\n" + ", ".join(map(str, gpus)) + "\n")

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import simpy
 
-from netsim.bench import BenchConfig, run_one
+from netsim.perftests import BenchConfig, run_one
 from netsim.collectives import nccl
 from netsim.collectives.executor import run_collective
 from netsim.collectives.plan import plan
@@ -127,7 +127,7 @@ def test_pipelined_nvls_tree_overlaps_its_stages(su):
 
 
 def test_auto_reports_the_chosen_algorithm_per_row(h100):
-    from netsim.bench import bench
+    from netsim.perftests import bench
     rows = bench(H100, "all_reduce", [8, 1 << 30])
     assert [r.algorithm for r in rows] == ["ring/LL", "nvls/Simple"]
     assert 450 < rows[-1].busbw_GBps < 520  # NVLS: ~480 GB/s measured on 8xH100

@@ -60,7 +60,7 @@ def test_more_queue_pairs_beat_one_on_a_contended_all_to_all(seed):
     # 64 GPUs at random on a 4:1 RoCE tree: more queue pairs give the ECMP hash more flows to spread,
     # and every count above one beats one.  Not monotone: with seed 1, 4 QPs lose to 2 by 0.4 %
     # (a connection ends with its slowest queue pair; docs/topology.md, benchmarks/bench_routing.py R2)
-    from netsim.bench import bench
+    from netsim.perftests import bench
 
     got = [bench(roce_tree(q), "alltoall", [16 << 20], gpus=64, placement=f"random:{seed}")[0].time_us
            for q in (1, 2, 4, 8)]

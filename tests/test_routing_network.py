@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import simpy
 
-from netsim.bench import BenchConfig, validated, build_plan, placed_ranks
+from netsim.perftests import BenchConfig, validated, build_plan, placed_ranks
 from netsim.collectives.executor import run_collective
 from netsim.network.flow import FlowNetwork
 from test_engine_exact import tree

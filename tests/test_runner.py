@@ -11,7 +11,7 @@ from netsim.topology.builders import nvswitch_domain
 from netsim.chakra import write_workload
 from netsim.chakra.schema import CommType, NodeType
 from netsim.chakra.model import EtNode
-from netsim.workload.cli import simulate
+from netsim.workload.simulation import simulate
 from netsim.chakra.groups import CommGroups
 
 TOPO = nvswitch_domain(4, links_per_gpu=1, link_bw=1e9, latency=0.0)  # 1 GB/s per GPU

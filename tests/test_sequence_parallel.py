@@ -10,7 +10,7 @@ import pytest
 from netsim.chakra.schema import CommType, NodeType
 from netsim.cli import main
 from netsim.errors import InputError
-from netsim.workload.cli import simulate
+from netsim.workload.simulation import simulate
 from netsim.workload.generate import ModelSpec, generate_llm, write_llm_workload
 from netsim.workload.llmrun import simulate_llm
 

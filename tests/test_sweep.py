@@ -16,7 +16,7 @@ from netsim.cli import main
 from netsim.errors import InputError
 from netsim.results.dataset import PART, is_complete, open_results, run_id_for
 from netsim.sweep import failures, load_sweep, make_executor, parse_sweep, results, run_sweep
-from netsim.sweep.topo import apply_overrides, load_with_overrides
+from netsim.topology.overrides import apply_overrides, load_with_overrides
 
 REPO = Path(__file__).resolve().parents[1]
 SU = str(REPO / "topologies" / "h100-superpod-1su.yaml")
@@ -184,7 +184,7 @@ def test_crash_is_retried_then_recorded(tmp_path, monkeypatch):
     def crash(*args, **kwargs):
         raise TypeError("a bug, not an input")
     import importlib
-    monkeypatch.setattr(importlib.import_module("netsim.bench"), "run_one", crash)  # (netsim.bench: the function)
+    monkeypatch.setattr(importlib.import_module("netsim.perftests.collective"), "run_one", crash)  # 
     task["config"]["gpus"] = 4
     summary = run_task(task)  # a TypeError is not an input error: retried by the driver
     assert summary["status"] == "failed" and summary["retry"] and summary["error"].startswith("TypeError")

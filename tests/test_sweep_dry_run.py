@@ -92,7 +92,7 @@ def test_a_sound_sweep_still_dry_runs_and_simulates_nothing(tmp_path, capsys, mo
 
     def no_simulation(*_a, **_k):
         raise AssertionError("a dry run simulated")
-    monkeypatch.setattr(importlib.import_module("netsim.bench"), "run_one", no_simulation)  # the module
+    monkeypatch.setattr(importlib.import_module("netsim.perftests.collective"), "run_one", no_simulation)  # the module
     monkeypatch.setattr(netsim.workload.runner.WorkloadRun, "run", no_simulation)
     path = write(tmp_path, bench(topology=SU, grid={"gpus": [16, 256], "algo": ["ring", "hierarchical", "auto"]},
                                  proto="Simple"))

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from netsim.bench import bench
+from netsim.perftests import bench
 from netsim.cli import main
 from netsim.topology.hostio import NicLayout, pcie_Bps
 from netsim.topology.model import LINK_KINDS, NODE_KINDS

@@ -346,7 +346,7 @@ def test_bench_routing_flag_overrides_the_file(tmp_path, capsys):
         text = capsys.readouterr().out
         assert (f"routing {policy}" in text) == (policy != "ecmp")
         assert json.loads(out.read_text())["config"]["routing"] == policy
-    from netsim.bench import bench
+    from netsim.perftests import bench
     rows = bench(topo, "all_reduce", [1 << 20], routing="spray")
     assert rows[0].time_us > 0
 
@@ -369,7 +369,7 @@ def test_sweep_keys_and_run_ids():
 
 def test_run_routing_flag_and_api(tmp_path, capsys):
     import json
-    from netsim.workload.cli import simulate
+    from netsim.workload.simulation import simulate
     topo = _write(tmp_path, "ecmp")
     gen = ["--tp", "2", "--pp", "2", "--dp", "2", "--ep", "2", "--seq", "256", "--microbatches", "2"]
     assert main(["run", "--topology", topo, "--llm", "mixtral-8x7b", *gen, "--routing", "spray", "--json"]) == 0

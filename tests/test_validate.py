@@ -38,9 +38,9 @@ def test_records_are_sourced_and_runnable():
 
 def test_settings_are_valid_configs():
     """Every bench/moe setting passes netsim's own validation (topology overrides, op, sizes, GPUs)."""
-    from netsim.bench import BenchConfig, build_plan
-    from netsim.cli_options import load_topology_set
-    from netsim.moe_bench import MoEConfig, validated
+    from netsim.perftests import BenchConfig, build_plan
+    from netsim.topology.overrides import load_topology_set
+    from netsim.perftests.moe import MoEConfig, validated
 
     topos = {}
     for r in validate.RECORDS:
@@ -96,8 +96,8 @@ def test_two_a100s_over_four_nvlinks_are_link_bound():
     LEONARDO overrides give that pair, in P2P read mode; the 2 GiB send's channels (netsim 32 from the GPU's
     12 links, NCCL 8 from the pair's 4, paths.cc:936) carry more than 80 GB/s at 14 each, so the links bind."""
     import numpy as np
-    from netsim.bench import BenchConfig, run_one
-    from netsim.cli_options import load_topology_set
+    from netsim.perftests import BenchConfig, run_one
+    from netsim.topology.overrides import load_topology_set
     from netsim.collectives import nccl, p2p
     t = load_topology_set(ROOT / "topologies" / "dgx-a100.yaml", validate.LEONARDO)
     assert t.n_gpus == 4

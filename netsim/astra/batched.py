@@ -63,7 +63,7 @@ import math
 
 import numpy as np
 
-from netsim.astra import arith
+from netsim import astra_arith as arith
 from netsim.astra.batched_ring import Interleaved, RingBatch
 from netsim.astra.batched_timed import MAX_MESSAGES, NotBatched, Replay, Timed, contested
 from netsim.astra.custom import dag

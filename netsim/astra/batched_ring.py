@@ -28,7 +28,7 @@ import math
 
 import numpy as np
 
-from netsim.astra import arith
+from netsim import astra_arith as arith
 
 
 class Interleaved(Exception):

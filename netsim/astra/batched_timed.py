@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from netsim.astra import arith
+from netsim import astra_arith as arith
 from netsim.astra.batched_ring import Interleaved, ring_shape
 
 _BIG = np.iinfo(np.int64).max // 4

@@ -4,7 +4,7 @@ ASTRA-sim splits a collective into ``splits`` chunks (``preferred-dataset-splits
 with one active chunk they run one after another.  A chunk's all-reduce on a
 1-D ring is one phase: an ``endpoint-delay`` at its start, then ``p-1``
 reduce-scatter messages of ``chunk/p`` bytes, each costing the network delay
-plus ``endpoint-delay`` plus the reduction (:func:`netsim.astra.arith.reduction_ns`), then
+plus ``endpoint-delay`` plus the reduction (:func:`netsim.astra_arith.reduction_ns`), then
 ``p-1`` all-gather messages costing the network delay plus ``endpoint-delay``.
 On the analytical network this reproduces ASTRA-sim's regression value
 (8 NPUs, 1 MiB, 4 splits, 50 GB/s, 500 ns, endpoint-delay 10, local-mem-bw 50:
@@ -17,7 +17,7 @@ On the analytical network this reproduces ASTRA-sim's regression value
 
 from __future__ import annotations
 
-from netsim.astra.arith import chunk_bytes, reduction_ns
+from netsim.astra_arith import chunk_bytes, reduction_ns
 from netsim.collectives.ring import ring_step
 from netsim.collectives.schedule import Phase, Schedule, Step
 

@@ -30,7 +30,7 @@ from typing import Callable
 
 import numpy as np
 
-from netsim.astra import arith
+from netsim import astra_arith as arith
 from netsim.astra.engine import AstraNetwork, SimPyClock, load_network
 from netsim.errors import InputError
 from netsim.network.base import Network
@@ -72,7 +72,7 @@ class StoreAndForward:
                              "--model analytical or --model flow", source=net.source, field="topology")
         d = net.dims[0]
         self.clock, self.kind, self.n = clock, d.kind, d.npus
-        self.bw = d.bw  # GiB/s, as written (netsim.astra.arith converts)
+        self.bw = d.bw  # GiB/s, as written (netsim.astra_arith converts)
         self.lat = d.latency
         self.links: dict[tuple[int, int], _Link] = {}
 

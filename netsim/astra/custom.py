@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from netsim.astra import arith
+from netsim import astra_arith as arith
 from netsim.astra.algorithms import Algorithm
 from netsim.errors import InputError
 from netsim.chakra.schema import NodeType

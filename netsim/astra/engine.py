@@ -28,7 +28,7 @@ from typing import Callable
 import numpy as np
 
 from netsim import inputs, units
-from netsim.astra import arith
+from netsim import astra_arith as arith
 from netsim.errors import InputError
 
 

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from netsim import inputs
-from netsim.astra import arith
+from netsim import astra_arith as arith
 from netsim.errors import InputError
 from netsim.limits import MAX_GPUS
 

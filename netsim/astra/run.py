@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from netsim.astra import arith
+from netsim import astra_arith as arith
 from netsim.astra.batched import Interleaved, NotBatched, batched_plan, run_batched
 from netsim.astra.custom import CustomAlgorithm, load_custom_table
 from netsim.astra.engine import (AnalyticalLinks, AstraNetwork, Fabric, FlowLinks, HeapClock, MirrorFabric,

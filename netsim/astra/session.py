@@ -1,6 +1,6 @@
 """What ``netsim astra`` and ``netsim astra compare`` share: run the parsed flags, write the dataset.
 
-Below :mod:`netsim.astra.cli` and :mod:`netsim.astra.compare` (both import it; neither imports
+Below :mod:`netsim.cli.astra` and :mod:`netsim.astra.compare` (both import it; neither imports
 the other at module level): :func:`run_from_args` runs what the flags describe,
 :func:`write_dataset` writes the ``ranks``/``ops``/``runs`` tables (:func:`ranks_table`,
 :func:`ops_table`, :func:`dataset_config`), :func:`note` prints a note on stderr.

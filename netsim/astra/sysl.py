@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from collections import deque
 
-from netsim.astra import arith
+from netsim import astra_arith as arith
 from netsim.astra.algorithms import (AG, AR, CCW, CW, DoubleBinaryTree, DoubleBinaryTreeTopology, Direct,
                                      GENERAL, HalvingDoubling, INIT, RECV, Ring)
 from netsim.astra.engine import Ticker

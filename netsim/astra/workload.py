@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from netsim import units
-from netsim.astra import arith
+from netsim import astra_arith as arith
 from netsim.astra.custom import NATIVE_TAGS, dag
 from netsim.errors import InputError
 from netsim.chakra.schema import CommType, NodeType

@@ -298,7 +298,7 @@ class CollectiveRun:
 #: ``engine`` values: ``auto`` evaluates off the event queue where that is exact
 #: (:mod:`~netsim.collectives.fastpath`) and fast-forwards periodic regimes; ``event``: every
 #: transfer simulated event by event, no skipping; ``reference``: ``event`` with the flow model
-#: on its numpy flow table, never the compiled kernels (:func:`netsim.network_models.network_class`).
+#: on its numpy flow table, never the compiled kernels (:func:`netsim.network.models.network_class`).
 ENGINES = ("auto", "event", "reference")
 
 

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from netsim.astra import arith
+from netsim import astra_arith as arith
 from netsim.network.base import DoneCallback, Network
 from netsim.network.maxmin import drain_alone
 

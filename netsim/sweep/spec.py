@@ -71,8 +71,8 @@ def _check_count(grid: dict, zips: list[dict], seeds: int | None, source: str) -
 
 
 def bench_keys() -> dict[str, str]:
-    """Sweep key -> :class:`netsim.bench.BenchConfig` field (read live: new fields become keys)."""
-    from netsim.bench import BenchConfig
+    """Sweep key -> :class:`netsim.perftests.BenchConfig` field (read live: new fields become keys)."""
+    from netsim.perftests.collective import BenchConfig
 
     flag_of = {v: k for k, v in BENCH_RENAMES.items()}
     return {flag_of.get(f.name, f.name): f.name for f in fields(BenchConfig)}
@@ -80,7 +80,7 @@ def bench_keys() -> dict[str, str]:
 
 def bench_defaults() -> dict[str, Any]:
     """Defaults filled into every bench configuration (BenchConfig defaults that are not None)."""
-    from netsim.bench import BenchConfig
+    from netsim.perftests.collective import BenchConfig
 
     flag_of = {v: k for k, v in BENCH_RENAMES.items()}
     return {flag_of.get(f.name, f.name): f.default for f in fields(BenchConfig)

@@ -108,7 +108,7 @@ def clear_failure(out, run_id: str) -> None:
 # ------------------------------------------------------------------ bench
 def topology_for(cfg: dict, paths: dict):
     """The configuration's topology: its file with the dotted-path overrides applied."""
-    from netsim.sweep.topo import load_with_overrides
+    from netsim.topology.overrides import load_with_overrides
 
     overrides = {k: v for k, v in cfg.items() if is_topology_param(k)}
     return load_with_overrides(paths.get("topology", cfg["topology"]), overrides)
@@ -116,7 +116,7 @@ def topology_for(cfg: dict, paths: dict):
 
 def _bench_config(cfg: dict, paths: dict):
     """(topology, validated BenchConfig) of a bench configuration."""
-    from netsim.bench import BenchConfig, validated
+    from netsim.perftests.collective import BenchConfig, validated
     from netsim.results import nccl_table as nt
     from netsim.sweep.spec import bench_keys
 
@@ -128,9 +128,9 @@ def _bench_config(cfg: dict, paths: dict):
 
 def _check_bench(cfg: dict, paths: dict) -> None:
     """Everything :func:`_run_bench` checks before it simulates: the topology with its overrides,
-    the flags, and the choices of the schedule :func:`netsim.bench.run_one` plans (algorithm,
-    protocol, whole nodes; :func:`netsim.bench.check_plan`), without building it."""
-    from netsim.bench import check_plan
+    the flags, and the choices of the schedule :func:`netsim.perftests.collective.run_one` plans (algorithm,
+    protocol, whole nodes; :func:`netsim.perftests.collective.check_plan`), without building it."""
+    from netsim.perftests.collective import check_plan
     from netsim.results import nccl_table as nt
     from netsim.topology.policy import with_routing
 
@@ -142,7 +142,7 @@ def _check_bench(cfg: dict, paths: dict) -> None:
 def _run_bench(cfg: dict, paths: dict):
     import pandas as pd
 
-    from netsim.bench import run_one
+    from netsim.perftests.collective import run_one
     from netsim.results import nccl_table as nt
 
     topo, bc = _bench_config(cfg, paths)

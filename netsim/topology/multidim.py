@@ -36,7 +36,7 @@ class Dim:
 
     ``astra_bw`` (GiB/s) and ``astra_latency_ns``: the values as an ASTRA-sim network YAML wrote
     them, when the dimension came from one; ASTRA-sim's integer-ns arithmetic
-    (:mod:`netsim.astra.arith`) needs them exactly, and ``latency`` in seconds does not give the
+    (:mod:`netsim.astra_arith`) needs them exactly, and ``latency`` in seconds does not give the
     ns back bit for bit (60 ns -> 6e-08 s -> 59.99999999999999 ns).
     """
 

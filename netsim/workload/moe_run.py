@@ -35,7 +35,6 @@ from netsim.errors import InputError
 from netsim.inputs import number
 from netsim.limits import check_int
 from netsim.chakra.schema import CommType
-from netsim.cli_options import int_arg
 
 __all__ = ["MoERunConfig", "MoESchedules", "moe_kind"]
 
@@ -46,7 +45,7 @@ __all__ = ["MoERunConfig", "MoESchedules", "moe_kind"]
 DEEPEP_NORMAL_SMS = 20
 #: Node-name suffixes of the generator's MoE all-to-alls (netsim.workload.generate.ranks).
 KINDS = {"a2a_dispatch": "dispatch", "a2a_combine": "combine"}
-#: ``--moe-algo`` values: the bench's (netsim.moe_bench.ALGOS) plus DeepEP's low-latency kernels.
+#: ``--moe-algo`` values: the bench's (netsim.perftests.moe.ALGOS) plus DeepEP's low-latency kernels.
 ALGOS = ("auto", "direct", "hierarchical", "node_limited", "low_latency")
 
 
@@ -159,7 +158,7 @@ class MoESchedules:
         """The routed batch of an EP group of ``n`` ranks (cached: one per group size and tokens)."""
         from netsim.collectives import moe
         from netsim.collectives.moe import check_memory
-        from netsim.moe_bench import load_ints, load_expert_map
+        from netsim.collectives.moe_inputs import load_expert_map, load_ints
 
         key = (n, tokens, local)
         lay = self._layouts.get(key)
@@ -179,7 +178,7 @@ class MoESchedules:
 
     def _plan(self, kind: str, comm_size: int, ranks: np.ndarray):
         from netsim.collectives import moe
-        from netsim.moe_bench import moe_local_size
+        from netsim.collectives.moe_inputs import moe_local_size
 
         cfg, n = self.cfg, ranks.size
         low_latency = cfg.algo == "low_latency"
@@ -235,38 +234,3 @@ def schedules_factory(spec, cfg: MoERunConfig, dtype_bytes: int):
     if not spec.is_moe:
         raise InputError(f"{spec.name} has no experts; MoE flags need a MoE model", source="--moe-algo")
     return lambda topo, model: MoESchedules(topo, spec, cfg, dtype_bytes, default_schedules(topo, model))
-
-
-# --------------------------------------------------------------------- CLI
-#: ``netsim run`` flags of this module -> MoERunConfig field.
-FLAGS = {"moe_algo": "algo", "skew": "skew", "expert_map": "expert_map", "placement_experts": "placement_experts",
-         "redundant_experts": "redundant_experts", "max_nodes": "max_nodes", "moe_chunks": "chunks",
-         "moe_seed": "seed"}
-
-
-def add_run_arguments(run) -> None:
-    """The MoE flags of ``netsim run --llm`` (all default to None: not given)."""
-    g = run.add_argument_group("MoE layers (with --llm and a MoE model; as `netsim bench --op moe_dispatch`)")
-    g.add_argument("--moe-algo", default=None, choices=ALGOS,
-                   help="plan expert-parallel all-to-alls as MoE dispatch/combine: auto (node_limited on whole "
-                        "nodes, else direct), direct, hierarchical, node_limited or low_latency")
-    g.add_argument("--skew", default=None, metavar="uniform|zipf:A", help="expert popularity (default uniform)")
-    g.add_argument("--expert-map", default=None, metavar="FILE",
-                   help="(EP ranks x tokens per rank) rows of top-k expert ids, .npy or .csv")
-    g.add_argument("--placement-experts", default=None, metavar="SPEC",
-                   help="contiguous (default), round_robin, or a file of one EP rank per expert")
-    g.add_argument("--redundant-experts", type=int_arg("redundant_experts"), default=None, help="EPLB-style replicas per EP group")
-    g.add_argument("--max-nodes", type=int_arg("max_nodes"), default=None,
-                   help="node-limited gate: nodes a token may reach (default 4, DeepSeek-V3; 0 = no limit)")
-    g.add_argument("--moe-chunks", type=int_arg("moe_chunks"), default=None, help="node_limited pipeline depth (default 4)")
-    g.add_argument("--moe-seed", type=int_arg("moe_seed"), default=None, help="routing seed (default 0)")
-
-
-def config_from_args(args) -> MoERunConfig | None:
-    """A :class:`MoERunConfig` when any MoE flag was given, else None (uniform all-to-alls as before)."""
-    given = {field: getattr(args, flag) for flag, field in FLAGS.items() if getattr(args, flag, None) is not None}
-    if not given:
-        return None
-    if getattr(args, "llm", None) is None:
-        raise InputError("MoE flags apply to generated workloads: give --llm MODEL", source="--moe-algo")
-    return MoERunConfig(**given)

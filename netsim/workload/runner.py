@@ -44,7 +44,7 @@ import numpy as np
 import simpy
 
 from netsim.errors import InputError
-from netsim.network_models import MODELS
+from netsim.network.models import MODELS
 from netsim.topology.model import Topology
 from netsim.chakra.schema import NodeType
 from netsim.chakra.model import MISSING, NodeTable

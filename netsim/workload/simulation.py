@@ -1,6 +1,6 @@
 """``netsim.simulate`` (the Python API of ``netsim run``): a Chakra workload on a topology.
 
-Below :mod:`netsim.workload.cli` (the command line) and :mod:`netsim.workload.llmrun`
+Below :mod:`netsim.cli.workload` (the command line) and :mod:`netsim.workload.llmrun`
 (``run --llm``), which both call it; it imports nothing heavy at module level.
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from netsim.collectives.executor import ENGINES
 from netsim.errors import InputError
-from netsim.network_models import network_class
+from netsim.network.models import network_class
 
 
 #: ``symmetry`` values: replica symmetry where proven exact (else every rank), even where not, or never.
@@ -69,22 +69,59 @@ def simulate(topology, workload, comm_groups=None, model: str = "flow", ctrl_dep
     returning them) is what an unproven replica run falls back to.
     """
     import time
-    from pathlib import Path
 
-    from netsim.chakra.canonical import scan_workload
-    from netsim.results.dataset import check_writable, run_id_for
-    from netsim.topology.model import Topology
     from netsim.topology.placement import place
-    from netsim.topology.policy import check_routing, with_routing
-    from netsim.topology.spec import load_topology
-    from netsim.workload.faults import fault_spec, plan_faults
-    from netsim.chakra.groups import CommGroups, load_groups
-    from netsim.chakra.check import check_runnable
-    from netsim.chakra.inspect import read_workload
-    from netsim.limits import check_int
+    from netsim.workload.faults import plan_faults
     from netsim.workload.runner import WorkloadRun
 
     t0 = time.perf_counter()
+    config, spec, efficiency, placement = _run_config(
+        topology, workload, comm_groups, label, model, ctrl_deps, streams, faults, stragglers, seed, placement,
+        engine, symmetry, sm_contention, compute_efficiency, routing, overrides)
+    if out is not None:
+        from netsim.results.dataset import check_writable, run_id_for
+        check_writable(out, run_id_for(config), overwrite)
+    topo = _topology(topology, overrides, routing)
+    scan, tables, groups, world = _workload(workload, comm_groups, symmetry, replicas)
+    gpus = place(placement, world, topo.n_gpus)
+    plan = plan_faults(spec, topo, world, model, gpus=gpus)
+    if scan is not None:
+        replicas, note = _file_replicas(scan, groups, gpus, bool(stragglers) or faults is not None)
+        notes = [*notes, note] if note else notes
+        tables = scan.tables(None if replicas is None else replicas.reps)
+        if replicas is not None:  # every rank's tables, read only if the replica run is not exact
+            full_tables = _checked(scan.tables, None)
+        _check_runnable(tables)
+    sfn = None if schedules is None else schedules(plan.topology, model)
+    run_topo, eff_note = _with_compute_efficiency(plan.topology, efficiency)
+    wr = WorkloadRun(run_topo, tables, groups, model, ctrl_deps=ctrl_deps, streams=streams,
+                     compute_scale=plan.compute_scale, launch_delay=plan.launch_delay, replicas=replicas,
+                     placement=gpus, fast=engine == "auto", network=network_class(model, engine), schedule_fn=sfn,
+                     sm_contention=sm_contention == "on",
+                     symmetry="approximate" if symmetry == "approximate" else "exact", full_tables=full_tables)
+    if dry_run:
+        return None
+    from netsim.progress import Poller
+    total = sum(len(st.table) for st in wr.ranks)  # executed ops (a repeated run starts over)
+    with Poller(total, lambda: len(wr.ops), "run", "op", progress,
+                postfix=lambda: f"{wr.env.now * 1e6:,.1f} us simulated"):
+        res = wr.run()
+    _add_notes(res, notes, wr, sfn, run_topo, eff_note)
+    res.config, res.link_status, res.wall_time_s = config, plan.link_status, time.perf_counter() - t0
+    if out is not None:
+        res.write(out, overwrite=overwrite)
+    return res
+
+
+def _run_config(topology, workload, comm_groups, label, model, ctrl_deps, streams, faults, stragglers, seed,
+                placement, engine, symmetry, sm_contention, compute_efficiency, routing, overrides):
+    """The run's config (what names it: its run id) after checking every setting, with the fault
+    spec, the compute efficiency and the placement as the run uses them."""
+    from netsim.limits import check_int
+    from netsim.topology.model import Topology
+    from netsim.topology.policy import check_routing
+    from netsim.workload.faults import fault_spec
+
     check_int(streams, "streams", "--streams")
     if symmetry not in SYMMETRIES:
         raise InputError(f"expected one of {', '.join(SYMMETRIES)}, got {symmetry!r}", source="--symmetry")
@@ -114,54 +151,60 @@ def simulate(topology, workload, comm_groups=None, model: str = "flow", ctrl_dep
         if isinstance(topology, Topology):
             raise InputError("topology overrides apply to a topology file, not a built Topology", source="--set")
         config["set"] = dict(overrides)
-    run_id = run_id_for(config)
-    if out is not None:
-        check_writable(out, run_id, overwrite)
+    return config, spec, efficiency, placement
+
+
+def _topology(topology, overrides, routing):
+    """The topology the run uses: built, or read from its file with ``--set`` overrides, then routed."""
+    from netsim.topology.model import Topology
+    from netsim.topology.overrides import load_with_overrides
+    from netsim.topology.policy import with_routing
+    from netsim.topology.spec import load_topology
+
     if overrides and not isinstance(topology, Topology):
-        from netsim.sweep.topo import load_with_overrides
         topo = load_with_overrides(str(topology), dict(overrides))
     else:
         topo = topology if isinstance(topology, Topology) else load_topology(topology)
-    topo = with_routing(topo, routing) if routing is not None else topo
+    return with_routing(topo, routing) if routing is not None else topo
+
+
+def _workload(workload, comm_groups, symmetry, replicas):
+    """(scan, tables, groups, world): a file set that may be symmetric is only scanned (its tables
+    are read later for the ranks simulated); otherwise every rank's tables, checked."""
+    from pathlib import Path
+
+    from netsim.chakra.canonical import scan_workload
+    from netsim.chakra.groups import CommGroups, load_groups
+    from netsim.chakra.inspect import read_workload
+
     scan = tables = None
-    if in_memory:
+    if isinstance(workload, dict):
         tables = workload
     elif symmetry != "none" and replicas is None and not Path(workload).is_file():
         scan = scan_workload(workload)  # signatures; tables are read again for the ranks simulated
     else:
         tables = read_workload(workload)
     if scan is None:
-        for table in {id(t): t for t in tables.values()}.values():  # shared tables checked once
-            check_runnable(table)
+        _check_runnable(tables)
     world = replicas.world if replicas is not None else len(tables) if tables is not None else scan.world
     if isinstance(comm_groups, dict):
         groups = CommGroups(comm_groups, world)
     else:
         groups = load_groups(comm_groups, tables if tables is not None else {}, world,
                              declared=None if scan is None else scan.declarations())
-    gpus = place(placement, world, topo.n_gpus)
-    plan = plan_faults(spec, topo, world, model, gpus=gpus)
-    if scan is not None:
-        replicas, note = _file_replicas(scan, groups, gpus, bool(stragglers) or faults is not None)
-        notes = [*notes, note] if note else notes
-        tables = scan.tables(None if replicas is None else replicas.reps)
-        if replicas is not None:  # every rank's tables, read only if the replica run is not exact
-            full_tables = _checked(scan.tables, None)
-        for table in {id(t): t for t in tables.values()}.values():
-            check_runnable(table)
-    sfn = None if schedules is None else schedules(plan.topology, model)
-    run_topo, eff_note = _with_compute_efficiency(plan.topology, efficiency)
-    wr = WorkloadRun(run_topo, tables, groups, model, ctrl_deps=ctrl_deps, streams=streams,
-                     compute_scale=plan.compute_scale, launch_delay=plan.launch_delay, replicas=replicas,
-                     placement=gpus, fast=engine == "auto", network=network_class(model, engine), schedule_fn=sfn, sm_contention=sm_contention == "on",
-                     symmetry="approximate" if symmetry == "approximate" else "exact", full_tables=full_tables)
-    if dry_run:
-        return None
-    from netsim.progress import Poller
-    total = sum(len(st.table) for st in wr.ranks)  # executed ops (a repeated run starts over)
-    with Poller(total, lambda: len(wr.ops), "run", "op", progress,
-                postfix=lambda: f"{wr.env.now * 1e6:,.1f} us simulated"):
-        res = wr.run()
+    return scan, tables, groups, world
+
+
+def _check_runnable(tables) -> None:
+    from netsim.chakra.check import check_runnable
+
+    for table in {id(t): t for t in tables.values()}.values():  # shared tables checked once
+        check_runnable(table)
+
+
+def _add_notes(res, notes, wr, sfn, run_topo, eff_note) -> None:
+    """The run's notes: the caller's and the compute efficiency's first, then the runner's, the
+    schedules' and the network's (e.g. no numba)."""
     used = wr.roofline.used()
     if eff_note is None and any(v != 1.0 for v in used.values()):
         eff_note = (f"compute at {', '.join(f'{k} {v:.3g}' for k, v in used.items())} x the roofline "
@@ -169,11 +212,7 @@ def simulate(topology, workload, comm_groups=None, model: str = "flow", ctrl_dep
     res.notes[:0] = list(notes) + ([eff_note] if eff_note else [])
     if getattr(sfn, "note", None) is not None and sfn.note() is not None:
         res.notes.append(sfn.note())
-    res.notes.extend(n for n in getattr(wr.net, "notes", ()) if n not in res.notes)  # e.g. no numba
-    res.config, res.link_status, res.wall_time_s = config, plan.link_status, time.perf_counter() - t0
-    if out is not None:
-        res.write(out, overwrite=overwrite)
-    return res
+    res.notes.extend(n for n in getattr(wr.net, "notes", ()) if n not in res.notes)
 
 
 def check_compute_efficiency(value):

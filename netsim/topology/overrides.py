@@ -1,10 +1,16 @@
-"""Topology parameters of a sweep: dotted-path overrides applied to the topology YAML.
+"""Topology parameters by dotted path (a sweep's keys, ``--set KEY=VALUE``) applied to the topology YAML.
 
 ``scale_out.nic_bw: 800Gbps`` sets a key; ``scale_out.tiers.1.oversubscription: 2`` indexes a
 list (``tiers[1]`` is accepted too); ``null`` removes a key.  A tier's ``oversubscription`` and
 ``up_bw`` are alternatives, so setting one drops the other from that tier.  The result goes
 through the same validation and builder as a topology file, so errors name the file and field.
 
+``--set`` items are read by :func:`parse_sets`: a value is a YAML scalar (``4`` is a number,
+``800Gbps`` a string, ``null`` removes the key, ``true`` a boolean); a bad key or value is one
+line naming the file and the field.
+
+>>> parse_sets(["nodes=4", "scale_out.nic_bw=800Gbps", "scale_out.tiers[0].oversubscription=2"])
+{'nodes': 4, 'scale_out.nic_bw': '800Gbps', 'scale_out.tiers.0.oversubscription': 2}
 >>> d = {"scale_out": {"tiers": [{"down": 32, "up": 32, "up_bw": "400Gbps"}]}}
 >>> apply_overrides(d, {"scale_out.tiers.0.oversubscription": 2}, "t.yaml")["scale_out"]["tiers"][0]
 {'down': 32, 'up': 32, 'oversubscription': 2}
@@ -15,6 +21,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import re
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -23,6 +30,10 @@ from netsim import inputs
 from netsim.errors import InputError
 from netsim.topology.model import Topology
 
+#: A dotted key: names and list indices (``tiers[1]`` is read as ``tiers.1``).
+_KEY = re.compile(r"[A-Za-z_][\w\-]*(\.(\w[\w\-]*))*", re.ASCII)
+#: Longest ``--set`` value (a scalar; whole structures belong in the topology file).
+MAX_VALUE_CHARS = 1000
 _ALTERNATIVES = {"oversubscription": "up_bw", "up_bw": "oversubscription"}
 
 
@@ -102,3 +113,34 @@ def _cached(path: str, _mtime: int, overrides_json: str) -> Topology:
         return load_topology(path)
     data = apply_overrides(read_yaml(path), overrides, path)
     return build_from_mapping(data, path)
+
+
+def parse_sets(items: list[str] | None) -> dict[str, Any]:
+    """``["KEY=VALUE", ...]`` -> {dotted key: value}; InputError (``--set``) on a malformed item."""
+    from netsim.inputs import load_yaml_text
+
+    out: dict[str, Any] = {}
+    for item in items or ():
+        key, eq, text = str(item).partition("=")
+        key = re.sub(r"\[([0-9]+)\]", r".\1", key.strip())
+        if not eq or not _KEY.fullmatch(key):
+            raise InputError(f"expected KEY=VALUE with a dotted topology key (nodes=4, "
+                             f"scale_out.tiers.0.oversubscription=2), got {str(item)[:80]!r}", source="--set")
+        if len(text) > MAX_VALUE_CHARS:
+            raise InputError(f"expected a value of at most {MAX_VALUE_CHARS} characters", source="--set", field=key)
+        value = load_yaml_text(text, f"--set {key}") if text.strip() else ""
+        if isinstance(value, (dict, list)):
+            raise InputError(f"expected a scalar value (a number, a string, true/false or null), got {text!r}",
+                             source="--set", field=key)
+        out[key] = value
+    return out
+
+
+def load_topology_set(path, items: list[str] | None = None):
+    """The topology of ``path`` with the ``--set`` items applied (the plain file when there are none)."""
+    sets = parse_sets(items)
+    if not sets:
+        from netsim.topology.spec import load_topology
+
+        return load_topology(path)
+    return load_with_overrides(str(path), sets)

@@ -1,5 +1,5 @@
-"""The network models by their ``--model`` name: the one table ``bench``, ``moe_bench`` and the
-workload runner share (it lives here, below all three, so none of them imports another for it).
+"""The network models by their ``--model`` name: the one table the benchmarks (:mod:`netsim.perftests`)
+and the workload runner share.
 
 >>> sorted(MODELS)
 ['analytical', 'flow']

@@ -22,7 +22,7 @@ import sys
 from netsim import inputs
 from netsim.astra.session import run_from_args, write_dataset
 from netsim.astra.session import note as _note
-from netsim.cli_options import float_arg
+from netsim.cli.options import float_arg
 from netsim.errors import DeadlockError, InputError
 from netsim.results.io import check_output_dir
 

@@ -1,4 +1,6 @@
-"""``netsim trace inspect``: summarize a Chakra trace (one file or a ``<prefix>.<rank>.et`` set)."""
+"""``netsim trace inspect`` (summarize a Chakra trace: one file or a ``<prefix>.<rank>.et`` set),
+``netsim run`` (a workload on a topology, with the LLM generator's and MoE layers' flags) and
+``netsim workload llm`` (generate a training iteration as Chakra traces)."""
 
 from __future__ import annotations
 
@@ -6,18 +8,21 @@ import argparse
 import json
 from contextlib import contextmanager
 
-from netsim.cli_options import int_arg
+from netsim.cli.options import add_quiet_argument, add_set_argument, int_arg
 from netsim.collectives.executor import ENGINES
 from netsim.errors import InputError
-from netsim.workload.simulation import check_compute_efficiency, simulate  # noqa: F401 (re-exported)
-
-__all__ = ["check_compute_efficiency", "format_summary", "register_cli", "simulate"]
+from netsim.workload.moe_run import ALGOS as MOE_ALGOS, MoERunConfig
+from netsim.workload.simulation import simulate
 
 
 def register_cli(sub) -> None:
-    """Add ``netsim trace`` to the CLI."""
-    from netsim.cli_options import add_quiet_argument, add_set_argument
+    """Add ``netsim trace``, ``netsim run`` and ``netsim workload`` to the CLI."""
+    _add_trace(sub)
+    _add_run(sub)
+    _add_workload(sub)
 
+
+def _add_trace(sub) -> None:
     trace = sub.add_parser("trace", help="Chakra execution traces")
     tsub = trace.add_subparsers(dest="trace_command", metavar="SUBCOMMAND")
     p = tsub.add_parser("inspect", help="summarize a trace: ranks, node types, collectives, depth")
@@ -27,6 +32,9 @@ def register_cli(sub) -> None:
     p.add_argument("--overwrite", action="store_true", help="replace an existing --parquet file")
     p.set_defaults(func=_cmd_inspect)
     trace.set_defaults(func=lambda args: _missing_sub(trace))
+
+
+def _add_run(sub) -> None:
     run = sub.add_parser("run", help="run a Chakra workload (<prefix>.<rank>.et) on a topology")
     run.add_argument("--topology", required=True, help="netsim topology YAML or ASTRA-sim network YAML")
     src = run.add_mutually_exclusive_group(required=True)
@@ -65,6 +73,12 @@ def register_cli(sub) -> None:
                      "channel; GPU presets with an SM count); off: compute never slows, as in ASTRA-sim")
     add_set_argument(run)
     add_quiet_argument(run)
+    _add_generator_flags(run)
+    _add_moe_flags(run)
+    run.set_defaults(func=_cmd_run)
+
+
+def _add_generator_flags(run) -> None:
     gen = run.add_argument_group("generator (with --llm)")
     for flag in ("tp", "pp", "dp", "ep", "cp", "microbatches", "seq", "micro-batch", "vpp", "global-batch"):
         gen.add_argument(f"--{flag}", type=int_arg(flag), default=None, help=f"as in `netsim workload llm --{flag}`")
@@ -77,9 +91,9 @@ def register_cli(sub) -> None:
                      "for this run (every replica planned alike, every copy finishing with its representative), "
                      "else every rank; approximate: one replica even where copies finish apart (the notes "
                      "give the spread, not a bound); none: every rank (docs/workloads.md)")
-    from netsim.workload.moe_run import add_run_arguments
-    add_run_arguments(run)
-    run.set_defaults(func=_cmd_run)
+
+
+def _add_workload(sub) -> None:
     wl = sub.add_parser("workload", help="generate workloads as Chakra traces")
     wsub = wl.add_subparsers(dest="workload_command", metavar="SUBCOMMAND")
     llm = wsub.add_parser("llm", help="one training iteration of a TP/CP/PP/DP(/EP) LLM, 1F1B or interleaved")
@@ -127,7 +141,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if args.out:  # the path now; whether it already holds this run once the run id is known
         check_output_dir(args.out, flag="--out", what="a results directory")
 
-    from netsim.cli_options import parse_sets
+    from netsim.topology.overrides import parse_sets
     from netsim.progress import wanted
 
     common = dict(stragglers=args.straggler, faults=args.faults, seed=args.seed, placement=args.placement,
@@ -135,8 +149,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
                   progress=wanted(args.quiet), compute_efficiency=args.compute_efficiency,
                   sm_contention=args.sm_contention)
     common["routing"] = args.routing
-    from netsim.workload.moe_run import config_from_args
-    moe = config_from_args(args)
+    moe = moe_config(args)
     if args.llm is not None:
         from netsim.workload.llmrun import simulate_llm
 
@@ -317,3 +330,37 @@ def format_summary(s: dict) -> str:
         size_txt = f"{size:,} B" if size is not None else "?"
         lines.append(f"  {ctype:<16} {size_txt:>16}  group {pg if pg not in (None, '') else 'world'}  x{count}")
     return "\n".join(lines)
+
+
+#: ``netsim run`` flags of this module -> MoERunConfig field.
+MOE_FLAGS = {"moe_algo": "algo", "skew": "skew", "expert_map": "expert_map", "placement_experts": "placement_experts",
+         "redundant_experts": "redundant_experts", "max_nodes": "max_nodes", "moe_chunks": "chunks",
+         "moe_seed": "seed"}
+
+
+def _add_moe_flags(run) -> None:
+    """The MoE flags of ``netsim run --llm`` (all default to None: not given)."""
+    g = run.add_argument_group("MoE layers (with --llm and a MoE model; as `netsim bench --op moe_dispatch`)")
+    g.add_argument("--moe-algo", default=None, choices=MOE_ALGOS,
+                   help="plan expert-parallel all-to-alls as MoE dispatch/combine: auto (node_limited on whole "
+                        "nodes, else direct), direct, hierarchical, node_limited or low_latency")
+    g.add_argument("--skew", default=None, metavar="uniform|zipf:A", help="expert popularity (default uniform)")
+    g.add_argument("--expert-map", default=None, metavar="FILE",
+                   help="(EP ranks x tokens per rank) rows of top-k expert ids, .npy or .csv")
+    g.add_argument("--placement-experts", default=None, metavar="SPEC",
+                   help="contiguous (default), round_robin, or a file of one EP rank per expert")
+    g.add_argument("--redundant-experts", type=int_arg("redundant_experts"), default=None, help="EPLB-style replicas per EP group")
+    g.add_argument("--max-nodes", type=int_arg("max_nodes"), default=None,
+                   help="node-limited gate: nodes a token may reach (default 4, DeepSeek-V3; 0 = no limit)")
+    g.add_argument("--moe-chunks", type=int_arg("moe_chunks"), default=None, help="node_limited pipeline depth (default 4)")
+    g.add_argument("--moe-seed", type=int_arg("moe_seed"), default=None, help="routing seed (default 0)")
+
+
+def moe_config(args) -> MoERunConfig | None:
+    """A :class:`MoERunConfig` when any MoE flag was given, else None (uniform all-to-alls as before)."""
+    given = {field: getattr(args, flag) for flag, field in MOE_FLAGS.items() if getattr(args, flag, None) is not None}
+    if not given:
+        return None
+    if getattr(args, "llm", None) is None:
+        raise InputError("MoE flags apply to generated workloads: give --llm MODEL", source="--moe-algo")
+    return MoERunConfig(**given)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from netsim.errors import InputError
-from netsim.cli_options import float_arg, int_arg
+from netsim.cli.options import float_arg, int_arg
 
 TABLES = ("ops", "collectives", "links", "ranks", "runs")
 

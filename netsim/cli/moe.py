@@ -1,6 +1,6 @@
 """The MoE flags of ``netsim bench`` and the command that runs them (``--op moe_dispatch|moe_combine``).
 
-The simulation and its outputs are :mod:`netsim.moe_bench`'s; this module reads the flags,
+The simulation and its outputs are :mod:`netsim.perftests.moe`'s; this module reads the flags,
 refuses the bench flags an MoE layer does not use, and prints or writes the results.
 """
 
@@ -10,9 +10,9 @@ import argparse
 import json
 from pathlib import Path
 
-from netsim.cli_options import float_arg, int_arg
+from netsim.cli.options import float_arg, int_arg
 from netsim.errors import InputError
-from netsim.moe_bench import (DEFAULT_MAX_NODES, LL_TRANSPORTS, MODES, MoEConfig, config_record, format_table,
+from netsim.perftests.moe import (DEFAULT_MAX_NODES, LL_TRANSPORTS, MODES, MoEConfig, config_record, format_table,
                               run_config, run_moe, validated, write_dataset)
 
 
@@ -84,7 +84,7 @@ def cmd(args: argparse.Namespace) -> int:
     """``netsim bench --op moe_dispatch|moe_combine``."""
     import time
 
-    from netsim.cli_options import load_topology_set, parse_sets
+    from netsim.topology.overrides import load_topology_set, parse_sets
     from netsim.results import dataset
 
     if args.skew_matrix:

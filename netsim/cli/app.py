@@ -1,4 +1,5 @@
-"""The ``netsim`` command line: a thin layer over the Python API.
+"""The ``netsim`` command line: a thin layer over the Python API (``netsim topo`` is here; the other
+commands are in their own modules of :mod:`netsim.cli`).
 
 Every subcommand returns an exit status; bad input prints one line naming the
 file, the field and the expectation, and exits with status 2 (``--debug``
@@ -14,7 +15,7 @@ import sys
 import warnings
 from typing import Callable, Sequence
 
-from netsim import __version__
+from netsim.version import __version__
 from netsim.errors import DeadlockError, InputError, NetsimError
 
 
@@ -33,19 +34,17 @@ _ARGUMENT = re.compile(r"argument (-[^\s:]+): (.*)", re.DOTALL)
 
 
 def _cmd_topo(args: argparse.Namespace) -> int:
-    from netsim.topology.spec import load_topology
+    from netsim.topology.overrides import load_topology_set
     from netsim.topology.summary import format_summary, summarize
 
-    from netsim.cli_options import load_topology_set
-
-    summary = summarize(load_topology_set(args.path, args.sets) if args.sets else load_topology(args.path))
+    summary = summarize(load_topology_set(args.path, args.sets))
     print(json.dumps(summary, indent=2) if args.json else format_summary(summary))
     return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand."""
-    from netsim.cli_options import add_set_argument
+    from netsim.cli.options import add_set_argument
 
     p = _Parser(prog="netsim", description="Simulate GPU-cluster networks and collectives.")
     p.add_argument("--version", action="version", version=f"netsim {__version__}")
@@ -62,19 +61,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _extra_commands() -> list[Callable]:
-    """Subcommands contributed by other modules (each adds its own parser)."""
-    registers = []
-    for module, name in (("netsim.bench", "register_cli"), ("netsim.workload.cli", "register_cli"),
-                         ("netsim.analysis.cli", "register_cli"), ("netsim.sweep.cli", "register_cli"),
-                         ("netsim.astra.cli", "register_cli")):
-        try:
-            mod = __import__(module, fromlist=[name])
-        except ModuleNotFoundError as exc:
-            if exc.name != module:
-                raise
-            continue
-        registers.append(getattr(mod, name))
-    return registers
+    """Subcommands of the other command modules (each adds its own parser)."""
+    from netsim.cli import analyze, astra, bench, sweep, workload
+
+    return [bench.register_cli, workload.register_cli, analyze.register_cli, sweep.register_cli, astra.register_cli]
 
 
 #: Flags whose value may start with "-" (``--straggler -1:2`` must reach the flag's own check,

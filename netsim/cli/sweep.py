@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from netsim.errors import InputError
-from netsim.cli_options import int_arg
+from netsim.cli.options import int_arg
 
 
 def register_cli(sub) -> None:
