@@ -186,14 +186,17 @@ def explain(ctx, stuck: list) -> list[str]:
                      f"stream(s) {_ids(recvs[(src, dst)])} from it")
     if len(pairs) > 8:
         lines.append(f"    ... and {len(pairs) - 8} more pair(s)")
-    by: dict[str, list[int]] = {}
+    by: dict[str, list] = {}
     for wl in stuck:
         nb = getattr(getattr(wl, "sys", None), "numbering", None)
         if nb is not None and nb.last is not None:
             held = [int(wl.t.id[i]) for i in sorted(wl.ongoing) if int(wl.t.type[i]) == COLL]
-            by.setdefault(_describe(nb, held), []).append(wl.rank)
-    for text, ranks in sorted(by.items(), key=lambda kv: min(kv[1]))[:8]:
-        lines.append(f"    rank(s) {_ranks(ranks)}: {text}")
+            by.setdefault(_describe(nb, held), []).append((wl.rank, tuple(sorted(nb.groups.items()))))
+    for text, members in sorted(by.items(), key=lambda kv: min(kv[1]))[:8]:
+        sets = {g for _r, g in members}
+        if text.startswith("world") and len(sets) == 1 and sets != {()}:  # which groups, when the ranks share them
+            text += f" ({', '.join(f'{n} on group {g!r}' for g, n in sets.pop())})"
+        lines.append(f"    rank(s) {_ranks([r for r, _g in members])}: {text}")
     lines.append("  (--stream-matching per-group matches streams per communicator instead; ASTRA-sim has no such "
                  "option)")
     return lines
@@ -205,8 +208,8 @@ def _describe(nb: Numbering, nodes: list[int]) -> str:
     node = f" (node {', '.join(map(str, nodes))})" if nodes else ""
     if key is not None:
         return f"{op}{node} on group {key!r} is stream(s) {ids}"
-    before = [f"{n} stream(s) on group {g!r}" for g, n in sorted(nb.groups.items())]
-    return f"world {op}{node} is stream(s) {ids}" + (f", after {', '.join(before)}" if before else "")
+    before = sum(nb.groups.values())
+    return f"world {op}{node} is stream(s) {ids}" + (f", after {before} stream(s) on comm groups" if before else "")
 
 
 def _ids(values: set) -> str:
