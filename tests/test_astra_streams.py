@@ -82,7 +82,7 @@ HW = [line for r in range(4) for line in (f"!!!Hardware Resource sys.id={r} has 
                                            f"GPU comm node id: {int(r < 2)}")] + ["Exiting"]
 
 
-@pytest.mark.parametrize("model", MODELS)
+@pytest.mark.parametrize("model", MODELS + ("flow",))
 @pytest.mark.parametrize("engine", ["auto", "full"])
 def test_four_npus_stall_as_astra_sim_does(tmp_path, model, engine):
     write(tmp_path, four_npus(), {"1": [0, 1]})

@@ -39,6 +39,7 @@ modes (tests/test_astra_streams.py checks both on random group workloads).
 from __future__ import annotations
 
 from netsim.chakra.schema import NodeType
+from netsim.errors import InputError
 
 ASTRA, PER_GROUP = "astra", "per-group"
 COLL = int(NodeType.COMM_COLL_NODE)
@@ -46,8 +47,6 @@ MODES = (ASTRA, PER_GROUP)
 
 
 def check_mode(mode: str) -> str:
-    from netsim.errors import InputError
-
     if mode not in MODES:
         raise InputError(f"expected one of {', '.join(MODES)}, got {mode!r}", source="--stream-matching")
     return mode
