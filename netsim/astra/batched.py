@@ -67,6 +67,7 @@ from netsim import astra_arith as arith
 from netsim.astra.batched_ring import Interleaved, RingBatch
 from netsim.astra.batched_timed import MAX_MESSAGES, NotBatched, Replay, Timed, contested
 from netsim.astra.custom import dag
+from netsim.astra.streams import ASTRA, chunk_count, static_divergence
 from netsim.chakra.model import MISSING
 from netsim.chakra.schema import CommType, NodeType
 from netsim.vocab import normalize_group_name
@@ -112,6 +113,7 @@ class Plan:
 
     def __init__(self, chains: dict, rings: dict):
         self.chains, self.rings = chains, rings
+        self.diverged: str | None = None  # where ASTRA-sim's world stream ids differ (per-group runs note it)
 
 
 def _chain(table) -> tuple[Chain | None, str | None]:
@@ -223,7 +225,18 @@ def batched_plan(tables: dict, ctx, groups: dict, rendezvous: bool) -> tuple[Pla
         return None, "local-mem-bw is not positive"
     if any(u[0] == "all_reduce" for u in used) and cfg.collective_optimization is None:
         return None, "collective-optimization missing"
-    return Plan(chains, rings), None
+    plan = Plan(chains, rings)
+    plan.diverged = _diverged(by_table, chains, rings, cfg.preferred_dataset_splits, net.npus)
+    if plan.diverged and ctx.stream_matching == ASTRA:  # ASTRA-sim stalls: the event engine reports where
+        return None, f"stream ids diverge between ranks: {plan.diverged}"
+    return plan, None
+
+
+def _diverged(by_table: dict, chains: dict, rings: dict, splits, npus: int) -> str | None:
+    """:func:`netsim.astra.streams.static_divergence` of the chains (streams per collective as cut)."""
+    seqs = {k: [(rings[name].key == "", chunk_count(size, op, splits, npus)) for op, size, name, _d in ch.colls.values()]
+            for k, ch in by_table.items()}
+    return static_divergence({r: seqs[id(ch.t)] for r, ch in chains.items()})
 
 
 class ChainRun:

@@ -288,6 +288,11 @@ class Fabric:
         """Sends or receives still waiting for their partner."""
         return len(self._entries)
 
+    def unmatched(self) -> list[tuple]:
+        """``(kind, tag, src, dst, size)`` of each send (``"send"``) or receive (``"recv"``) still
+        without its partner (after a run: nothing is in flight, so a receive's entry is unmatched)."""
+        return [("recv" if e[1] is not None else "send", *k) for (k, _n), e in self._entries.items()]
+
 
 class MirrorFabric(Fabric):
     """Matching for a rank-symmetric run that simulates one rank (``me``) only.
@@ -331,3 +336,6 @@ class MirrorFabric(Fabric):
 
     def pending(self) -> int:
         return len(self._waiting)
+
+    def unmatched(self) -> list[tuple]:
+        return []  # every rank alike: stream ids cannot diverge (netsim.astra.streams)

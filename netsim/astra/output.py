@@ -127,6 +127,22 @@ def format_lines(res) -> list[str]:
     return lines
 
 
+def unreleased_lines(stuck: list) -> list[str]:
+    """ASTRA-sim's lines for ranks that never finish: at exit each rank's ``HardwareResource``
+    (rank order) logs, when it still holds a node, ``!!!Hardware Resource sys.id=N has unreleased
+    nodes!!!`` and the node ids it holds (CPU, GPU compute, GPU comm; receives hold none)."""
+    from netsim.astra.workload import COMM_LANE, CPU_LANE, GPU_LANE
+
+    labels = ((CPU_LANE, "CPU node id"), (GPU_LANE, "GPU comp node id"), (COMM_LANE, "GPU comm node id"))
+    lines: list[str] = []
+    for wl in sorted(stuck, key=lambda w: w.rank):
+        held = [(lane, i) for i in sorted(wl.ongoing) if (lane := wl._lane(i)) is not None]
+        if held:
+            lines.append(f"!!!Hardware Resource sys.id={wl.rank} has unreleased nodes!!!")
+            lines += [f"{label}: {int(wl.t.id[i])}" for lane, label in labels for k, i in held if k == lane]
+    return lines
+
+
 _PREFIX = re.compile(r"^(\[[^\]]*\]\s*){1,3}")
 _FINISHED = re.compile(r"sys\[(\d+)\] finished, (\d+) cycles, exposed communication (\d+) cycles\.")
 _TIME = re.compile(r"sys\[(\d+)\], ([A-Za-z ]+?) time: (\d+)")

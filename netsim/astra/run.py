@@ -32,6 +32,8 @@ from netsim.astra.custom import CustomAlgorithm, load_custom_table
 from netsim.astra.engine import (AnalyticalLinks, AstraNetwork, Fabric, FlowLinks, HeapClock, MirrorFabric,
                                  SimPyClock, load_network)
 from netsim.astra.memory import RemoteMemory, RemoteMemoryConfig, load_memory
+from netsim.astra.output import unreleased_lines
+from netsim.astra.streams import ASTRA, PER_GROUP, check_mode, diverged, explain, per_group_note
 from netsim.astra.symmetry import symmetric_mirror
 from netsim.astra.system import OPS, SystemConfig, load_system
 from netsim.astra.sysl import LogicalTopology, RingTopo, Sys
@@ -84,16 +86,10 @@ class Group:
         self.key, self.members = key, members
         self.sorted = sorted(set(members))
         self._pos = {r: i for i, r in enumerate(self.sorted)}
-        self._streams: dict[int, int] = {}
         self.plans: dict[tuple, tuple] = {}
 
     def position(self, rank: int) -> int:
         return self._pos[rank]
-
-    def next_stream(self, rank: int) -> int:
-        n = self._streams.get(rank, 0)
-        self._streams[rank] = n + 1
-        return n
 
 
 class Context:
@@ -101,7 +97,7 @@ class Context:
 
     def __init__(self, system: SystemConfig, network: AstraNetwork, memory: RemoteMemoryConfig, groups: dict,
                  model: str, queues_per_dim: int = 1, injection_scale: float = 1.0, rendezvous: bool = False,
-                 mirror=None):
+                 mirror=None, stream_matching: str = ASTRA):
         if model not in MODELS:
             raise InputError(f"expected one of {', '.join(MODELS)}, got {model!r}", source="--model")
         if queues_per_dim < 1:
@@ -109,6 +105,7 @@ class Context:
         self.system, self.network, self.model = system, network, model
         self.npus = network.npus
         self.queues_per_dim, self.rendezvous = queues_per_dim, rendezvous
+        self.stream_matching = check_mode(stream_matching)
         self.endpoint_delay = system.endpoint_delay(injection_scale)
         if model == "flow":
             import simpy
@@ -251,13 +248,18 @@ def _tables(workload, npus: int, notes: list[str]) -> dict:
 
 def run_astra(workload, system, network, memory=None, comm_groups=None, *, model: str = "analytical",
               num_queues_per_dim: int = 1, injection_scale: float = 1.0, rendezvous: bool = False,
-              engine: str = "auto", progress: bool = False) -> AstraResult:
+              engine: str = "auto", progress: bool = False, stream_matching: str = ASTRA) -> AstraResult:
     """Run a workload (trace prefix or {rank: NodeTable}) with ASTRA-sim's system layer.
 
     ``system``/``network``/``memory``: paths or loaded configs (``network`` may be any
     netsim topology for ``model="flow"``); ``comm_groups``: comm-group JSON path;
     ``engine``: ``auto``, ``full`` or ``symmetric`` (see the module docstring); ``progress``: a bar of
-    nodes done on stderr (:mod:`netsim.progress`, polled: the event loop is untouched).
+    nodes done on stderr (:mod:`netsim.progress`, polled: the event loop is untouched);
+    ``stream_matching``: ``astra`` (ASTRA-sim's one stream counter per rank: ranks that created
+    different numbers of sub-group streams before a world collective stall, a
+    :class:`~netsim.errors.DeadlockError` saying which stream ids stopped matching) or ``per-group``
+    (streams matched per communicator; a note says where ASTRA-sim would not finish), see
+    :mod:`netsim.astra.streams`.
     """
     t0 = time.perf_counter()
     system = system if isinstance(system, SystemConfig) else load_system(system)
@@ -276,7 +278,7 @@ def run_astra(workload, system, network, memory=None, comm_groups=None, *, model
         raise InputError(f"the symmetric engine does not apply: {why}", source="--engine")
     use_mirror = mirror if engine != "full" else None
     ctx = Context(system, network, memory, groups, model, num_queues_per_dim, injection_scale, rendezvous,
-                  use_mirror)
+                  use_mirror, stream_matching)
     if use_mirror is None and engine in ("auto", "batched"):
         plan, why_not = batched_plan(tables, ctx, groups, rendezvous)
         if plan is not None:
@@ -285,7 +287,7 @@ def run_astra(workload, system, network, memory=None, comm_groups=None, *, model
             except (NotBatched, Interleaved) as exc:  # found while running: the event engine runs it
                 why_not = str(exc)
                 ctx = Context(system, network, memory, groups, model, num_queues_per_dim, injection_scale,
-                              rendezvous)
+                              rendezvous, None, stream_matching)
                 if engine == "auto":
                     notes.append(f"the batched engine gave way to the event engine: {why_not}")
         if engine == "batched":
@@ -313,11 +315,16 @@ def run_astra(workload, system, network, memory=None, comm_groups=None, *, model
         exc = DeadlockError(_deadlock(stuck, ctx))
         if use_mirror is None:  # ASTRA-sim prints each rank's lines as it finishes, then "Exiting" (Sys.cc)
             exc.lines = _collect(ctx, loads, npus, False).lines()
+            exc.lines[-1:-1] = unreleased_lines(stuck)  # the stuck ranks' HardwareResource lines, then "Exiting"
         else:  # the one simulated rank stands for all: none finished
             exc.lines = [x for x in ctx.log if isinstance(x, str)] + ["Exiting"]
         exc.notes = notes + ctx.notes
         raise exc
     res = _collect(ctx, loads, npus, use_mirror is not None)
+    if ctx.stream_matching == PER_GROUP and use_mirror is None:
+        why = diverged({r: ctx.sys[r].numbering for r in ranks})
+        if why:
+            ctx.note(per_group_note(why))
     if use_mirror is not None:
         res.ids = {r: tables[r].id for r in range(npus)}
     res.notes = notes + ctx.notes
@@ -331,6 +338,8 @@ def _run_batched(ctx: Context, plan, notes: list[str], t0: float) -> AstraResult
     Sys(0, ctx)
     runs = run_batched(ctx, plan)
     res = _collect(ctx, runs, ctx.npus, False)
+    if ctx.stream_matching == PER_GROUP and plan.diverged:
+        ctx.note(per_group_note(plan.diverged))
     res.engine = "batched"
     res.notes = notes + ctx.notes
     res.stats = {"wall_s": time.perf_counter() - t0, "events": ctx.clock.events, "messages": ctx.fabric.messages,
@@ -391,4 +400,4 @@ def _deadlock(stuck: list[Workload], ctx: Context) -> str:
     if len(stuck) > 8:
         lines.append(f"  ... and {len(stuck) - 8} more rank(s)")
     lines.append(f"  {ctx.fabric.pending()} message(s) without a matching send/receive")
-    return "\n".join(lines)
+    return "\n".join(lines + explain(ctx, stuck))

@@ -24,7 +24,8 @@ def run_from_args(args, opts):
 
     res = run_astra(args.workload_configuration, args.system_configuration, args.network_configuration,
                     args.remote_memory_configuration, args.comm_group_configuration, model=args.model or "analytical",
-                    engine=args.engine, progress=wanted(getattr(args, "quiet", False)), **opts)
+                    engine=args.engine, progress=wanted(getattr(args, "quiet", False)),
+                    stream_matching=getattr(args, "stream_matching", "astra"), **opts)
     for text in res.notes:
         note(text)
     return res
@@ -38,7 +39,8 @@ def dataset_config(res, opts: dict, args) -> dict:
     return {"tool": "netsim astra", "workload": path(args.workload_configuration),
             "system": path(args.system_configuration), "network": path(args.network_configuration),
             "remote_memory": path(args.remote_memory_configuration), "comm_groups": path(args.comm_group_configuration),
-            "model": args.model or "analytical", **opts}
+            "model": args.model or "analytical", **opts,
+            **({"stream_matching": args.stream_matching} if getattr(args, "stream_matching", "astra") != "astra" else {})}
 
 
 def write_dataset(out: str, res, opts: dict, args, *, overwrite: bool = False, extra: dict | None = None) -> Path:

@@ -8,7 +8,7 @@ dimension; a queue runs ``ceil(active-chunks-per-dimension / num-queues-per-dim)
 streams at once, in priority order (LIFO / FIFO / EXPLICIT, FIFO within one
 collective), and a stream moves to its next phase's queue as soon as a phase ends,
 so chunks pipeline across dimensions.  No barrier between ranks: messages match by
-tag (the stream id), source and size.
+tag (the stream id, numbered as :mod:`netsim.astra.streams` says), source and size.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from netsim import astra_arith as arith
 from netsim.astra.algorithms import (AG, AR, CCW, CW, DoubleBinaryTree, DoubleBinaryTreeTopology, Direct,
                                      GENERAL, HalvingDoubling, INIT, RECV, Ring)
 from netsim.astra.engine import Ticker
+from netsim.astra.streams import ASTRA, Numbering
 from netsim.astra.system import OPS
 from netsim.errors import InputError
 
@@ -152,7 +153,7 @@ class Sys:
         self.threshold = math.ceil(self.cfg.active_chunks_per_dimension / nq)
         self.e = ctx.endpoint_delay
         self.priority_counter = 0
-        self.num_streams = 0
+        self.numbering = Numbering(getattr(ctx, "stream_matching", ASTRA))  # stream ids and tags (streams.py)
         log = ctx.log if rank == 0 else None
         self.logical = {}
         for op, key in OPS.items():
@@ -209,9 +210,10 @@ class Sys:
                 raise InputError(f"a custom collective waits for {ds.total} chunks but ASTRA-sim creates one, so it "
                                  "never finishes; use preferred-dataset-splits 1 (and a size >= the NPU count)",
                                  source=self.cfg.source, field="preferred-dataset-splits")
-            self._new_stream([Phase(0, custom)], pri, ds, group)
+            first = self._new_stream([Phase(0, custom)], pri, ds, group)
+            self.numbering.collective(op, None if group is None else group.key, first, 1)
             return ds
-        count = 0
+        count, first = 0, None
         while size > 0:
             count += 1
             order = list(range(len(topo.dims)))
@@ -222,8 +224,10 @@ class Sys:
             if not phases:
                 raise InputError("a collective involves no network dimension (all are size 1 or not in "
                                  "involved_dim); ASTRA-sim never finishes it", field="involved_dim")
-            self._new_stream(phases, pri, ds, group)
+            sid = self._new_stream(phases, pri, ds, group)
+            first = sid if first is None else first
         ds.total = count
+        self.numbering.collective(op, None if group is None else group.key, first, count)
         return ds
 
     def _phases(self, op, remain, topo, algos, involved, order) -> list[Phase]:
@@ -271,14 +275,12 @@ class Sys:
             return Phase(queue, Direct(op, algo.window, self.id, basic, size, direction))
         return Phase(queue, HalvingDoubling(op, self.id, basic, size))
 
-    def _new_stream(self, phases, pri, ds, group) -> None:
-        if group is None:
-            sid, key = self.num_streams, ""
-            self.num_streams += 1
-        else:
-            sid, key = group.next_stream(self.id), group.key
-        stream = Stream(self, sid, (key, sid), phases, pri, ds)
+    def _new_stream(self, phases, pri, ds, group) -> int:
+        """A stream with the next id (ASTRA-sim's one counter per rank, or per communicator: streams.py)."""
+        sid, tag = self.numbering.next(None if group is None else group.key)
+        stream = Stream(self, sid, tag, phases, pri, ds)
         self.proceed(stream)  # insert_into_ready_list + schedule: straight to the first phase
+        return sid
 
     # --------------------------------------------------------- queues
     def proceed(self, stream: Stream) -> None:

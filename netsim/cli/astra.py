@@ -73,6 +73,9 @@ def _astra_parser(prog: str, required: bool = True) -> _Parser:
                    help="full: every rank event by event; symmetric: one rank of a rank-symmetric run; batched: "
                         "all ranks as arrays (chains of compute and ring collectives on the world or comm groups); auto: the "
                         "fastest exact")
+    p.add_argument("--stream-matching", default="astra", choices=["astra", "per-group"],
+                   help="astra: ASTRA-sim's one stream counter per rank (it stalls where ranks differ); per-group: "
+                        "match streams per communicator (netsim.astra.streams)")
     p.add_argument("--out", default=None, help="also write the results dataset (Parquet) to this folder")
     p.add_argument("--overwrite", action="store_true", help="replace this run in --out")
     p.add_argument("-q", "--quiet", action="store_true",
