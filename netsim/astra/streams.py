@@ -91,7 +91,7 @@ class Numbering:
 def chunk_count(size: int, op: str, splits: int, npus: int) -> int:
     """Streams ``Sys::generate_collective`` creates for a ``size``-byte collective (as
     :meth:`netsim.astra.sysl.Sys.chunking` cuts it)."""
-    from netsim.astra import arith
+    from netsim import astra_arith as arith
 
     chunk = arith.chunk_bytes(size, splits, npus, op)
     if chunk > size // splits:
