@@ -271,7 +271,7 @@ def test_warnings_dropped_when_the_run_fails(tmp_path, capsys):
     capsys.readouterr()
     orig = cli.build_parser
     try:
-        cli.build_parser = lambda: parser
+        cli.build_parser = lambda argv=None: parser
         parser.set_defaults(func=boom)
         assert cli.main([]) == 2
     finally:

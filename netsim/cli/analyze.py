@@ -11,13 +11,14 @@ import pandas as pd
 
 from netsim.errors import InputError
 from netsim.cli.options import float_arg, int_arg
+from netsim.cli.app import HELP
 
 TABLES = ("ops", "collectives", "links", "ranks", "runs")
 
 
 def register_cli(sub) -> None:
     """Add ``netsim analyze`` and ``netsim timeline`` to the CLI."""
-    a = sub.add_parser("analyze", help="report stragglers, exposed communication and link load of a results dir")
+    a = sub.add_parser("analyze", help=HELP["analyze"])
     a.add_argument("dir", help="results directory written by --out")
     a.add_argument("--run", default=None, help="run id (required when DIR holds several runs)")
     a.add_argument("--json", action="store_true", help="machine-readable report")
@@ -27,7 +28,7 @@ def register_cli(sub) -> None:
     a.add_argument("--pct", type=float_arg(0, what="a percentage"), default=5.0, help="%% over the median for slow ranks (default 5)")
     a.add_argument("--suspects", type=int_arg("suspects"), default=2, help="late-start suspects to report (HTA k, default 2)")
     a.set_defaults(func=_cmd_analyze)
-    t = sub.add_parser("timeline", help="write the per-rank timeline as Chrome-trace / Perfetto JSON")
+    t = sub.add_parser("timeline", help=HELP["timeline"])
     t.add_argument("dir", help="results directory written by --out")
     t.add_argument("--out", required=True, help="output JSON file")
     t.add_argument("--run", default=None, help="run id (required when DIR holds several runs)")

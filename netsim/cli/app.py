@@ -13,7 +13,8 @@ import json
 import re
 import sys
 import warnings
-from typing import Callable, Sequence
+from importlib import import_module
+from typing import Sequence
 
 from netsim.version import __version__
 from netsim.errors import DeadlockError, InputError, NetsimError
@@ -42,29 +43,57 @@ def _cmd_topo(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of every subcommand."""
-    from netsim.cli.options import add_set_argument
+#: Command -> (the module that adds its parser, its one-line help).  ``netsim --help`` lists them
+#: without importing a module, and a command imports only its own module: the command line starts
+#: in a fraction of the time the whole library takes to import.
+COMMANDS = {
+    "topo": ("netsim.cli.app", "summarize a topology (netsim YAML or ASTRA-sim network YAML)"),
+    "bench": ("netsim.cli.bench", "nccl-tests-style collective benchmark on a simulated topology"),
+    "trace": ("netsim.cli.workload", "Chakra execution traces"),
+    "run": ("netsim.cli.workload", "run a Chakra workload (<prefix>.<rank>.et) on a topology"),
+    "workload": ("netsim.cli.workload", "generate workloads as Chakra traces"),
+    "analyze": ("netsim.cli.analyze", "report stragglers, exposed communication and link load of a results dir"),
+    "timeline": ("netsim.cli.analyze", "write the per-rank timeline as Chrome-trace / Perfetto JSON"),
+    "sweep": ("netsim.cli.sweep", "run a grid of bench or run configurations into one results dataset"),
+    "astra": ("netsim.cli.astra", "ASTRA-sim drop-in: run its inputs (--workload-configuration=... etc.), "
+                                  "'export' a topology, 'compare' with the real binary"),
+}
+#: Command -> its one-line help (what each module's parser shows).
+HELP = {name: text for name, (_, text) in COMMANDS.items()}
 
+
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The argument parser: of every subcommand (``argv`` None), or of the command ``argv`` names,
+    the others listed by name and help only."""
     p = _Parser(prog="netsim", description="Simulate GPU-cluster networks and collectives.")
     p.add_argument("--version", action="version", version=f"netsim {__version__}")
     p.add_argument("--debug", action="store_true", help="show tracebacks for errors")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    topo = sub.add_parser("topo", help="summarize a topology (netsim YAML or ASTRA-sim network YAML)")
+    wanted = None if argv is None else _command_of(argv)
+    modules = [m for m, _ in COMMANDS.values()] if argv is None else [COMMANDS[wanted][0]] if wanted else []
+    for module in dict.fromkeys(modules):  # each module once, in the table's order
+        register = _register_topo if module == __name__ else import_module(module).register_cli
+        register(sub)
+    for name, (_, text) in COMMANDS.items():
+        if name not in sub.choices:
+            sub.add_parser(name, help=text)
+    return p
+
+
+def _command_of(argv: Sequence[str]) -> str | None:
+    """The command ``argv`` runs: its first word that is not a flag, if it names one."""
+    word = next((a for a in argv if not a.startswith("-")), None)
+    return word if word in COMMANDS else None
+
+
+def _register_topo(sub) -> None:
+    from netsim.cli.options import add_set_argument
+
+    topo = sub.add_parser("topo", help=HELP["topo"])
     topo.add_argument("path", help="topology file")
     topo.add_argument("--json", action="store_true", help="machine-readable output")
     add_set_argument(topo)
     topo.set_defaults(func=_cmd_topo)
-    for register in _extra_commands():
-        register(sub)
-    return p
-
-
-def _extra_commands() -> list[Callable]:
-    """Subcommands of the other command modules (each adds its own parser)."""
-    from netsim.cli import analyze, astra, bench, sweep, workload
-
-    return [bench.register_cli, workload.register_cli, analyze.register_cli, sweep.register_cli, astra.register_cli]
 
 
 #: Flags whose value may start with "-" (``--straggler -1:2`` must reach the flag's own check,
@@ -97,9 +126,10 @@ def one_line(message: object) -> str:
 
 
 def _run(argv: list[str]) -> int:
-    args = build_parser().parse_args(_join_dash_values(argv))
+    parser = build_parser(argv)
+    args = parser.parse_args(_join_dash_values(argv))
     if not getattr(args, "func", None):
-        build_parser().print_help()
+        parser.print_help()
         return 2
     return int(args.func(args) or 0)
 

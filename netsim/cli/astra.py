@@ -25,6 +25,7 @@ from netsim.astra.session import note as _note
 from netsim.cli.options import float_arg
 from netsim.errors import DeadlockError, InputError
 from netsim.results.io import check_output_dir
+from netsim.cli.app import HELP
 
 #: ASTRA-sim's analytical frontend flags (``CmdLineParser.cc``) and their defaults.
 ASTRA_FLAGS = {"workload-configuration": None, "system-configuration": None, "network-configuration": None,
@@ -42,8 +43,7 @@ class _Parser(argparse.ArgumentParser):
 def register_cli(sub) -> None:
     """Add ``netsim astra`` (its own parser: every ``--flag`` is handed over untouched)."""
     p = sub.add_parser("astra", prefix_chars="+", add_help=False,
-                       help="ASTRA-sim drop-in: run its inputs (--workload-configuration=... etc.), "
-                            "'export' a topology, 'compare' with the real binary")
+                       help=HELP["astra"])
     p.add_argument("argv", nargs="*")
     p.set_defaults(func=lambda args: main(args.argv))
 

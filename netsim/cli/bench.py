@@ -13,6 +13,7 @@ from netsim.errors import InputError
 from netsim.results import nccl_table as nt
 from netsim.results.io import check_output_dir, check_output_file
 from netsim.topology.policy import with_routing
+from netsim.cli.app import HELP
 
 def _size(flag: str):
     def parse(text: str) -> int:
@@ -25,7 +26,7 @@ def _size(flag: str):
 
 def register_cli(sub) -> None:
     """Add ``netsim bench`` to the CLI."""
-    p = sub.add_parser("bench", help="nccl-tests-style collective benchmark on a simulated topology")
+    p = sub.add_parser("bench", help=HELP["bench"])
     p.add_argument("--topology", required=True, help="netsim topology YAML or ASTRA-sim network YAML")
     p.add_argument("--op", required=True, help=f"one of {', '.join(nt.OPS)}, moe_dispatch, moe_combine")
     p.add_argument("--algo", default="auto", metavar="ALGO", help=_algo_help())

@@ -7,11 +7,12 @@ import sys
 
 from netsim.errors import InputError
 from netsim.cli.options import int_arg
+from netsim.cli.app import HELP
 
 
 def register_cli(sub) -> None:
     """Add ``netsim sweep`` to the CLI."""
-    p = sub.add_parser("sweep", help="run a grid of bench or run configurations into one results dataset")
+    p = sub.add_parser("sweep", help=HELP["sweep"])
     p.add_argument("sweep", help="sweep YAML file (kind, base, grid, zip, seeds)")
     p.add_argument("--out", required=True, help="results directory (re-running skips finished run_ids)")
     where = p.add_mutually_exclusive_group()

@@ -13,6 +13,7 @@ from netsim.collectives.executor import ENGINES
 from netsim.errors import InputError
 from netsim.workload.moe_run import ALGOS as MOE_ALGOS, MoERunConfig
 from netsim.workload.simulation import simulate
+from netsim.cli.app import HELP
 
 
 def register_cli(sub) -> None:
@@ -23,7 +24,7 @@ def register_cli(sub) -> None:
 
 
 def _add_trace(sub) -> None:
-    trace = sub.add_parser("trace", help="Chakra execution traces")
+    trace = sub.add_parser("trace", help=HELP["trace"])
     tsub = trace.add_subparsers(dest="trace_command", metavar="SUBCOMMAND")
     p = tsub.add_parser("inspect", help="summarize a trace: ranks, node types, collectives, depth")
     p.add_argument("path", help="a .et file or a prefix P with files P.<rank>.et")
@@ -35,7 +36,7 @@ def _add_trace(sub) -> None:
 
 
 def _add_run(sub) -> None:
-    run = sub.add_parser("run", help="run a Chakra workload (<prefix>.<rank>.et) on a topology")
+    run = sub.add_parser("run", help=HELP["run"])
     run.add_argument("--topology", required=True, help="netsim topology YAML or ASTRA-sim network YAML")
     src = run.add_mutually_exclusive_group(required=True)
     src.add_argument("--workload", help="trace prefix P (files P.<rank>.et) or one .et file")
@@ -94,7 +95,7 @@ def _add_generator_flags(run) -> None:
 
 
 def _add_workload(sub) -> None:
-    wl = sub.add_parser("workload", help="generate workloads as Chakra traces")
+    wl = sub.add_parser("workload", help=HELP["workload"])
     wsub = wl.add_subparsers(dest="workload_command", metavar="SUBCOMMAND")
     llm = wsub.add_parser("llm", help="one training iteration of a TP/CP/PP/DP(/EP) LLM, 1F1B or interleaved")
     which = llm.add_mutually_exclusive_group(required=True)
