@@ -36,8 +36,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-__all__ = ["COMM_KINDS", "COMPUTE_KINDS", "comm_comp_overlap", "exposed_comm_by_collective",
-           "as_ns", "change_phrase", "kind_mask", "merged_intervals", "op_labels", "overlap_summary", "temporal_breakdown", "union_length"]
+__all__ = ["COMM_KINDS", "COMPUTE_KINDS", "comm_comp_overlap", "exposed_comm_by_collective", "as_ns", "change_phrase",
+           "kind_mask", "merged_intervals", "op_labels", "overlap_summary", "temporal_breakdown", "union_length"]
 
 COMPUTE_KINDS: tuple[str, ...] = ("compute",)
 COMM_KINDS: tuple[str, ...] = ("collective", "send", "recv")

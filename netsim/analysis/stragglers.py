@@ -47,7 +47,8 @@ from netsim.analysis.late_start import LateStart, late_start_caveat, late_start_
 from netsim.analysis.overlap import as_ns, kind_mask, op_labels
 
 __all__ = ["PCT_MAD_FLOOR", "LateStart", "late_start_caveat", "assign_steps", "compute_heatmap", "detection_scores",
-           "host_of", "late_start_stragglers", "launch_skew", "robust_z", "slow_hosts", "slow_ranks", "straggler_causes"]
+           "host_of", "late_start_stragglers", "launch_skew", "robust_z", "slow_hosts", "slow_ranks",
+           "straggler_causes"]
 
 #: Floor of the MAD of ``pct_over_median`` in :func:`slow_ranks` (percentage points; module docstring).
 PCT_MAD_FLOOR = 0.5
