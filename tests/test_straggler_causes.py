@@ -140,3 +140,12 @@ def test_plots_use_units_that_suit_the_span():
     ax = P.plot_launch_skew(skew).axes[0]
     assert (ax.get_xlabel(), ax.get_ylabel()) == ("first issue (ms)", "skew (ms)")
     assert [t.get_text() for t in ax.texts] == ["ALL_REDUCE #1 on group 1: 3.0 ms, last rank 3"]
+
+
+def test_hosts_from_a_ranks_table_of_several_runs():
+    table = pd.DataFrame({"rank": list(range(64)) * 2, "host": [r // 8 for r in range(64)] * 2,
+                          "run_id": ["a"] * 64 + ["b"] * 64})
+    assert S.host_of(pd.Series([5, 42]), table).tolist() == [0, 5]  # one placement: one host per rank
+    table.loc[64, "host"] = 3
+    with pytest.raises(ValueError, match="several hosts"):
+        S.host_of(pd.Series([0]), table)

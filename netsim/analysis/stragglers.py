@@ -203,7 +203,11 @@ def host_of(rank: pd.Series, hosts) -> np.ndarray:
     if isinstance(hosts, (int, np.integer)):
         return (rank // int(hosts)).to_numpy()
     if isinstance(hosts, pd.DataFrame):
-        hosts = hosts.set_index("rank")["host"]
+        pairs = hosts[["rank", "host"]].drop_duplicates()  # the ranks table of several runs of one placement
+        if pairs["rank"].duplicated().any():
+            raise ValueError("the ranks table puts a rank on several hosts (runs with different placements?); "
+                             "pass one run's rows")
+        hosts = pairs.set_index("rank")["host"]
     mapped = rank.map(pd.Series(hosts) if not isinstance(hosts, pd.Series) else hosts)
     if mapped.isna().any():
         raise KeyError(f"no host for rank(s) {rank[mapped.isna()].tolist()[:5]}")
