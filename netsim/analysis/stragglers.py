@@ -251,6 +251,11 @@ def slow_hosts(ops: pd.DataFrame, hosts, *, z_threshold: float = 3.5, pct_thresh
     [[3.0, 10.0, 8.0]]
     """
     per_rank = slow_ranks(ops, z_threshold=z_threshold, pct_threshold=pct_threshold, hosts=hosts)
+    return _hosts_of(per_rank, z_threshold, pct_threshold)
+
+
+def _hosts_of(per_rank: pd.DataFrame, z_threshold: float, pct_threshold: float) -> pd.DataFrame:
+    """:func:`slow_hosts` from :func:`slow_ranks` (with its ``host`` column)."""
     g = per_rank.groupby("host")
     out = g.agg(ranks=("rank", "size"), compute_ns=("compute_ns", "sum"), expected_ns=("expected_ns", "sum"),
                 mean_pct=("pct_over_median", "mean"), pct_over_median=("pct_over_median", _majority_pct),
@@ -285,7 +290,7 @@ def straggler_causes(ops: pd.DataFrame, hosts, *, z_threshold: float = 3.5, pct_
     [['host', 3, <NA>], ['gpu', 0, 3]]
     """
     per_rank = slow_ranks(ops, z_threshold=z_threshold, pct_threshold=pct_threshold, hosts=hosts)
-    hs = slow_hosts(ops, hosts, z_threshold=z_threshold, pct_threshold=pct_threshold)
+    hs = _hosts_of(per_rank, z_threshold, pct_threshold)
     bad = hs.loc[hs["flagged"]].sort_values("pct_over_median", ascending=False, kind="stable")
     host_pct = per_rank["host"].map(hs.set_index("host")["pct_over_median"]).to_numpy(dtype=float)
     over_host = 100.0 * ((1 + per_rank["pct_over_median"] / 100) / (1 + host_pct / 100) - 1)
