@@ -149,3 +149,12 @@ def test_hosts_from_a_ranks_table_of_several_runs():
     table.loc[64, "host"] = 3
     with pytest.raises(ValueError, match="several hosts"):
         S.host_of(pd.Series([0]), table)
+
+
+def test_late_start_caveat_names_slow_hosts_apart_from_slow_ranks():
+    from netsim.analysis.late_start import LateStart, late_start_caveat
+
+    ops = _gpu_and_host()
+    late = LateStart("ALL_REDUCE", pd.DataFrame(), pd.Series(dtype=int), [20])  # a rank that only waited
+    cav = late_start_caveat(late, S.slow_ranks(ops, hosts=8), S.slow_hosts(ops, 8))
+    assert "(slow rank(s) 5, 40, 41, 42, 43, 44, 45, 46, 47; slow host(s) 5)" in cav

@@ -68,7 +68,7 @@ def late_start_caveat(late: LateStart, slow: pd.DataFrame, hosts: pd.DataFrame |
         return None
     what = f"slow rank(s) {', '.join(map(str, flagged))}" if flagged else "no rank flagged"
     if hosts is not None and "flagged" in hosts.columns and hosts["flagged"].any():
-        what += f" on host(s) {', '.join(str(int(h)) for h in hosts.loc[hosts['flagged'], 'host'])}"
+        what += f"; slow host(s) {', '.join(str(int(h)) for h in hosts.loc[hosts['flagged'], 'host'])}"
     if not flagged and "pct_over_median" in slow.columns and len(slow):
         top = slow.loc[slow["pct_over_median"].idxmax()]
         what += f"; slowest rank {int(top['rank'])} at {float(top['pct_over_median']):+.1f}%"
