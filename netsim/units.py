@@ -35,7 +35,7 @@ from types import MappingProxyType
 from netsim.errors import InputError
 
 __all__ = ["KB", "MB", "GB", "TB", "KiB", "MiB", "GiB", "TiB", "parse_size", "format_size",
-           "parse_bandwidth", "format_bandwidth", "parse_time", "format_time", "ns_to_s", "s_to_ns",
+           "parse_bandwidth", "format_bandwidth", "parse_time", "format_time", "time_unit", "ns_to_s", "s_to_ns",
            "s_to_ns_int", "astra_bw_to_Bps", "Bps_to_astra_bw", "astra_bw_to_bytes_per_ns", "astra_local_mem_bw_to_Bps",
            "tflops_to_flops", "Bps_to_GBps"]
 
@@ -54,6 +54,7 @@ _TIME_UNITS = MappingProxyType({
     "ns": Fraction(1, 10**9), "us": Fraction(1, 10**6), "\u00b5s": Fraction(1, 10**6),
     "\u03bcs": Fraction(1, 10**6), "ms": Fraction(1, 10**3), "s": Fraction(1),
 })
+_TIME_SCALES = (("s", 1.0), ("ms", 1e-3), ("us", 1e-6), ("ns", 1e-9))  # largest first
 _SIZE_LIKE = "a size like 8, 1K, 1MiB or 1GB"
 _BW_LIKE = "a bandwidth like 400Gbps, 400Gb/s, 50GB/s or 50GiB/s"
 _BW_UNITS_HELP = ("bits: Kbps Mbps Gbps Tbps, Gb/s, Gbit/s; "
@@ -284,21 +285,36 @@ def parse_time(text: str | float, *, default_unit: str | None = None,
     return _in_range(float(number * factor), text, "a time (seconds)", 0.0, MAX_TIME, source, field)
 
 
-def format_time(seconds: float) -> str:
+def time_unit(seconds: float) -> tuple[str, float]:
+    """The unit (``s``, ``ms``, ``us`` or ``ns``) and its size in seconds that puts ``seconds`` in [1, 1000)
+    when possible: the unit to print a time, or an axis spanning ``seconds``, in.
+
+    Examples
+    --------
+    >>> time_unit(0.6), time_unit(2.5e-5), time_unit(0)
+    (('ms', 0.001), ('us', 1e-06), ('s', 1.0))
+    """
+    i = next((i for i, (_, size) in enumerate(_TIME_SCALES) if abs(seconds) >= size or seconds == 0), 3)
+    return _TIME_SCALES[i]
+
+
+def format_time(seconds: float, digits: int = 12, sep: str = "") -> str:
     """Format seconds in ns/us/ms/s so the number lies in [1, 1000) when possible.
 
-    Uses 12 significant digits, so :func:`parse_time` recovers the value to ~1e-12.
+    With the default 12 significant ``digits`` :func:`parse_time` recovers the value
+    to ~1e-12; text for people uses fewer (``digits=4, sep=" "``: ``389.4 ms``).
 
     Examples
     --------
     >>> format_time(1.5e-6), format_time(0.25), format_time(2.0), format_time(0)
     ('1.5us', '250ms', '2s', '0s')
+    >>> format_time(0.389432858, digits=4, sep=" ")
+    '389.4 ms'
     """
-    scales = (("s", 1.0), ("ms", 1e-3), ("us", 1e-6), ("ns", 1e-9))
-    i = next((i for i, (_, size) in enumerate(scales) if abs(seconds) >= size or seconds == 0), 3)
-    if i and abs(float(f"{seconds / scales[i][1]:.12g}")) >= 1000:
+    i = _TIME_SCALES.index(time_unit(seconds))
+    if i and abs(float(f"{seconds / _TIME_SCALES[i][1]:.{digits}g}")) >= 1000:
         i -= 1  # rounding carried the number up to 1000: use the next larger unit
-    return f"{seconds / scales[i][1]:.12g}{scales[i][0]}"
+    return f"{seconds / _TIME_SCALES[i][1]:.{digits}g}{sep}{_TIME_SCALES[i][0]}"
 
 
 def ns_to_s(ns: float) -> float:

@@ -159,8 +159,10 @@ def test_slow_ranks_mad_precision_recall():
     assert S.detection_scores(flagged, injected)["precision"] == 1.0
     assert S.detection_scores(res.set_index("rank")["flagged"], injected)["recall"] == 1.0
     hosts = S.slow_hosts(ops, 8)
-    assert hosts.loc[hosts["flagged"], "host"].tolist() == [0, 5]
+    # one slow GPU on each of hosts 0 and 5: neither host is slow (its other GPUs are not)
+    assert not hosts["flagged"].any() and hosts["slow_gpus"].tolist() == [1, 0, 0, 0, 0, 1, 0, 0]
     assert hosts.set_index("host").loc[5, "slowest_rank"] == 40
+    assert hosts.set_index("host").loc[5, "max_pct"] == pytest.approx(10.0, abs=0.5)
     # noise of ~0.2 % stays below the MAD floor (0.5 points): even a loose z threshold flags nothing else
     loose = S.slow_ranks(ops, z_threshold=1.0, pct_threshold=0.0)
     assert S.detection_scores(loose.loc[loose["flagged"], "rank"], injected)["precision"] == 1.0
@@ -197,11 +199,13 @@ def test_slow_ranks_identical_peers_and_scores():
 
 def test_heatmap_steps():
     ops = _dp_job(ranks=4, steps=3, slow=[2], factor=2.0, noise=0.0)
-    hm = S.compute_heatmap(ops)
-    assert hm.shape == (4, 3) and hm.columns.tolist() == [0, 1, 2]
+    hm = S.compute_heatmap(ops, relative=False)
+    assert hm.shape == (4, 3) and hm.columns.tolist() == [0, 1, 2] and hm.attrs["value"] == "ns"
     assert hm.loc[0].tolist() == [3000, 3000, 3000] and hm.loc[2].tolist() == [6000, 6000, 6000]
     plain = ops.assign(name=ops["name"].str.replace(r"^mb\d+\.", "", regex=True))
-    assert S.compute_heatmap(plain).equals(hm)  # occurrence index of same-named ops
+    assert S.compute_heatmap(plain, relative=False).equals(hm)  # occurrence index of same-named ops
+    rel = S.compute_heatmap(ops)  # the default: each op against the same op on the other ranks
+    assert rel.attrs["value"] == "ratio" and rel.loc[2].tolist() == [2.0] * 3 and rel.loc[0].tolist() == [1.0] * 3
     assert S.assign_steps(ops.assign(iteration=7)).eq(7).all()
 
 
@@ -320,7 +324,7 @@ def test_cli_analyze_json_and_plots(tmp_path, capsys):
     _dataset(tmp_path / "d")
     assert main(["analyze", str(tmp_path / "d"), "--json", "--plots", str(tmp_path / "p")]) == 0
     rep = json.loads(capsys.readouterr().out)
-    assert rep["stragglers"] == [5] and rep["slow_hosts"] == [0]
+    assert rep["stragglers"] == [5] and rep["slow_hosts"] == []  # one slow GPU: its host is not slow
     assert rep["late_start"] == {"kernel": "ALL_REDUCE", "suspects": [5], "caveat": None}
     assert rep["overlap_pct"] == 0.0 and rep["exposed_comm_ns"] > 0
     assert rep["hottest_links"][0]["link_id"] == 4 and rep["oversubscription"][1]["pressure"] == 2.0
@@ -344,7 +348,7 @@ def test_late_start_caveat_when_suspects_are_not_slow(capsys):
     rep = analyze({"ops": ops, "ranks": ranks, "links": None})
     assert rep["stragglers"] == [5] and 9 in rep["late_start"]["suspects"]
     cav = rep["late_start"]["caveat"]
-    assert cav.startswith("late-start suspects 9") and "slow rank(s) 5 on host(s) 0" in cav
+    assert cav.startswith("late-start suspects 9") and "(slow rank(s) 5)" in cav  # host 0 is not slow
     assert "caveat      late-start suspects" in format_report("r", rep)
     late = S.late_start_stragglers(ops)
     assert S.late_start_caveat(late, S.slow_ranks(ops)) == late.notes[0]

@@ -31,3 +31,23 @@ def test_notebook_executes(path, tmp_path, monkeypatch):
               if "image/png" in o.get("data", {})]
     assert images, "the notebook shows its plots inline"
     print(f"{path.name}: executed in {elapsed:.1f} s")
+
+
+def test_straggler_notebook_names_the_slow_gpu_and_the_slow_host(tmp_path, monkeypatch):
+    """Issue 35: on the notebook's injected case (one slow GPU, one slow host) the verdict names exactly
+    that GPU and that host; the slow host's GPUs are not named one by one, nor is the slow GPU's host."""
+    import json
+
+    nb = jupytext.read(REPO / "notebooks" / "straggler_analysis.py")
+    probe = ("import json\nprint('PROBE', json.dumps({'gpu': SLOW_GPU, 'host': SLOW_HOST, 'causes': "
+             "[[c.cause, int(c.host), None if pd.isna(c.rank) else int(c.rank)] for c in causes.itertuples()], "
+             "'heat_max': float(heat.to_numpy().max()), 'heat_median': float(heat.stack().median())}))")
+    nb.cells.append(jupytext.reads(f"# %%\n{probe}\n", fmt="py:percent").cells[0])
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    nbclient.NotebookClient(nb, timeout=300, kernel_name="python3",
+                            resources={"metadata": {"path": str(tmp_path)}}).execute()
+    text = "".join(o.get("text", "") for o in nb.cells[-1].get("outputs", []) if o.output_type == "stream")
+    got = json.loads(text.split("PROBE ", 1)[1])
+    assert got["causes"] == [["host", got["host"], None], ["gpu", 0, got["gpu"]]]  # rank 5 is on host 0
+    assert got["heat_median"] == pytest.approx(1.0, abs=0.01) and got["heat_max"] > 1.05  # normalised per op

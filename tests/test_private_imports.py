@@ -10,11 +10,7 @@ from pathlib import Path
 from test_import_cycles import modules
 
 #: Known and not yet fixed: (importing module, imported module, name).
-ALLOWED = {
-    # netsim/analysis/* was being edited by another engineer when this test landed.
-    ("netsim.analysis.stragglers", "netsim.analysis.overlap", "_kind_mask"),
-    ("netsim.analysis.stragglers", "netsim.analysis.overlap", "_op_labels"),
-}
+ALLOWED: set[tuple[str, str, str]] = set()
 
 
 def _private(name: str) -> bool:

@@ -14,7 +14,7 @@ from netsim.units import (
     GB, KB, MB, TB, GiB, KiB, MiB, TiB,
     Bps_to_GBps, astra_bw_to_Bps, astra_bw_to_bytes_per_ns, astra_local_mem_bw_to_Bps,
     format_bandwidth, format_size, format_time, ns_to_s, parse_bandwidth, parse_size,
-    parse_time, s_to_ns, s_to_ns_int, tflops_to_flops,
+    parse_time, s_to_ns, s_to_ns_int, tflops_to_flops, time_unit,
 )
 
 
@@ -253,6 +253,15 @@ def test_parse_time_error_names_source_and_field():
 ])
 def test_format_time(seconds, expected):
     assert format_time(seconds) == expected
+
+
+def test_format_time_for_people():
+    # notes and plots: few digits, a unit that suits the value (issue 35: "389432.858 us")
+    assert format_time(0.389432858, digits=4, sep=" ") == "389.4 ms"
+    assert format_time(0.99996, digits=4, sep=" ") == "1 s"  # rounding carries into the next unit
+    assert format_time(2.0, digits=4, sep=" ") == "2 s" and format_time(6.4e-3, 4) == "6.4ms"
+    assert [time_unit(x) for x in (600.0, 0.6, 6e-4, 6e-7, 6e-10)] == [
+        ("s", 1.0), ("ms", 1e-3), ("us", 1e-6), ("ns", 1e-9), ("ns", 1e-9)]
 
 
 @given(st.floats(0, 1e6, allow_nan=False))

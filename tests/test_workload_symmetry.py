@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from netsim.errors import InputError
+from netsim.units import parse_time
 from netsim.topology.spec import load_topology
 from netsim.chakra import write_workload
 from netsim.chakra.schema import CommType, NodeType
@@ -138,7 +139,7 @@ def test_reservation_conflict_reruns_event_driven(tmp_path, superpod):
     assert any("repeated with them event-driven" in n for n in a.notes)
     assert fast.colls.stats["event"] == 1
     # the workload's one family has conflicted: nothing is left to find, the first run stops there
-    assert any(n.startswith("run 1: stopped at ") for n in a.notes)
+    assert any(n.startswith("simulation pass 1 stopped early, at ") for n in a.notes)
 
 
 def test_a_repeat_stops_at_its_first_conflict(tmp_path, superpod):
@@ -151,8 +152,18 @@ def test_a_repeat_stops_at_its_first_conflict(tmp_path, superpod):
     a = WorkloadRun(superpod, tables, groups, "flow", streams=2, event_only={other}).run()
     b = WorkloadRun(superpod, tables, groups, "flow", streams=2, fast=False).run()
     np.testing.assert_allclose(a.finish, b.finish, rtol=1e-12)
-    stop = next(n for n in a.notes if n.startswith("run 1: stopped at "))
-    assert float(stop.split("stopped at ")[1].split(" us")[0]) * 1e-6 < a.finish.max()
+    stop = next(n for n in a.notes if n.startswith("simulation pass 1 stopped early, at "))
+    assert parse_time(stop.split("stopped early, at ")[1].split(" of simulated time")[0]) < a.finish.max()
+    assert "nothing to do" in stop and "--engine event" in stop
+    assert not any(n.startswith("simulation pass") for n in b.notes)  # --engine event: no repeats, as the note says
+
+
+def test_repeat_note_is_written_for_users():
+    # issue 35: "run 2: stopped at 389432.858 us" meant nothing to a user
+    note = WorkloadRun._repeat_note(2, 0.389432858, 3, "them event-driven")
+    assert note.startswith("simulation pass 2 stopped early, at 389.4 ms of simulated time: 3 collective(s)")
+    assert "389432" not in note and "repeated with them event-driven" in note
+    assert WorkloadRun._repeat_note(1, None, 1, "them event-driven").startswith("simulation pass 1: 1 collective")
 
 
 def test_link_guard_stops_once_every_expected_family_has_conflicted():
@@ -186,7 +197,7 @@ def test_conflict_repeats_the_whole_family_event_driven(tmp_path, superpod):
     fast, a = _run_both(tmp_path, superpod, per_rank, {"1": [0, 8], "2": [1, 9], "3": [2, 3]})
     assert sum("repeated with them event-driven" in n for n in a.notes) == 1  # one repeat
     assert fast.colls.stats == {"fixed": 1, "event": 2}
-    assert not any("stopped at" in n for n in a.notes)  # {2, 3}'s family might still conflict
+    assert not any("stopped early" in n for n in a.notes)  # {2, 3}'s family might still conflict
 
 
 def test_link_guard():
@@ -244,7 +255,7 @@ def test_mirrored_copies_apart_stop_an_exact_run():
     mirror.submit(np.array([0, 1]), np.array([1, 0]), np.array([8.0, 8.0]), lambda idx, t: None)
     net.calls[0][1]()
     net.calls[1][1]()
-    with pytest.raises(SymmetryBroken, match=r"copies of transfer 0->1 finished up to 2e\+06 us apart \(at 3000000.000 us"):
+    with pytest.raises(SymmetryBroken, match=r"copies of transfer 0->1 finished up to 2 s apart \(at 3 s simulated\)"):
         net.calls[2][1]()
 
 

@@ -1,7 +1,8 @@
 """Analysis of netsim results: DataFrames in, DataFrames out (no plotting here).
 
-* :mod:`netsim.analysis.stragglers` — compute heat maps, slow ranks/hosts (MAD),
-  collective launch skew, HTA's late-start straggler method.
+* :mod:`netsim.analysis.stragglers` — compute heat maps (each op against the same op on the
+  other ranks), slow ranks (MAD), slow hosts told apart from slow GPUs, collective launch skew.
+* :mod:`netsim.analysis.late_start` — HTA's late start of the last long collective, and when to doubt it.
 * :mod:`netsim.analysis.overlap` — HTA temporal breakdown, comm/compute overlap,
   exposed communication per collective type and group.
 * :mod:`netsim.analysis.links` — hottest links, utilization per tier, oversubscription pressure.
@@ -11,12 +12,14 @@
 
 from __future__ import annotations
 
+from netsim.analysis.late_start import late_start_caveat, late_start_stragglers
 from netsim.analysis.links import hottest_links, oversubscription_pressure, utilization_by_tier
 from netsim.analysis.overlap import (comm_comp_overlap, exposed_comm_by_collective, overlap_summary,
                                      temporal_breakdown)
-from netsim.analysis.stragglers import (assign_steps, compute_heatmap, detection_scores, late_start_stragglers,
-                                        launch_skew, slow_hosts, slow_ranks)
+from netsim.analysis.stragglers import (assign_steps, compute_heatmap, detection_scores, launch_skew, slow_hosts,
+                                        slow_ranks, straggler_causes)
 
 __all__ = ["assign_steps", "comm_comp_overlap", "compute_heatmap", "detection_scores", "exposed_comm_by_collective",
-           "hottest_links", "late_start_stragglers", "launch_skew", "overlap_summary", "oversubscription_pressure",
-           "slow_hosts", "slow_ranks", "temporal_breakdown", "utilization_by_tier"]
+           "hottest_links", "late_start_caveat", "late_start_stragglers", "launch_skew", "overlap_summary",
+           "oversubscription_pressure", "slow_hosts", "slow_ranks", "straggler_causes", "temporal_breakdown",
+           "utilization_by_tier"]

@@ -36,8 +36,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-__all__ = ["COMM_KINDS", "COMPUTE_KINDS", "comm_comp_overlap", "exposed_comm_by_collective",
-           "as_ns", "change_phrase", "merged_intervals", "overlap_summary", "temporal_breakdown", "union_length"]
+__all__ = ["COMM_KINDS", "COMPUTE_KINDS", "comm_comp_overlap", "exposed_comm_by_collective", "as_ns", "change_phrase",
+           "kind_mask", "merged_intervals", "op_labels", "overlap_summary", "temporal_breakdown", "union_length"]
 
 COMPUTE_KINDS: tuple[str, ...] = ("compute",)
 COMM_KINDS: tuple[str, ...] = ("collective", "send", "recv")
@@ -190,7 +190,7 @@ def _rank_codes(ops: pd.DataFrame) -> tuple[np.ndarray, pd.DataFrame]:
     return inv.reshape(-1), keys
 
 
-def _kind_mask(ops: pd.DataFrame, kinds: tuple[str, ...]) -> np.ndarray:
+def kind_mask(ops: pd.DataFrame, kinds: tuple[str, ...]) -> np.ndarray:
     """Rows whose ``kind`` is one of ``kinds`` (via factorize: fast on categorical and Arrow strings)."""
     codes, uniques = pd.factorize(ops["kind"])
     wanted = [i for i, u in enumerate(uniques) if str(u) in kinds]
@@ -228,8 +228,8 @@ def temporal_breakdown(ops: pd.DataFrame) -> pd.DataFrame:
     code, out = _rank_codes(ops)
     n = len(out)
     st = _Sorted(code, ops["start_ns"].to_numpy(), ops["end_ns"].to_numpy())
-    comp = _kind_mask(ops, COMPUTE_KINDS)[st.order]
-    comm = _kind_mask(ops, COMM_KINDS)[st.order]
+    comp = kind_mask(ops, COMPUTE_KINDS)[st.order]
+    comm = kind_mask(ops, COMM_KINDS)[st.order]
     everything = np.ones(st.n, dtype=bool)
     u_all = st.union(everything, n)
     u_comp = st.union(comp, n)
@@ -266,7 +266,7 @@ def comm_comp_overlap(ops: pd.DataFrame) -> pd.DataFrame:
     return temporal_breakdown(ops)[cols + ["comm_ns", "overlap_ns", "overlap_pct"]]
 
 
-def _op_labels(ops: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def op_labels(ops: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Codes and label tables of (collective type, group) per op.
 
     Send/recv ops without a ``comm_type`` are labelled ``send``/``recv``; ops
@@ -304,15 +304,15 @@ def exposed_comm_by_collective(ops: pd.DataFrame) -> pd.DataFrame:
         sorted by ``exposed_ns`` descending (plus ``run_id`` first when
         several runs are present).
     """
-    comm_rows = _kind_mask(ops, COMM_KINDS)
+    comm_rows = kind_mask(ops, COMM_KINDS)
     cols = ["comm_type", "group", "ops", "ranks", "comm_ns", "exposed_ns", "exposed_pct", "exposed_ns_per_rank"]
     if not comm_rows.any():
         return pd.DataFrame(columns=cols)
     code, keys = _rank_codes(ops)
     st = _Sorted(code, ops["start_ns"].to_numpy(), ops["end_ns"].to_numpy())
-    comp = _kind_mask(ops, COMPUTE_KINDS)[st.order]
+    comp = kind_mask(ops, COMPUTE_KINDS)[st.order]
     sub = ops.loc[comm_rows]
-    tcode, tlab, gcode, glab = _op_labels(sub)
+    tcode, tlab, gcode, glab = op_labels(sub)
     lcode, pairs = pd.factorize(pd.MultiIndex.from_arrays([tcode, gcode]))
     n_lab = len(pairs)
     k, s, e = merged_intervals(code[comm_rows] * n_lab + lcode, sub["start_ns"].to_numpy(),

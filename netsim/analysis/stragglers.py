@@ -1,12 +1,15 @@
-"""Find slow ranks and hosts: compute heat maps, robust outliers, launch skew, HTA late starts.
+"""Find slow ranks and hosts: compute heat maps, robust outliers, slow GPU vs slow host, launch skew.
 
 Definitions (reference.md §8):
 
-* **Heat map** (MegaScale §5): compute time per rank × step.  A *step* is
+* **Heat map** (MegaScale §5): compute per rank × step.  A *step* is
   taken from, in order: an ``iteration``/``step`` column; the microbatch token
   ``mb<k>`` in op names (netsim's LLM generator writes ``mb3.fwd.L0.attn``);
   otherwise the per-rank occurrence index of same-named compute ops (the
-  k-th ``fwd`` on a rank is step k).
+  k-th ``fwd`` on a rank is step k).  By default each op is normalised by the
+  same op (name and step) on the other ranks, so a cell is 1.0 when the rank
+  is as fast as its peers: pipeline stages doing different work are on one
+  scale, and only slowness stands out (``relative=False``: absolute ns).
 * **Slow ranks** (MegaScale "% slower than the median"): every compute op is
   compared with the cross-rank median duration of ops of the same name, so
   ranks doing different work (pipeline stages) are each compared with their
@@ -20,25 +23,32 @@ Definitions (reference.md §8):
   z = 0.6745 · k / 0.5 (a real GPU's run-to-run jitter is about 1 %, so a MAD
   below 0.5 points carries no information).  The percentage rule decides
   the close cases.
+* **Slow hosts** tell a slow host from a slow GPU: a host is flagged only when
+  its GPUs are slow *together*, i.e. when the slowdown that a majority of its
+  GPUs reach (the lower median of their ``pct_over_median``) passes both rules,
+  its z taken against the median and MAD of all ranks.  One slow GPU does not
+  flag its host; :func:`straggler_causes` names each culprit once, as a slow
+  host or a slow GPU (a GPU on a slow host only when it is slow beyond its host).
 * **Launch skew** (MegaScale §6.3): per collective instance — the k-th
   collective a rank issues on a group — max − min issue time over its ranks,
   and which rank issued last.
 * **Late start of the last long collective** (HTA ``hta/analyzers/straggler.py``):
-  see :func:`late_start_stragglers`.
+  :mod:`netsim.analysis.late_start` (re-exported here).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Iterable
 
 import numpy as np
 import pandas as pd
 
-from netsim.analysis.overlap import _kind_mask, _op_labels, as_ns
+from netsim.analysis.late_start import LateStart, late_start_caveat, late_start_stragglers
+from netsim.analysis.overlap import as_ns, kind_mask, op_labels
 
-__all__ = ["PCT_MAD_FLOOR", "LateStart", "late_start_caveat", "assign_steps", "compute_heatmap", "detection_scores", "late_start_stragglers",
-           "launch_skew", "robust_z", "slow_hosts", "slow_ranks"]
+__all__ = ["PCT_MAD_FLOOR", "LateStart", "late_start_caveat", "assign_steps", "compute_heatmap", "detection_scores",
+           "host_of", "late_start_stragglers", "launch_skew", "robust_z", "slow_hosts", "slow_ranks",
+           "straggler_causes"]
 
 #: Floor of the MAD of ``pct_over_median`` in :func:`slow_ranks` (percentage points; module docstring).
 PCT_MAD_FLOOR = 0.5
@@ -48,7 +58,7 @@ _MB_ANY = r"(?:^|[._/:-])mb\d+(?=$|[._/:-])"
 
 
 def _compute_ops(ops: pd.DataFrame) -> pd.DataFrame:
-    comp = ops.loc[_kind_mask(ops, ("compute",))].copy()
+    comp = ops.loc[kind_mask(ops, ("compute",))].copy()
     comp["dur_ns"] = as_ns(comp["end_ns"].to_numpy()) - as_ns(comp["start_ns"].to_numpy())
     return comp
 
@@ -84,28 +94,36 @@ def assign_steps(ops: pd.DataFrame, by: str = "auto") -> pd.Series:
     return ops[by].rename("step")
 
 
-def compute_heatmap(ops: pd.DataFrame, by: str = "auto", relative: bool = False) -> pd.DataFrame:
-    """Compute time (ns) per rank × step: index ``rank``, one column per step (MegaScale's heat map).
+def compute_heatmap(ops: pd.DataFrame, by: str = "auto", relative: bool = True) -> pd.DataFrame:
+    """MegaScale's heat map: index ``rank``, one column per step, each op normalised against its peers.
 
-    With ``relative=True`` each cell is Σ duration / Σ cross-rank median of the
-    same-named ops instead (1.0 = as fast as its peers), which puts ranks doing
-    different work (pipeline stages) on one scale.
+    A cell is Σ duration / Σ cross-rank median duration of the same ops (same
+    name and step) over the rank's compute ops of that step: 1.0 = as fast as
+    the same work on the other ranks, 1.1 = 10 % slower.  Pipeline stages (or
+    any ranks doing different work) are thus on one scale and only slowness
+    shows; a cell with no compute is NaN.  ``relative=False`` gives the
+    absolute compute time in ns (0 where none), where a stage with more work
+    looks as hot as a slow GPU.  ``frame.attrs["value"]`` says which
+    (``"ratio"`` or ``"ns"``), for :func:`netsim.analysis.plots.plot_heatmap`.
 
     Examples
     --------
-    >>> ops = pd.DataFrame({"rank": [0, 0, 1, 1], "kind": "compute", "name": ["f", "f", "f", "f"],
-    ...                     "start_ns": [0, 10, 0, 20], "end_ns": [10, 20, 20, 40]})
+    >>> ops = pd.DataFrame({"rank": [0, 0, 1, 1, 2, 2], "kind": "compute", "name": ["f", "f"] * 3,
+    ...                     "start_ns": 0, "end_ns": [10, 10, 10, 10, 20, 20]})
     >>> compute_heatmap(ops).values.tolist()
-    [[10, 10], [20, 20]]
+    [[1.0, 1.0], [1.0, 1.0], [2.0, 2.0]]
+    >>> compute_heatmap(ops, relative=False).values.tolist()
+    [[10, 10], [10, 10], [20, 20]]
     """
     comp = _compute_ops(ops)
     comp["step"] = assign_steps(comp, by)
     hm = comp.pivot_table(index="rank", columns="step", values="dur_ns", aggfunc="sum", fill_value=0)
-    if not relative:
-        return hm
-    comp["median_ns"] = comp.groupby("name", sort=False)["dur_ns"].transform("median")
-    base = comp.pivot_table(index="rank", columns="step", values="median_ns", aggfunc="sum", fill_value=0)
-    return hm / base.where(base > 0)
+    if relative:
+        comp["median_ns"] = comp.groupby(["name", "step"], sort=False)["dur_ns"].transform("median")
+        base = comp.pivot_table(index="rank", columns="step", values="median_ns", aggfunc="sum", fill_value=0)
+        hm = hm / base.where(base > 0)
+    hm.attrs["value"] = "ratio" if relative else "ns"
+    return hm
 
 
 def robust_z(values: np.ndarray | pd.Series, mad_floor: float = 0.0) -> np.ndarray:
@@ -171,39 +189,128 @@ def slow_ranks(ops: pd.DataFrame, *, z_threshold: float = 3.5, pct_threshold: fl
     out = comp.groupby("rank").agg(compute_ns=("dur_ns", "sum"), expected_ns=("median_ns", "sum")).reset_index()
     out["compute_ns"] = out["compute_ns"].astype(float)
     if hosts is not None:
-        out.insert(1, "host", _host_of(out["rank"], hosts))
+        out.insert(1, "host", host_of(out["rank"], hosts))
     return _flag(out, z_threshold, pct_threshold)
 
 
-def _host_of(rank: pd.Series, hosts) -> np.ndarray:
+def host_of(rank: pd.Series, hosts) -> np.ndarray:
+    """The host of every rank in ``rank``: ``hosts`` is GPUs per host (``rank // hosts``), a mapping /
+    Series rank -> host, or the ``ranks`` table (its ``host`` column); KeyError for a rank without one.
+
+    >>> host_of(pd.Series([0, 7, 8]), 8).tolist()
+    [0, 0, 1]
+    """
     if isinstance(hosts, (int, np.integer)):
         return (rank // int(hosts)).to_numpy()
     if isinstance(hosts, pd.DataFrame):
-        hosts = hosts.set_index("rank")["host"]
+        pairs = hosts[["rank", "host"]].drop_duplicates()  # the ranks table of several runs of one placement
+        if pairs["rank"].duplicated().any():
+            raise ValueError("the ranks table puts a rank on several hosts (runs with different placements?); "
+                             "pass one run's rows")
+        hosts = pairs.set_index("rank")["host"]
     mapped = rank.map(pd.Series(hosts) if not isinstance(hosts, pd.Series) else hosts)
     if mapped.isna().any():
         raise KeyError(f"no host for rank(s) {rank[mapped.isna()].tolist()[:5]}")
     return mapped.astype(np.int64).to_numpy()
 
 
-def slow_hosts(ops: pd.DataFrame, hosts, *, z_threshold: float = 3.5, pct_threshold: float = 5.0) -> pd.DataFrame:
-    """Slow hosts: a host is as slow as its slowest GPU (synchronous training waits for it).
+def _majority_pct(pct: pd.Series) -> float:
+    """The slowdown a majority of the values reach: the lower median (the ⌈n/2⌉-th largest of n values)."""
+    v = np.sort(pct.to_numpy(dtype=float))
+    return float(v[(v.size - 1) // 2])
 
-    ``hosts`` is as in :func:`slow_ranks`.  Per host, ``pct_over_median`` and
-    ``robust_z`` are the largest of its ranks' (``mean_pct`` is the mean), and
-    the host is flagged when any of its ranks is: the z-scores stay relative to
-    all ranks, which is meaningful even for a handful of hosts.
+
+def _z_against(x, reference: np.ndarray) -> np.ndarray:
+    """Robust z of ``x`` against the median and MAD (floored at :data:`PCT_MAD_FLOOR`) of ``reference``."""
+    med = float(np.median(reference))
+    mad = max(float(np.median(np.abs(reference - med))), PCT_MAD_FLOOR)
+    return 0.6745 * (np.asarray(x, dtype=float) - med) / mad
+
+
+def slow_hosts(ops: pd.DataFrame, hosts, *, z_threshold: float = 3.5, pct_threshold: float = 5.0) -> pd.DataFrame:
+    """Slow hosts: hosts whose GPUs are slow *together*; one slow GPU does not make its host slow.
+
+    ``hosts`` is as in :func:`slow_ranks`.  A host's ``pct_over_median`` is the
+    slowdown a majority of its GPUs reach (the lower median of their
+    :func:`slow_ranks` percentages: on an 8-GPU host the 4th largest), and its
+    ``robust_z`` is that value's z against all ranks (median and MAD of every
+    rank's percentage, the MAD floored as in :func:`slow_ranks`), which stays
+    meaningful for a handful of hosts.  The host is flagged when both pass
+    their thresholds.  A one-GPU host cannot be told from its GPU.
 
     Returns ``host, ranks, compute_ns, expected_ns, mean_pct, pct_over_median,
-    robust_z, flagged, slowest_rank``.
+    robust_z, flagged, slowest_rank, max_pct, slow_gpus`` (``max_pct``: the
+    slowest GPU's percentage; ``slow_gpus``: how many of its ranks
+    :func:`slow_ranks` flags).
+
+    Examples
+    --------
+    >>> ops = pd.DataFrame({"rank": range(32), "kind": "compute", "name": "fwd", "start_ns": 0,
+    ...                     "end_ns": [100] * 3 + [120] + [100] * 20 + [110] * 8})
+    >>> slow_hosts(ops, 8).query("flagged")[["host", "pct_over_median", "slow_gpus"]].values.tolist()
+    [[3.0, 10.0, 8.0]]
     """
     per_rank = slow_ranks(ops, z_threshold=z_threshold, pct_threshold=pct_threshold, hosts=hosts)
+    return _hosts_of(per_rank, z_threshold, pct_threshold)
+
+
+def _hosts_of(per_rank: pd.DataFrame, z_threshold: float, pct_threshold: float) -> pd.DataFrame:
+    """:func:`slow_hosts` from :func:`slow_ranks` (with its ``host`` column)."""
     g = per_rank.groupby("host")
     out = g.agg(ranks=("rank", "size"), compute_ns=("compute_ns", "sum"), expected_ns=("expected_ns", "sum"),
-                mean_pct=("pct_over_median", "mean"), pct_over_median=("pct_over_median", "max"),
-                robust_z=("robust_z", "max"), flagged=("flagged", "any")).reset_index()
+                mean_pct=("pct_over_median", "mean"), pct_over_median=("pct_over_median", _majority_pct),
+                max_pct=("pct_over_median", "max"), slow_gpus=("flagged", "sum")).reset_index()
+    out["robust_z"] = _z_against(out["pct_over_median"], per_rank["pct_over_median"].to_numpy(dtype=float))
+    out["flagged"] = (out["robust_z"] >= z_threshold) & (out["pct_over_median"] >= pct_threshold)
     out["slowest_rank"] = per_rank.loc[g["pct_over_median"].idxmax().to_numpy(), "rank"].to_numpy()
-    return out
+    return out[["host", "ranks", "compute_ns", "expected_ns", "mean_pct", "pct_over_median", "robust_z", "flagged",
+                "slowest_rank", "max_pct", "slow_gpus"]]
+
+
+def straggler_causes(ops: pd.DataFrame, hosts, *, z_threshold: float = 3.5, pct_threshold: float = 5.0
+                     ) -> pd.DataFrame:
+    """Each culprit named once: a slow host (its GPUs slow together) or a slow GPU.
+
+    Hosts flagged by :func:`slow_hosts` come first (``cause`` ``"host"``,
+    ``rank`` missing, ``gpus`` = its GPU count).  Then every rank
+    :func:`slow_ranks` flags whose slowness its host does not explain
+    (``cause`` ``"gpu"``): a rank on a host that is not slow, or a rank on a
+    slow host whose ``pct_over_host`` (its slowdown over the host's majority,
+    100 · ((1 + p/100) / (1 + host p/100) − 1)) passes both rules again.
+
+    Returns ``cause, host, rank, gpus, pct_over_median, pct_over_host, robust_z``
+    (``rank`` is a nullable integer; ``pct_over_host`` NaN on host rows),
+    hosts then GPUs, each by decreasing ``pct_over_median``.
+
+    Examples
+    --------
+    >>> ops = pd.DataFrame({"rank": range(32), "kind": "compute", "name": "fwd", "start_ns": 0,
+    ...                     "end_ns": [100] * 3 + [120] + [100] * 20 + [110] * 8})
+    >>> straggler_causes(ops, 8)[["cause", "host", "rank"]].values.tolist()
+    [['host', 3, <NA>], ['gpu', 0, 3]]
+    """
+    per_rank = slow_ranks(ops, z_threshold=z_threshold, pct_threshold=pct_threshold, hosts=hosts)
+    hs = _hosts_of(per_rank, z_threshold, pct_threshold)
+    bad = hs.loc[hs["flagged"]].sort_values("pct_over_median", ascending=False, kind="stable")
+    host_pct = per_rank["host"].map(hs.set_index("host")["pct_over_median"]).to_numpy(dtype=float)
+    over_host = 100.0 * ((1 + per_rank["pct_over_median"] / 100) / (1 + host_pct / 100) - 1)
+    ref = per_rank["pct_over_median"].to_numpy(dtype=float)
+    on_bad = per_rank["host"].isin(bad["host"]).to_numpy()
+    # on a slow host, the z of the excess over the host: the reference spread with its median at 0
+    excess_z = _z_against(over_host, ref - np.median(ref))
+    beyond = ~on_bad | ((excess_z >= z_threshold) & (over_host >= pct_threshold)).to_numpy()
+    gpus = per_rank.assign(pct_over_host=over_host).loc[per_rank["flagged"].to_numpy() & beyond]
+    gpus = gpus.sort_values("pct_over_median", ascending=False, kind="stable")
+    cols = ["cause", "host", "rank", "gpus", "pct_over_median", "pct_over_host", "robust_z"]
+    rows = pd.concat([
+        pd.DataFrame({"cause": "host", "host": bad["host"].to_numpy(), "rank": pd.array([pd.NA] * len(bad), "Int64"),
+                      "gpus": bad["ranks"].to_numpy(), "pct_over_median": bad["pct_over_median"].to_numpy(),
+                      "pct_over_host": np.nan, "robust_z": bad["robust_z"].to_numpy()}),
+        pd.DataFrame({"cause": "gpu", "host": gpus["host"].to_numpy(), "rank": pd.array(gpus["rank"], "Int64"),
+                      "gpus": 1, "pct_over_median": gpus["pct_over_median"].to_numpy(),
+                      "pct_over_host": gpus["pct_over_host"].to_numpy(), "robust_z": gpus["robust_z"].to_numpy()}),
+    ], ignore_index=True)
+    return rows[cols]
 
 
 def detection_scores(flagged: Iterable, injected: Iterable) -> dict:
@@ -230,8 +337,8 @@ def detection_scores(flagged: Iterable, injected: Iterable) -> dict:
 
 def _collective_instances(ops: pd.DataFrame) -> pd.DataFrame:
     """Collective rows with ``comm_type``, ``group`` labels and ``seq`` (per rank and group, in issue order)."""
-    coll = ops.loc[_kind_mask(ops, ("collective",))]
-    tcode, tlab, gcode, glab = _op_labels(coll)
+    coll = ops.loc[kind_mask(ops, ("collective",))]
+    tcode, tlab, gcode, glab = op_labels(coll)
     coll = coll.assign(comm_type=tlab[tcode], group=glab[gcode])
     tie = ["node_id"] if "node_id" in coll.columns else []
     coll = coll.sort_values(["rank", "start_ns"] + tie, kind="stable").reset_index(drop=True)
@@ -268,134 +375,3 @@ def launch_skew(ops: pd.DataFrame) -> pd.DataFrame:
     out["skew_ns"] = out["last_issue_ns"] - out["first_issue_ns"]
     out = out.reset_index().sort_values(["first_issue_ns", "group", "seq"], kind="stable")
     return out[cols].reset_index(drop=True)
-
-
-@dataclass
-class LateStart:
-    """Result of :func:`late_start_stragglers`.
-
-    Attributes
-    ----------
-    kernel
-        The collective type chosen (HTA's (stream, kernel) of largest cross-rank duration std).
-    metric
-        Per rank and iteration: ``start_ns, dur_ns, normalized_start, is_candidate``.
-    counts
-        Per rank: how many iterations it was among the top-k late starters.
-    stragglers
-        The suspects: the ``n_stragglers`` ranks with the highest counts.
-    notes
-        Caveats for reading the suspects (see :func:`late_start_caveat`).
-    """
-
-    kernel: str | None
-    metric: pd.DataFrame
-    counts: pd.Series
-    stragglers: list[int]
-    notes: list[str] = field(default_factory=list)
-
-
-def late_start_caveat(late: LateStart, slow: pd.DataFrame, hosts: pd.DataFrame | None = None) -> str | None:
-    """A caveat when the HTA late-start suspects disagree with the compute verdict, else None.
-
-    ``slow`` is :func:`slow_ranks` (its ``flagged`` ranks, and ``host`` when
-    present), ``hosts`` optionally :func:`slow_hosts`.  The two methods answer
-    different questions: :func:`slow_ranks` compares each rank's compute with
-    same-named peers (the rank that is slow), HTA's method the start of the
-    last long collective across all ranks (the rank that arrives last, which
-    with pipeline stages or a slow upstream peer is often a rank that *waits*).
-    Also appended to ``late.notes``.
-
-    Examples
-    --------
-    >>> slow = pd.DataFrame({"rank": [0, 1, 2], "flagged": [False, False, True]})
-    >>> late_start_caveat(LateStart("ALL_REDUCE", pd.DataFrame(), pd.Series(dtype=int), [2]), slow) is None
-    True
-    >>> late_start_caveat(LateStart("ALL_REDUCE", pd.DataFrame(), pd.Series(dtype=int), [0]), slow)[:40]
-    'late-start suspects 0 are not the comput'
-    """
-    flagged = [int(r) for r in slow.loc[slow["flagged"], "rank"]] if len(slow) else []
-    suspects = list(late.stragglers)
-    if not suspects or set(suspects) <= set(flagged):
-        return None
-    what = f"slow rank(s) {', '.join(map(str, flagged))}" if flagged else "no rank flagged"
-    if hosts is not None and "flagged" in hosts.columns and hosts["flagged"].any():
-        what += f" on host(s) {', '.join(str(int(h)) for h in hosts.loc[hosts['flagged'], 'host'])}"
-    if not flagged and "pct_over_median" in slow.columns and len(slow):
-        top = slow.loc[slow["pct_over_median"].idxmax()]
-        what += f"; slowest rank {int(top['rank'])} at {float(top['pct_over_median']):+.1f}%"
-    note = (f"late-start suspects {', '.join(map(str, suspects))} are not the compute-slow ranks ({what}): "
-            "HTA's method names the ranks that *start* the last long collective last across all ranks, "
-            "which with pipeline stages or a slow peer upstream are often ranks that waited, not slow ones; "
-            "where compute is slow is what the slow-rank/host verdict measures (each op against same-named peers)")
-    late.notes.append(note)
-    return note
-
-
-def late_start_stragglers(ops: pd.DataFrame, n_stragglers: int = 2, min_normalized_duration: float = 0.01,
-                          kinds: tuple[str, ...] = ("collective",)) -> LateStart:
-    """HTA's straggler method: the latest starters of the last long communication kernel.
-
-    Mirrors ``find_stragglers_with_late_start_comm_kernels`` of
-    ``hta/analyzers/straggler.py``:
-
-    1. ``mean_iter`` = (last end − first start over all ops) / iterations;
-       comm ops shorter than ``min_normalized_duration · mean_iter`` are dropped.
-    2. Per (rank, iteration, kernel) the last remaining op is kept.
-    3. The kernel whose duration / ``mean_iter`` has the largest cross-rank
-       standard deviation (averaged over iterations) is chosen.
-    4. Its ``normalized_start`` = (start − first start) / ``mean_iter``; per
-       iteration, ranks at or above the k-th largest value are candidates;
-       candidates are counted per rank and the top ``n_stragglers`` returned
-       (ties in the count, which HTA leaves to sort order, go to the rank
-       with the later mean start).
-
-    One netsim addition: a candidate must also start later than the
-    iteration's median, so a run where every rank starts together reports no
-    suspects (HTA would return k arbitrary ranks).
-
-    netsim mapping: HTA's kernel name is the collective type (``send``/``recv``
-    for p2p), and HTA's stream is netsim's single per-rank comm lane.  The
-    iteration is the ``iteration`` column if present, else 0; HTA also skips
-    iteration 0 as warm-up, which a simulated iteration does not need.
-    HTA looks at every NCCL kernel; ``kinds`` defaults to collectives only,
-    because the method assumes blocking kernels that end together, which
-    point-to-point ops do not (a netsim receive spans the wait for its
-    sender, e.g. a pipeline bubble).  Pass ``kinds=netsim.analysis.overlap.COMM_KINDS`` for HTA's set.
-    Like HTA, the method compares start times across *all* ranks: with
-    pipeline parallelism the stages reach their last collective at different
-    times by design, so prefer :func:`launch_skew` (per group instance) there.
-    """
-    k = max(int(n_stragglers), 1)
-    empty = LateStart(None, pd.DataFrame(columns=["rank", "iteration", "start_ns", "dur_ns", "normalized_start",
-                                                   "is_candidate"]), pd.Series(dtype=np.int64), [])
-    if ops.empty:
-        return empty
-    iters = ops["iteration"] if "iteration" in ops.columns else pd.Series(0, index=ops.index)
-    t_min = int(round(ops["start_ns"].min()))
-    mean_iter = (int(round(ops["end_ns"].max())) - t_min) / max(iters.nunique(), 1)
-    comm = _kind_mask(ops, tuple(kinds))
-    tcode, tlab, _, _ = _op_labels(ops.loc[comm])
-    cand = pd.DataFrame({"rank": ops.loc[comm, "rank"].to_numpy(), "iteration": iters[comm].to_numpy(),
-                         "kernel": tlab[tcode], "start_ns": as_ns(ops.loc[comm, "start_ns"].to_numpy()),
-                         "dur_ns": as_ns(ops.loc[comm, "end_ns"].to_numpy()) - as_ns(ops.loc[comm, "start_ns"])})
-    cand = cand[cand["dur_ns"] >= mean_iter * min_normalized_duration]
-    if cand.empty or mean_iter <= 0:
-        return empty
-    last = cand.sort_values("start_ns", kind="stable").groupby(["rank", "iteration", "kernel"]).tail(1)
-    spread = (last["dur_ns"] / mean_iter).groupby([last["iteration"], last["kernel"]]).std(ddof=1)
-    spread = spread.fillna(0.0).groupby(level="kernel").mean()
-    kernel = str(spread.idxmax())
-    metric = last[last["kernel"] == kernel].drop(columns="kernel").sort_values(["iteration", "rank"])
-    metric["normalized_start"] = (metric["start_ns"] - t_min) / mean_iter
-    by_iter = metric.groupby("iteration")["normalized_start"]
-    kth = by_iter.transform(lambda v: np.sort(v.to_numpy())[::-1][min(k, len(v)) - 1])
-    # netsim addition: a rank starting no later than the iteration's median is not "late"
-    metric["is_candidate"] = (metric["normalized_start"] >= kth) & (metric["normalized_start"] >
-                                                                     by_iter.transform("median"))
-    g = metric.groupby("rank")
-    counts = g["is_candidate"].sum().astype(np.int64)
-    # HTA ranks by count alone; ties (common with one iteration) are broken by the mean lateness
-    rankable = pd.DataFrame({"count": counts, "late": g["normalized_start"].mean()})
-    order = rankable[rankable["count"] > 0].sort_values(["count", "late"], ascending=False, kind="stable")
-    return LateStart(kernel, metric.reset_index(drop=True), counts, [int(r) for r in order.index[:k]])

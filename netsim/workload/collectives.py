@@ -41,8 +41,14 @@ from netsim.collectives.fastpath import fixed_patterns, run_fixed
 from netsim.errors import InputError
 from netsim.topology.model import Topology
 from netsim.chakra.schema import CommType
+from netsim.units import format_time
 from netsim.workload.replicas import GLOBAL, LOCAL, LinkGuard, Mirrored
 from netsim.workload.symmetry import SKEW_TOL_S, Verifier
+
+
+def _t(seconds: float) -> str:
+    """A time in a note: 4 significant digits in a unit that suits it (``6.4 ms``)."""
+    return format_time(seconds, digits=4, sep=" ")
 
 
 def collective_schedule(comm_type: int, comm_size: int, n: int):
@@ -172,8 +178,7 @@ class FixedRun:
             worst = int(np.argmax(spread))
             self.verifier.check(float(spread[worst]), lambda: (
                 f"the replicas' copies of a {self.sched.algorithm} {self.sched.op} finished up to "
-                f"{float(spread[worst]) * 1e6:.6g} us apart (at {float(copies[:, worst].max()) * 1e6:.3f} us "
-                "simulated)"))
+                f"{_t(float(spread[worst]))} apart (at {_t(float(copies[:, worst].max()))} simulated)"))
         self.net.add_tally(counts)
         self.t_done = np.maximum(fin, now) if fin.size else np.full(n, now)
         if self.release is not None:
@@ -227,7 +232,7 @@ class Instances:
                  "ops rows are the representatives'"]
         if skew > SKEW_TOL_S:
             notes.append(f"replica symmetry is approximate: replicas' copies of a transfer or a collective finished "
-                         f"up to {skew * 1e6:.3f} us apart; the representatives waited for the slowest copy "
+                         f"up to {_t(skew)} apart; the representatives waited for the slowest copy "
                          "(not a bound: --symmetry auto gives the exact run)")
         return notes
 
@@ -372,6 +377,6 @@ class Instances:
                 if t - first[rep] > 0.0:
                     self.verifier.check(t - first[rep], lambda: (
                         f"the members of a {CommType(inst['type']).name} on group {list(inst['members'][:8])} that "
-                        f"one representative stands for finished up to {(t - first[rep]) * 1e6:.6g} us apart (at "
-                        f"{t * 1e6:.3f} us simulated)"))
+                        f"one representative stands for finished up to {_t(t - first[rep])} apart (at "
+                        f"{_t(t)} simulated)"))
                 inst["done"].pop(rep)()

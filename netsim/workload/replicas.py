@@ -36,6 +36,7 @@ import simpy
 
 from netsim.errors import InputError
 from netsim.network.base import TransferRecord
+from netsim.units import format_time
 
 LOCAL, GLOBAL = "local", "global"
 
@@ -154,7 +155,8 @@ class Mirrored:
                 worst = int(np.argmax(spread))
                 self.verifier.check(float(spread[worst]), lambda: (
                     f"the copies of transfer {int(src[ready[worst]])}->{int(dst[ready[worst]])} finished up to "
-                    f"{float(spread[worst]) * 1e6:.6g} us apart (at {t * 1e6:.3f} us simulated)"))
+                    f"{format_time(float(spread[worst]), digits=4, sep=' ')} apart (at "
+                    f"{format_time(t, digits=4, sep=' ')} simulated)"))
                 on_done(ready, t)
 
         self.transfers += (k - 1) * m

@@ -46,6 +46,7 @@ import simpy
 from netsim.errors import InputError
 from netsim.network.models import MODELS
 from netsim.topology.model import Topology
+from netsim.units import format_time
 from netsim.chakra.schema import NodeType
 from netsim.chakra.model import MISSING, NodeTable
 from netsim.workload.collectives import SYMMETRIC, Instances, NcclSchedules, collective_schedule, families_of  # noqa: F401
@@ -337,9 +338,8 @@ class WorkloadRun:
             else:
                 self.event_only |= guard.conflicts
                 again = "them event-driven"
-            at = f"stopped at {self.env.now * 1e6:.3f} us: " if stopped else ""
-            self.notes.append(f"run {attempt}: {at}{len(guard.conflicts)} collective(s) evaluated off the event "
-                              f"queue shared links with other traffic; repeated with {again}")
+            self.notes.append(self._repeat_note(attempt, self.env.now if stopped else None, len(guard.conflicts),
+                                                again))
             self._reset()
         Unmatched(self).check()
         finish = np.array([st.finish for st in self.ranks])
@@ -352,6 +352,15 @@ class WorkloadRun:
                 finish[rank] = t
             self.notes += self.colls.replica_notes(len(self.ranks))
         return WorkloadResult(finish, compute, self.ops, self.unknown, self.notes, self)
+
+    @staticmethod
+    def _repeat_note(attempt: int, stopped_s: float | None, conflicts: int, again: str) -> str:
+        """The note of a repeated pass, for users: what happened and whether to act, in sensible units."""
+        at = f" stopped early, at {format_time(stopped_s, 4, ' ')} of simulated time" if stopped_s is not None else ""
+        return (f"simulation pass {attempt}{at}: {conflicts} collective(s) timed by the fast closed-form path shared "
+                f"links with other traffic, which that path does not model, so the run was repeated with {again} "
+                "(exact); the results are the last pass's, nothing to do (--engine event times every collective "
+                "event by event from the start, skipping the repeats)")
 
     def _simulate(self) -> bool:
         """One run; True when it stopped at a conflict (:class:`RunConflict`, see :meth:`run`)."""
