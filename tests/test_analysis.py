@@ -336,7 +336,8 @@ def test_cli_analyze_json_and_plots(tmp_path, capsys):
 
 
 def test_late_start_caveat_when_suspects_are_not_slow(capsys):
-    from netsim.cli.analyze import analyze, format_report
+    from netsim.analysis.report import analyze
+    from netsim.cli.analyze import format_report
 
     ops = _dp_job(ranks=16, slow=(5,), factor=1.2, noise=0.0)
     ends = ops.groupby("rank")["end_ns"].max()

@@ -1,6 +1,8 @@
 """Analysis that tells causes apart (issue 35 item 5): a pipeline stage is not a straggler, a slow GPU
 is not a slow host, and plots read in units that suit their span."""
 
+import re
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -158,3 +160,19 @@ def test_late_start_caveat_names_slow_hosts_apart_from_slow_ranks():
     late = LateStart("ALL_REDUCE", pd.DataFrame(), pd.Series(dtype=int), [20])  # a rank that only waited
     cav = late_start_caveat(late, S.slow_ranks(ops, hosts=8), S.slow_hosts(ops, 8))
     assert "(slow rank(s) 5, 40, 41, 42, 43, 44, 45, 46, 47; slow host(s) 5)" in cav
+
+
+def test_netsim_analyze_report_names_the_slow_gpu_and_the_slow_host():
+    """The report ``netsim analyze`` prints names the same culprits: GPU rank 5 and host 5 (ranks 40-47),
+    and reads its times in a unit that suits them."""
+    from netsim.analysis.report import analyze, clean
+    from netsim.cli.analyze import format_report
+
+    ops = _job(lambda r: 1.1 if r == 5 or 40 <= r < 48 else 1.0, ranks=64)
+    ranks = pd.DataFrame({"rank": range(64), "host": [r // 8 for r in range(64)]})
+    report = clean(analyze({"ops": ops, "ranks": ranks}))
+    assert [(c["cause"], c["host"], c["rank"]) for c in report["causes"]] == [("host", 5, None), ("gpu", 0, 5)]
+    assert report["slow_hosts"] == [5]
+    text = format_report("r", {k: v for k, v in report.items() if k != "_frames"})
+    assert re.search(r"causes      host 5 \(8 GPUs, \+1\d\.\d%\); GPU rank 5 on host 0 \(\+\d+\.\d%\)", text)
+    assert re.search(r"iteration     5\.\d+ us ", text)  # 4 steps of ~1.2 us of compute, in us
