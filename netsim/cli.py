@@ -38,7 +38,11 @@ def _cmd_topo(args: argparse.Namespace) -> int:
 
     from netsim.cli_options import load_topology_set
 
-    summary = summarize(load_topology_set(args.path, args.sets) if args.sets else load_topology(args.path))
+    topo = load_topology_set(args.path, args.sets) if args.sets else load_topology(args.path)
+    if args.bom:
+        from netsim.topology.bom import print_bom
+        return print_bom(topo, as_json=args.json)
+    summary = summarize(topo)
     print(json.dumps(summary, indent=2) if args.json else format_summary(summary))
     return 0
 
@@ -54,6 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
     topo = sub.add_parser("topo", help="summarize a topology (netsim YAML or ASTRA-sim network YAML)")
     topo.add_argument("path", help="topology file")
     topo.add_argument("--json", action="store_true", help="machine-readable output")
+    topo.add_argument("--bom", action="store_true", help="print the bill of materials (switches, NICs, cables, transceivers)")
     add_set_argument(topo)
     topo.set_defaults(func=_cmd_topo)
     for register in _extra_commands():
