@@ -4,6 +4,7 @@ Public API (more arrives as modules land)::
 
     import netsim
     topo = netsim.load_topology("topologies/dgx-h100.yaml")
+    netsim.bill_of_materials(topo)   # switches, NICs, cables, transceivers: a DataFrame
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 from netsim.version import __version__  # noqa: E402,F401
 
 from netsim.errors import InputError, NetsimError, ResultsError  # noqa: F401
-from netsim.topology import Topology, load_topology, summarize  # noqa: F401
+from netsim.topology import Topology, bill_of_materials, load_topology, summarize  # noqa: F401
 from netsim.shipped import find_shipped  # noqa: F401
 
 
@@ -26,5 +27,5 @@ from netsim.results.dataset import open_results  # noqa: E402,F401  (pyarrow loa
 from netsim.workload.simulation import simulate  # noqa: E402,F401
 
 
-__all__ = ["InputError", "NetsimError", "ResultsError", "Topology", "__version__", "bench", "find_shipped", "load_topology", "open_results",
+__all__ = ["InputError", "NetsimError", "ResultsError", "Topology", "__version__", "bench", "bill_of_materials", "find_shipped", "load_topology", "open_results",
            "simulate", "summarize"]
