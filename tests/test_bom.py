@@ -133,7 +133,7 @@ def test_the_dataframe_joins_a_price_table():
     bom = netsim.bill_of_materials(load_topology(TOPOLOGIES / "h100-superpod-1024.yaml"))
     assert tuple(bom.columns) == COLUMNS and bom["count"].dtype == np.int64
     assert str(bom["ports_free"].dtype) == "Int64"
-    prices = pd.DataFrame({"item": ["switch", "transceiver", "cable"], "model": ["64-port 400G", "400G DR", "400G DR"],
+    prices = pd.DataFrame({"item": ["switch", "transceiver", "cable"], "model": ["QM9700", "400G DR", "400G DR"],
                            "price": [30000.0, 1000.0, 100.0]})
     priced = bom.merge(prices, on=["item", "model"], how="left")
     assert (priced["count"] * priced["price"]).sum() == 48 * 30000 + 2048 * 1000 + 1024 * 100
