@@ -172,8 +172,7 @@ class NodeSpec:
 class TierSpec:
     """A fat-tree switch tier: see :class:`netsim.topology.fattree.Tier`.
 
-    oversubscription: down:up capacity ratio: only the up ports it needs at ``up_bw`` (default: the
-        down ports' rate) are cabled, the nearest whole number (:mod:`netsim.topology.cabling`).
+    oversubscription: down:up capacity ratio, built by cabling fewer up ports (:mod:`netsim.topology.cabling`).
     model: switch model for the bill of materials (e.g. ``QM9700``).
     """
 
@@ -394,12 +393,9 @@ def _mesh_fields(spec: NodeSpec) -> dict:
 
 
 def _tier(t: TierSpec, down_bw: float, source: str, where: str) -> Tier:
-    """The builder's tier: ``up_bw`` defaults to the down ports' rate; an ``oversubscription`` cables
-    only the up ports it needs at that rate (:func:`~netsim.topology.cabling.cabled_tier`)."""
+    """The builder's tier: ``up_bw`` defaults to the down ports' rate (:func:`~netsim.topology.cabling.cabled_tier`)."""
     if t.down < 1:
         raise InputError("expected a positive integer, got 0", source=source, field=f"{where}.down")
-    if t.oversubscription is not None and t.up == 0:
-        raise InputError("oversubscription needs up ports", source=source, field=where)
     up_bw = t.up_bw if t.up_bw is not None else down_bw
     tier = Tier(t.name, t.down, t.up, up_bw, t.latency, t.radix, t.parallel, t.oversubscription, t.model)
     try:
@@ -429,7 +425,7 @@ def _build(spec: TopologySpec, source: str) -> Topology:
         return multi_dim(dims, name=spec.name)
     node = build_node(spec.node, source)
     if spec.scale_out is None:
-        return node if spec.name == "topology" else _renamed(node, spec.name)
+        return node if spec.name == "topology" else replace(node, name=spec.name)
     so = spec.scale_out
     if so.kind != "fat_tree":
         raise InputError(f"expected kind fat_tree, got {so.kind!r}", source=source, field="scale_out.kind")
@@ -477,10 +473,6 @@ def _check_fat_tree_size(node: Topology, n_nodes: int, tiers: list[Tier], rail: 
     if links > MAX_LINKS:
         raise InputError(f"this fabric would have about {links:,} links; netsim handles at most {MAX_LINKS:,} "
                          "(fewer ports per switch or fewer parallel links)", source=source, field="scale_out.tiers")
-
-
-def _renamed(t: Topology, name: str) -> Topology:
-    return replace(t, name=name)
 
 
 def _check_dims(dims: list[Dim], source: str, path: str) -> None:
