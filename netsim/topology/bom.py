@@ -144,10 +144,11 @@ def switch_tier_of_node(topo: Topology) -> np.ndarray:
     """Index into ``facts.switch_tiers`` of every node of a fat-tree (-1: not a fabric switch).
 
     :func:`~netsim.topology.fattree.fat_tree` numbers the fabric's switches last, tier by tier
-    from the leaves (``_wire``), so the last ``sum(facts.switches)`` nodes are the tiers in order.
+    from the leaves (``_wire``), so the last ``sum(count)`` nodes are the tiers in order (tiers
+    named outside ``leaf``/``spine``/``core`` share the node kind ``switch``).
     """
     f = topo.facts
-    counts = [f.switches[t.name] for t in f.switch_tiers]
+    counts = [t.count for t in f.switch_tiers]
     out = np.full(topo.n_nodes, -1, dtype=np.int64)
     out[topo.n_nodes - sum(counts):] = np.repeat(np.arange(len(counts)), counts)
     return out
@@ -167,7 +168,7 @@ def _fat_tree_rows(topo: Topology) -> list[dict]:
     ts, td = tier[topo.link_src], tier[topo.link_dst]
     width = topo.link_width.astype(np.int64)
     for i, st in enumerate(f.switch_tiers):
-        n = f.switches[st.name]
+        n = st.count
         used = int(width[ts == i].sum())  # one outgoing directed link per cable end on the switch
         rate = max(st.down_port_Bps, st.up_port_Bps)
         model = st.model or f"{st.radix}-port {_gbps(rate)}G"

@@ -92,7 +92,7 @@ def switch_tier_facts(tiers: list["Tier"], levels: list["Level"], nic_bw: float)
         uplinks = 0 if top else levels[i + 1].w * levels[i + 1].p
         radix = t.radix if t.radix is not None else t.down + (0 if top else t.up)
         out.append(SwitchTierFacts(
-            name=t.name, model=t.model, radix=int(radix), down_ports=int(t.down), uplinks=int(uplinks),
+            name=t.name, count=int(lv.S), model=t.model, radix=int(radix), down_ports=int(t.down), uplinks=int(uplinks),
             down_port_Bps=float(down_bw), up_port_Bps=float(0.0 if top else t.up_bw),
             oversubscription_asked=None if t.oversubscription is None else float(t.oversubscription)))
         down_bw = t.up_bw

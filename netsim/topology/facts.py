@@ -74,6 +74,8 @@ class SwitchTierFacts:
 
     #: Tier name (``leaf``, ``spine``, ``core`` or another).
     name: str
+    #: Switches in the tier.
+    count: int
     #: Switch model named in the topology file (``None``: not named).
     model: str | None
     #: Ports per switch: the file's ``radix``, else ``down + up`` (``down`` at the top tier).
