@@ -30,12 +30,13 @@ RTOL = 1e-9
 
 @lru_cache(maxsize=None)
 def tree(over: float, rail: bool, nodes: int = 8, gpn: int = 4, routing: str = "ecmp"):
-    """``nodes`` nodes of ``gpn`` GPUs (NVSwitch) under a 2-tier tree, leaves ``over``:1."""
+    """``nodes`` nodes of ``gpn`` GPUs (NVSwitch) under a 2-tier tree, leaves ``over``:1 (as built:
+    ``per_leaf / over`` of the leaf's ``per_leaf`` up ports cabled, at the NIC rate)."""
     per_leaf = 2 * gpn
     spec = {"name": f"t{over}{rail}{routing}", "node": {"kind": "nvswitch", "gpus": gpn, "links_per_gpu": 4, "link_bw": "25GB/s"},
             "nodes": nodes,
             "scale_out": {"kind": "fat_tree", "nic_bw": "400Gbps", "rail_optimized": rail, "routing": routing,
-                          "tiers": [{"name": "leaf", "down": per_leaf, "up": 4, "oversubscription": over},
+                          "tiers": [{"name": "leaf", "down": per_leaf, "up": per_leaf, "oversubscription": over},
                                     {"name": "spine", "down": nodes * gpn // per_leaf * 2}]}}
     return build_topology(parse_spec(spec))
 

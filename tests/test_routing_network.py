@@ -26,7 +26,8 @@ def run(routing, op, size, seed, nodes=16, gpn=8, gpus=64):
 @pytest.mark.parametrize("op,size,seed", [("alltoall", 16 << 20, 0), ("alltoall", 16 << 20, 5),
                                           ("all_gather", 4 << 20, 1)])
 def test_adaptive_and_spray_never_lose_to_ecmp(op, size, seed):
-    kw = {} if op == "alltoall" else {"nodes": 8, "gpn": 4, "gpus": 32}
+    # all-gather: 8 nodes of 8 GPUs, 4 leaves with 4 uplinks each at 4:1, 2 links to each of 2 spines
+    kw = {} if op == "alltoall" else {"nodes": 8, "gpn": 8, "gpus": 32}
     ecmp = run("ecmp", op, size, seed, **kw)[0].time
     for routing in ("adaptive", "spray"):
         t = run(routing, op, size, seed, **kw)[0].time

@@ -116,13 +116,14 @@ def test_run_id_is_stable_and_independent_of_spelling(tmp_path):
 
 
 # --------------------------------------------------------- topology overrides
-def test_overrides_set_index_delete_and_swap_alternatives():
+def test_overrides_set_index_delete_and_keep_the_port_rate():
     data = yaml.safe_load(Path(SU).read_text())
     out = apply_overrides(data, {"scale_out.nic_bw": "800Gbps", "scale_out.tiers.0.oversubscription": 2,
                                  "scale_out.tiers.1.latency": None, "nodes": 16}, "t.yaml")
     leaf = out["scale_out"]["tiers"][0]
     assert out["scale_out"]["nic_bw"] == "800Gbps" and out["nodes"] == 16
-    assert leaf["oversubscription"] == 2 and "up_bw" not in leaf and "latency" not in out["scale_out"]["tiers"][1]
+    # oversubscription is built as fewer uplinks at the port rate: up_bw (the port rate) stays
+    assert leaf["oversubscription"] == 2 and leaf["up_bw"] == "400Gbps" and "latency" not in out["scale_out"]["tiers"][1]
     assert data["scale_out"]["tiers"][0]["up_bw"] == "400Gbps"  # the input is untouched
     with pytest.raises(InputError, match="list index"):
         apply_overrides(data, {"scale_out.tiers.7.down": 1}, "t.yaml")

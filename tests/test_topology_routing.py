@@ -39,9 +39,16 @@ def tree_3t_over(rail=False, pxn=None):  # w = 4, 2; leaf 4:1, spine 2.5:1
                     routing="ecmp")
 
 
+def tree_3t_built_over(rail=False):  # leaf 2:1 as built: 2 of 4 up ports cabled, so w = 2, 4 (16 spines, 8 cores)
+    return fat_tree(hgx_h100(), 16, [Tier("leaf", down=4, up=4, up_bw=50e9, oversubscription=2),
+                                     Tier("spine", down=4, up=4), Tier("core", down=8)], nic_bw=50e9,
+                    rail_optimized=rail, routing="ecmp")
+
+
 FABRICS = {"2t-rail": tree_2t_rail, "2t-tor-over": tree_2t_tor_over, "3t-rail": tree_3t_rail,
            "3t-over-tor": tree_3t_over, "3t-over-rail": lambda: tree_3t_over(rail=True),
-           "3t-over-tor-pxn": lambda: tree_3t_over(pxn=True)}
+           "3t-over-tor-pxn": lambda: tree_3t_over(pxn=True), "3t-built-over-tor": tree_3t_built_over,
+           "3t-built-over-rail": lambda: tree_3t_built_over(rail=True)}
 
 #: sha256 of the routes of 4000 random (src, dst, key) triples, computed with the router before
 #: routing policies existed: ECMP must stay bit for bit the same.
@@ -156,7 +163,8 @@ def _all_shortest_paths(t, a, b, usable):
     return paths
 
 
-@pytest.mark.parametrize("name", ["2t-tor-over", "3t-rail", "3t-over-tor", "3t-over-rail", "3t-over-tor-pxn"])
+@pytest.mark.parametrize("name", ["2t-tor-over", "3t-rail", "3t-over-tor", "3t-over-rail", "3t-over-tor-pxn",
+                                  "3t-built-over-tor"])
 def test_spread_equals_exact_even_split_over_all_equal_cost_paths(name):
     """Brute force: split every flow's bytes evenly over all shortest fabric paths, per link;
     ``spread`` of the bytes counted on the spray routes must give exactly that."""
@@ -213,7 +221,7 @@ def test_path_bottleneck_uses_capacity():
 
 # ------------------------------------------------------------------ adaptive
 def test_adaptive_on_an_idle_fabric_is_ecmp_for_each_flow():
-    for make in (tree_2t_tor_over, tree_3t_rail, tree_3t_over):
+    for make in (tree_2t_tor_over, tree_3t_rail, tree_3t_over, tree_3t_built_over):
         t = make()
         a = with_routing(t, "adaptive")
         rng = np.random.default_rng(3)
@@ -266,7 +274,7 @@ def test_adaptive_avoids_loaded_links_and_leaves_the_callers_load_alone():
 def test_adaptive_is_transfer_by_transfer_on_3_tiers_and_with_pxn():
     """Batch placement equals placing the transfers one at a time, carrying the load along."""
     for t in (with_routing(tree_3t_over(), "adaptive"), with_routing(tree_3t_over(pxn=True), "adaptive"),
-              with_routing(tree_3t_rail(), "adaptive")):
+              with_routing(tree_3t_rail(), "adaptive"), with_routing(tree_3t_built_over(), "adaptive")):
         rng = np.random.default_rng(11)
         src, dst = rng.integers(0, t.n_gpus, 80), rng.integers(0, t.n_gpus, 80)
         load = rng.integers(0, 3, t.n_links)

@@ -38,7 +38,11 @@ def _cmd_topo(args: argparse.Namespace) -> int:
     from netsim.topology.overrides import load_topology_set
     from netsim.topology.summary import format_summary, summarize
 
-    summary = summarize(load_topology_set(args.path, args.sets))
+    topo = load_topology_set(args.path, args.sets)
+    if args.bom:
+        from netsim.topology.bom import print_bom
+        return print_bom(topo, as_json=args.json)
+    summary = summarize(topo)
     print(json.dumps(summary, indent=2) if args.json else format_summary(summary))
     return 0
 
@@ -92,6 +96,7 @@ def _register_topo(sub) -> None:
     topo = sub.add_parser("topo", help=HELP["topo"])
     topo.add_argument("path", help="topology file")
     topo.add_argument("--json", action="store_true", help="machine-readable output")
+    topo.add_argument("--bom", action="store_true", help="print the bill of materials (switches, NICs, cables, transceivers)")
     add_set_argument(topo)
     topo.set_defaults(func=_cmd_topo)
 

@@ -67,6 +67,31 @@ class XgftLevel:
     p: int
 
 
+@dataclass(frozen=True)
+class SwitchTierFacts:
+    """One switch tier of a fat-tree as built (:mod:`~netsim.topology.cabling`): what a bill of
+    materials needs beyond the link arrays."""
+
+    #: Tier name (``leaf``, ``spine``, ``core`` or another).
+    name: str
+    #: Switches in the tier.
+    count: int
+    #: Switch model named in the topology file (``None``: not named).
+    model: str | None
+    #: Ports per switch: the file's ``radix``, else ``down + up`` (``down`` at the top tier).
+    radix: int
+    #: Ports facing the tier below.
+    down_ports: int
+    #: Up ports cabled per switch (0 at the top tier): fewer than ``up`` when oversubscribed.
+    uplinks: int
+    #: Line rate of one down port and of one up port (0 at the top tier), bytes/s per direction.
+    down_port_Bps: float
+    up_port_Bps: float
+    #: The ``oversubscription`` the file asked for (``None``: none asked); the ratio built is
+    #: :attr:`TopologyFacts.oversubscription`.
+    oversubscription_asked: float | None = None
+
+
 def _frozen(mapping: Mapping | None) -> Mapping:
     return MappingProxyType(dict(mapping or {}))
 
@@ -137,7 +162,8 @@ class TopologyFacts:
     cpu_vendor: str | None = None
     #: Achievable / line rate per link kind, as applied to ``link_bw`` (empty: line rates).
     link_efficiency: Mapping[str, float] = field(default_factory=dict)
-    #: Fat-tree: tiers, switches per tier, oversubscription per tier below the top (down:up).
+    #: Fat-tree: tiers, switches per tier, oversubscription per tier below the top (down:up capacity
+    #: as built: cabled uplinks x their rate against the down ports, :mod:`~netsim.topology.cabling`).
     tiers: int = 0
     switches: Mapping[str, int] = field(default_factory=dict)
     oversubscription: Mapping[str, float] = field(default_factory=dict)
@@ -152,6 +178,8 @@ class TopologyFacts:
     pxn: bool = False
     #: Fat-tree: the levels as an XGFT, leaf first.
     xgft: tuple[XgftLevel, ...] = ()
+    #: Fat-tree: each switch tier as built, leaf first (:class:`SwitchTierFacts`).
+    switch_tiers: tuple[SwitchTierFacts, ...] = ()
     #: Multi-dimensional networks: the dimensions, dimension 0 first.
     dims: tuple[DimFacts, ...] = ()
     #: The topology came from an ASTRA-sim network YAML: the analytical model and the collectives
@@ -162,6 +190,7 @@ class TopologyFacts:
         for name in ("link_efficiency", "switches", "oversubscription", "compute_efficiency"):
             object.__setattr__(self, name, _frozen(getattr(self, name)))
         object.__setattr__(self, "xgft", tuple(self.xgft))
+        object.__setattr__(self, "switch_tiers", tuple(self.switch_tiers))
         object.__setattr__(self, "dims", tuple(self.dims))
         if self.scaleup is not None and self.scaleup not in SCALEUP_KINDS:
             raise ValueError(f"scaleup must be one of {', '.join(SCALEUP_KINDS)}, got {self.scaleup!r}")

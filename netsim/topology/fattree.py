@@ -33,6 +33,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from netsim.topology.cabling import cabled_tiers, switch_tier_facts
 from netsim.topology.facts import INTRA_NODE_ROUTES, TopologyFacts, XgftLevel
 from netsim.topology.hostio import NicLayout, host_links, up_down_columns
 from netsim.topology.model import (FABRICS, NODE_KINDS, Topology, csr_from_columns, csr_merge, default_routing,
@@ -53,6 +54,9 @@ class Tier:
     latency: seconds to traverse one switch of this tier.
     radix: total ports per switch, checked against ``down + up`` when given.
     parallel: links from one child to each of its parents; derived when ``None``.
+    oversubscription: down:up capacity ratio; when given, only the up ports it needs at ``up_bw``
+        each are cabled (:func:`~netsim.topology.cabling.cabled_tier`), so fewer switches sit above.
+    model: the switch model, for the bill of materials (:mod:`netsim.topology.bom`).
     """
 
     name: str
@@ -62,6 +66,8 @@ class Tier:
     latency: float = 200e-9
     radix: int | None = None
     parallel: int | None = None
+    oversubscription: float | None = None
+    model: str | None = None
 
 
 @dataclass(frozen=True)
@@ -289,7 +295,8 @@ def fat_tree(node: Topology, n_nodes: int, tiers: list[Tier], *, nic_bw: float,
     node
         The scale-up domain of one server (e.g. :func:`~netsim.topology.builders.hgx_h100`).
     tiers
-        Leaf first.  The top tier's ``up`` is ignored.
+        Leaf first.  The top tier's ``up`` is ignored.  A tier's ``oversubscription`` cables fewer
+        of its up ports (:mod:`netsim.topology.cabling`).
     nic_bw
         Bytes/s of each NIC port; the leaf's down ports run at this rate.
     nic_latency, pcie_bw, pcie_latency
@@ -335,6 +342,7 @@ def fat_tree(node: Topology, n_nodes: int, tiers: list[Tier], *, nic_bw: float,
     if fabric not in FABRICS:
         raise ValueError(f"fabric must be one of {', '.join(FABRICS)}, got {fabric!r}")
     routing = default_routing(fabric) if routing is None else routing
+    tiers = cabled_tiers(list(tiers), nic_bw)
     g = node.n_gpus
     lay = NicLayout.default(g, nics_per_gpu, gpus_per_nic, gpus_per_switch)
     pos, slots = rail_positions(n_nodes, lay.nics, tiers[0].down, rail_optimized)
@@ -435,4 +443,5 @@ def _fat_tree_facts(node, n_nodes, tiers, levels, nic_bw, rail, pxn, lay, pcie) 
         switches={t.name: lv.S for t, lv in zip(tiers, levels)},
         oversubscription=over, bisection_Bps=float(bisection), diameter_hops=int(diameter),
         xgft=tuple(XgftLevel(lv.m, lv.w, lv.p) for lv in levels),
+        switch_tiers=switch_tier_facts(tiers, levels, nic_bw),
     )

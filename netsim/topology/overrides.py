@@ -1,8 +1,8 @@
 """Topology parameters by dotted path (a sweep's keys, ``--set KEY=VALUE``) applied to the topology YAML.
 
 ``scale_out.nic_bw: 800Gbps`` sets a key; ``scale_out.tiers.1.oversubscription: 2`` indexes a
-list (``tiers[1]`` is accepted too); ``null`` removes a key.  A tier's ``oversubscription`` and
-``up_bw`` are alternatives, so setting one drops the other from that tier.  The result goes
+list (``tiers[1]`` is accepted too); ``null`` removes a key.  A tier's ``up_bw`` (its uplink port
+rate) and ``oversubscription`` are independent: setting one keeps the other.  The result goes
 through the same validation and builder as a topology file, so errors name the file and field.
 
 ``--set`` items are read by :func:`parse_sets`: a value is a YAML scalar (``4`` is a number,
@@ -13,7 +13,7 @@ line naming the file and the field.
 {'nodes': 4, 'scale_out.nic_bw': '800Gbps', 'scale_out.tiers.0.oversubscription': 2}
 >>> d = {"scale_out": {"tiers": [{"down": 32, "up": 32, "up_bw": "400Gbps"}]}}
 >>> apply_overrides(d, {"scale_out.tiers.0.oversubscription": 2}, "t.yaml")["scale_out"]["tiers"][0]
-{'down': 32, 'up': 32, 'oversubscription': 2}
+{'down': 32, 'up': 32, 'up_bw': '400Gbps', 'oversubscription': 2}
 """
 
 from __future__ import annotations
@@ -34,7 +34,6 @@ from netsim.topology.model import Topology
 _KEY = re.compile(r"[A-Za-z_][\w\-]*(\.(\w[\w\-]*))*", re.ASCII)
 #: Longest ``--set`` value (a scalar; whole structures belong in the topology file).
 MAX_VALUE_CHARS = 1000
-_ALTERNATIVES = {"oversubscription": "up_bw", "up_bw": "oversubscription"}
 
 
 def apply_overrides(data: Any, overrides: dict[str, Any], source: str) -> dict:
@@ -64,9 +63,6 @@ def apply_overrides(data: Any, overrides: dict[str, Any], source: str) -> dict:
                         node.pop(part, None)
                     else:
                         node[part] = value
-                        if part in _ALTERNATIVES and _ALTERNATIVES[part] in node and \
-                                ".".join(parts[:-1] + [_ALTERNATIVES[part]]) not in overrides:
-                            del node[_ALTERNATIVES[part]]
                 elif part not in node or node[part] is None:
                     raise InputError("not in the topology file, so it cannot be overridden below here",
                                      source=source, field=where)

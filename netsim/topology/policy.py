@@ -76,7 +76,7 @@ only flows from group *G* with ``k >= i`` can use those links.  So every flow cr
 class loads each member with exactly ``1 / W_i`` of its rate.  The same argument on the
 destination side (``p_d // M_{i-1}``, the mirrored digits) holds for down classes.  Nothing
 depends on how positions were assigned, so it holds with or without rail optimisation, for
-2 and 3 tiers, with oversubscription (it only changes bandwidths) and with PXN (the fabric
+2 and 3 tiers, with oversubscription (it only changes the counts w and p) and with PXN (the fabric
 part of a PXN route is an ordinary fabric flow from the relay GPU's NIC).
 
 With equal member bandwidths ``c_l`` (every healthy tier), the class's ``W_i`` identical

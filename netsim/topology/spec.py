@@ -24,6 +24,7 @@ from netsim import inputs, units
 from netsim.errors import InputError
 from netsim.topology.astra_yaml import is_astra_network, parse_astra_network
 from netsim.topology.builders import NVLINK_HOP_LATENCY_S, GPU_PRESETS, SCALEUP_PRESETS, nvlink_mesh, nvswitch_domain
+from netsim.topology.cabling import cabled_tier
 from netsim.topology.efficiency import DEFAULT_EFFICIENCY, NVLINK_EFFICIENCY, apply_efficiency  # noqa: F401
 from netsim.topology.efficiency import parse_efficiency as _efficiency
 from netsim.topology.facts import TopologyFacts
@@ -171,7 +172,8 @@ class NodeSpec:
 class TierSpec:
     """A fat-tree switch tier: see :class:`netsim.topology.fattree.Tier`.
 
-    oversubscription: down:up capacity ratio; sets ``up_bw`` from the down ports when given.
+    oversubscription: down:up capacity ratio, built by cabling fewer up ports (:mod:`netsim.topology.cabling`).
+    model: switch model for the bill of materials (e.g. ``QM9700``).
     """
 
     name: str = _opt(_str, "switch")
@@ -182,6 +184,7 @@ class TierSpec:
     radix: int | None = _opt(_int_in(1, MAX_PORTS, "switch ports"))
     parallel: int | None = _opt(_int_in(1, MAX_PORTS, "switch ports"))
     oversubscription: float | None = _opt(_ratio)
+    model: str | None = _opt(_str)
 
 
 def _intra(v, src, f):
@@ -390,16 +393,15 @@ def _mesh_fields(spec: NodeSpec) -> dict:
 
 
 def _tier(t: TierSpec, down_bw: float, source: str, where: str) -> Tier:
-    up_bw = t.up_bw if t.up_bw is not None else down_bw
-    if t.oversubscription is not None:
-        if t.up_bw is not None:
-            raise InputError("give up_bw or oversubscription, not both", source=source, field=where)
-        if t.up == 0:
-            raise InputError("oversubscription needs up ports", source=source, field=where)
-        up_bw = t.down * down_bw / (t.up * t.oversubscription)
+    """The builder's tier: ``up_bw`` defaults to the down ports' rate (:func:`~netsim.topology.cabling.cabled_tier`)."""
     if t.down < 1:
         raise InputError("expected a positive integer, got 0", source=source, field=f"{where}.down")
-    return Tier(t.name, t.down, t.up, up_bw, t.latency, t.radix, t.parallel)
+    up_bw = t.up_bw if t.up_bw is not None else down_bw
+    tier = Tier(t.name, t.down, t.up, up_bw, t.latency, t.radix, t.parallel, t.oversubscription, t.model)
+    try:
+        return cabled_tier(tier, down_bw)
+    except ValueError as exc:
+        raise InputError(str(exc), source=source, field=f"{where}.oversubscription") from None
 
 
 def build_topology(spec: TopologySpec, source: str = "<topology>") -> Topology:
@@ -423,7 +425,7 @@ def _build(spec: TopologySpec, source: str) -> Topology:
         return multi_dim(dims, name=spec.name)
     node = build_node(spec.node, source)
     if spec.scale_out is None:
-        return node if spec.name == "topology" else _renamed(node, spec.name)
+        return node if spec.name == "topology" else replace(node, name=spec.name)
     so = spec.scale_out
     if so.kind != "fat_tree":
         raise InputError(f"expected kind fat_tree, got {so.kind!r}", source=source, field="scale_out.kind")
@@ -471,10 +473,6 @@ def _check_fat_tree_size(node: Topology, n_nodes: int, tiers: list[Tier], rail: 
     if links > MAX_LINKS:
         raise InputError(f"this fabric would have about {links:,} links; netsim handles at most {MAX_LINKS:,} "
                          "(fewer ports per switch or fewer parallel links)", source=source, field="scale_out.tiers")
-
-
-def _renamed(t: Topology, name: str) -> Topology:
-    return replace(t, name=name)
 
 
 def _check_dims(dims: list[Dim], source: str, path: str) -> None:

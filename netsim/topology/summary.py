@@ -43,6 +43,12 @@ def summarize(topo: Topology) -> dict:
     if f.scaleout == "fat_tree":
         out["switches_by_tier"] = dict(f.switches)
         out["oversubscription"] = dict(f.oversubscription)
+        out["oversubscription_asked"] = {t.name: t.oversubscription_asked for t in f.switch_tiers
+                                         if t.oversubscription_asked is not None
+                                         and abs(t.oversubscription_asked - f.oversubscription[t.name]) > 1e-4}
+        out["uplinks_per_switch"] = {t.name: t.uplinks for t in f.switch_tiers if t.uplinks}
+        fabric = topo.link_kind == LINK_KINDS.index("ib")
+        out["fabric_cables"] = int(topo.link_width[fabric].sum()) // 2  # each cable is two directed links
         out["rail_optimized"] = f.rail_optimized
         out["routing"] = topo.routing
         out["fabric"] = f.fabric
@@ -74,12 +80,16 @@ def format_summary(s: dict) -> str:
                  if "switches_by_tier" in s else ""),
              "nodes         " + ", ".join(f"{k} {v:,}" for k, v in s["nodes_by_kind"].items()),
              f"links         {s['links']:,} directed  (" + ", ".join(
-                 f"{k} {v:,}" for k, v in s["links_by_kind"].items()) + ")",
+                 f"{k} {v:,}" for k, v in s["links_by_kind"].items()) + ")"
+             + (f"; {s['fabric_cables']:,} fabric cables" if "fabric_cables" in s else ""),
              f"scale-up      {s['scaleup_GBps_per_gpu']:g} GB/s per GPU per direction ({s['scaleup']}"
              + (", NVLS" if s["nvls"] else "") + ")",
              f"scale-out     {s['scaleout_GBps_per_gpu']:g} GB/s per GPU per direction"]
     if "oversubscription" in s:
-        ratios = ", ".join(f"{k} {v:g}:1" for k, v in s["oversubscription"].items()) or "none"
+        asked = s.get("oversubscription_asked", {})
+        ratios = ", ".join(f"{k} {v:g}:1" + (f" ({asked[k]:g}:1 asked; {s['uplinks_per_switch'][k]} uplinks per switch)"
+                                             if k in asked else "")
+                           for k, v in s["oversubscription"].items()) or "none"
         lines.append(f"oversubscr.   {ratios}" + ("  (rail-optimized)" if s.get("rail_optimized") else ""))
     if "nics" in s:
         share = (f"{s['nics_per_gpu']} per GPU" if s["nics_per_gpu"] > 1 else
