@@ -102,7 +102,7 @@ LACK_P2P = ("the plateau: 8xA100 sendrecv levels off at 189-195 GB/s on 16 chann
             "(enqueue.cc v2.19.3-1:627, v2.18.5-1:636): 224 GB/s there")
 LACK_P2P_2GPU = ("the 2-GPU read-mode plateau: NCCL's sendrecv between two A100s reaches ~90 % of NCCL's own "
                  "20 GB/s per NVLink (topo.h); netsim streams at that rate, as the send's channels (NCCL 8, "
-                 "netsim 32, 14 GB/s each) carry more than the links. Leonardo's 4 NVLink3 per pair are given as "
+                 "netsim 16, 14 GB/s each) carry more than the links. Leonardo's 4 NVLink3 per pair are given as "
                  "2 links of 50 GB/s (nvlink-box4 preset: same 100 GB/s line rate and NCCL efficiency)")
 LACK_NVL_KERNEL = ("netsim streams the tokens at the links' NCCL efficiency and counts the 1/8 a rank keeps as "
                    "DeepEP's logical bytes do; DeepEP's copy kernels are bound by their SM budget (20-64 SMs) and "
@@ -151,6 +151,7 @@ ANCHORS = {"ar-h100-ring", "ar-h100-nvls", "ar-h100-meas", "ar-a100-ring", "ag-h
 G = 1 << 30
 #: Leonardo's booster node (4 A100-64GB, all pairs joined by 4 NVLink3 = 100 GB/s): the nvlink-box4 preset (2 links
 #: per pair) at 50 GB/s per link, on the A100 node file; NCCL's per-link 20.0 GB/s gives 4 links' worth per pair
+#: (80 GB/s).  NCCL's p2p setup counts the topology's 6 NVLinks per GPU (the machine has 12: --set takes no pairs)
 LEONARDO = ["node.links_per_gpu=null", "node.kind=nvlink_mesh", "node.preset=nvlink-box4", "node.gpus=4",
             "node.link_bw=50GB/s"]
 RECORDS = [
