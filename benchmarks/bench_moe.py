@@ -2,9 +2,8 @@
 
 DeepEP V2's README ("Performance"; deepseek-ai/DeepEP, V3 settings: 8K tokens per rank, hidden
 7168, top-8 of 256 experts, FP8 dispatch, BF16 combine; SM90 with CX7 400G NICs) reports the
-bottleneck RDMA bandwidth (logical: local-rank traffic included) of its normal kernels:
-
-    EP 8 x 2: dispatch 90 GB/s, combine 81 GB/s;   EP 8 x 4: dispatch 61 GB/s, combine 61 GB/s.
+bottleneck RDMA bandwidth (logical: local-rank traffic included) of its normal kernels at EP 8 x 2
+and 8 x 4 (table ``deepep_v2_sm90`` of ``benchmarks/data/published.yaml``).
 
 This prints netsim's node-limited dispatch and combine on h100-superpod-1su (H100, 400G NICs) at
 the same settings, with the analytical and the flow model, in DeepEP's byte counting (rdma_GBps).
@@ -22,12 +21,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _harness import print_table, run_case  # noqa: E402
+from published import pair  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-
-#: DeepEP V2 README, "Performance" table, SM90 / CX7 rows (GB/s RDMA, logical bandwidth).
-DEEPEP = {("moe_dispatch", 16): 90.0, ("moe_combine", 16): 81.0,
-          ("moe_dispatch", 32): 61.0, ("moe_combine", 32): 61.0}
 
 
 def case(op: str, gpus: int, model: str):
@@ -44,9 +40,9 @@ def _case(op: str, gpus: int, model: str) -> dict:
     t0 = time.process_time()
     cfg = validated(MoEConfig(op, tokens=8192, algo="node_limited", model=model, gpus=gpus), topo)
     s = run_moe(topo, cfg).summary
+    deepep = pair("deepep_v2_sm90", gpus, op)
     return {"case": f"{op} EP 8x{gpus // 8}", "model": model, "time_us": s["time_us"],
-            "rdma_GBps": s["rdma_GBps"], "deepep_GBps": DEEPEP[(op, gpus)],
-            "ratio": s["rdma_GBps"] / DEEPEP[(op, gpus)], "bound": s["bound"],
+            "rdma_GBps": s["rdma_GBps"], "deepep_GBps": deepep, "ratio": s["rdma_GBps"] / deepep, "bound": s["bound"],
             "cpu_s": time.process_time() - t0}
 
 

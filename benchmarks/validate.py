@@ -34,41 +34,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 TOPO = ROOT / "topologies"
 
-# --- sources ------------------------------------------------------------------------------------
-NT212 = ("https://github.com/NVIDIA/nccl-tests/issues/212 (sjeaugey, 2024-05-06: 8xH100 NCCL reaches "
-         "~370 GB/s busbw on ring / non-allreduce ops, ~480 GB/s busbw with NVLS)")
-NT290 = ("https://github.com/NVIDIA/nccl-tests/issues/290 (single DGX H100 all_reduce_perf -g 8 up to 4 GiB: "
-         "476 GB/s, AddyLaddy: 'expected range'; NDR 400G: 46-48 GB/s per NIC)")
-NC1712 = ("https://github.com/NVIDIA/nccl/issues/1712 (kiskra-nvidia, 2025-05-21: one 8xA100 NVLink node "
-          "should see close to 240 GB/s all-reduce busbw)")
-NC1374 = "https://github.com/NVIDIA/nccl/issues/1374 (yupatrick22: 8xH800 node, all_reduce_perf busbw 215 GB/s)"
-NT283 = ("https://github.com/NVIDIA/nccl-tests/issues/283 (248 x 8 H200, 1,984 ranks, all_reduce_perf 512 MiB, "
-         "default algorithm: 'typically around 350' GB/s busbw)")
-NT267 = ("https://github.com/NVIDIA/nccl-tests/issues/267 + #130 (sjeaugey: multi-node alltoall runs at one NIC's "
-         "bandwidth, busbw = NIC x N/(N-1) for N nodes; AddyLaddy: CX-7 NDR 48-49 GB/s): 6 x 8 H100, 48.5 x 6/5")
-LIPLUS = ("li-plus/playground cuda/nccl.md (nccl-tests sendrecv_perf -b 128M -e 1G -f 2 -g 8, 8 x A100 SXM "
-          "NVSwitch), busbw")
-NT331 = ("https://github.com/NVIDIA/nccl-tests/issues/331 (mredenti, 2025-07-14: Leonardo, 2 x A100-SXM-64GB of a "
-         "4-GPU node, 4 NVLink3 per pair (100 GB/s), NCCL 2.22.3, sendrecv_perf -t 2 -g 1 up to 2 GiB, "
-         "P2P/direct pointer/read: peak ~72-73 GB/s)")
-NC1272 = ("https://github.com/NVIDIA/nccl/issues/1272 (teojgo, 2024-04-30: 4 GH200 per node, one HPE Slingshot 200G "
-          "NIC per GPU (aws-ofi-nccl), sendrecv_perf -g 1 -b 512M -e 512M, 4 ranks per node; NCCL 2.19.4: 24.24 GB/s "
-          "on 8 nodes; 24.2-24.3 on 2 and 4 nodes; NCCL 2.20.5: 18.3 on 8 nodes)")
-DEEPEP_V1 = ("deepseek-ai/DeepEP docs/legacy.md 'Performance' (V1; H800 ~160 GB/s NVLink, CX7 400G per GPU; "
-             "normal: 4096 tokens, hidden 7168, top-4 groups, top-8, FP8 dispatch / BF16 combine)")
-DEEPEP_LL = ("deepseek-ai/DeepEP docs/legacy.md 'Low-latency kernels with pure RDMA' (V1; H800, CX7 400G; "
-             "128 tokens, hidden 7168, top-8, FP8 dispatch / BF16 combine). The table as updated in de8cfca "
-             "(2025-06-05): 'low-latency kernels now leverage NVLink as much as possible' (DeepEP PR #173), "
-             "so same-node copies go over NVLink (allow_nvlink_for_low_latency_mode, default True)")
-DEEPEP_LL_RDMA = ("deepseek-ai/DeepEP README.md at ebfe47e (initial release, 2025-02-24), 'Low-latency kernels "
-                  "with pure RDMA': the same setting, measured before PR #173, when deep_ep/buffer.py:73 set "
-                  "NVSHMEM_DISABLE_P2P=1 for the low-latency mode, so every copy, same-node ones too, went through "
-                  "the NIC (EP128 and EP256 were not re-measured: their rows are the same in both tables)")
-DEEPEP_V2 = ("deepseek-ai/DeepEP README.md 'Performance' (V2; 8K tokens, hidden 7168, top-8, FP8 dispatch / "
-             "BF16 combine; logical bandwidth incl. local-rank traffic)")
-LLAMA3 = ("Llama 3 Herd of Models, arXiv:2407.21783, Table 4 (405B on H100, 16M tokens per batch): "
-          "published TFLOPs/GPU converted to step time with 6N + 12*L*d*s FLOPs/token (PaLM, arXiv:2204.02311 "
-          "App. B), N = 405e9, L = 126, d = 16384")
+# --- sources: every published number and its source are in benchmarks/data/published.yaml ----------
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from published import pair, rows, source  # noqa: E402
+
+NT212, NT290, NC1712, NC1374, NT283, NT267, LIPLUS, NT331, NC1272 = map(source, (
+    "nccl_tests_212", "nccl_tests_290", "nccl_1712", "nccl_1374", "nccl_tests_283", "nccl_tests_267",
+    "li_plus_a100_sendrecv", "nccl_tests_331", "nccl_1272"))
+DEEPEP_V1, DEEPEP_LL, DEEPEP_LL_RDMA, DEEPEP_V2, DEEPEP_V2_NVL, LLAMA3 = map(source, (
+    "deepep_v1_normal", "deepep_v1_low_latency", "deepep_v1_low_latency_rdma", "deepep_v2_sm90", "deepep_v2_sm100",
+    "llama3_table4"))
 
 # --- physical explanations for misses (reused by several rows) ------------------------------------
 LACK_LL_NVLINK = ("per-copy kernel costs on NVLink: since DeepEP PR #173 the low-latency kernels write same-node "
@@ -102,7 +77,7 @@ LACK_P2P = ("the plateau: 8xA100 sendrecv levels off at 189-195 GB/s on 16 chann
             "(enqueue.cc v2.19.3-1:627, v2.18.5-1:636): 224 GB/s there")
 LACK_P2P_2GPU = ("the 2-GPU read-mode plateau: NCCL's sendrecv between two A100s reaches ~90 % of NCCL's own "
                  "20 GB/s per NVLink (topo.h); netsim streams at that rate, as the send's channels (NCCL 8, "
-                 "netsim 32, 14 GB/s each) carry more than the links. Leonardo's 4 NVLink3 per pair are given as "
+                 "netsim 16, 14 GB/s each) carry more than the links. Leonardo's 4 NVLink3 per pair are given as "
                  "2 links of 50 GB/s (nvlink-box4 preset: same 100 GB/s line rate and NCCL efficiency)")
 LACK_NVL_KERNEL = ("netsim streams the tokens at the links' NCCL efficiency and counts the 1/8 a rank keeps as "
                    "DeepEP's logical bytes do; DeepEP's copy kernels are bound by their SM budget (20-64 SMs) and "
@@ -151,50 +126,60 @@ ANCHORS = {"ar-h100-ring", "ar-h100-nvls", "ar-h100-meas", "ar-a100-ring", "ag-h
 G = 1 << 30
 #: Leonardo's booster node (4 A100-64GB, all pairs joined by 4 NVLink3 = 100 GB/s): the nvlink-box4 preset (2 links
 #: per pair) at 50 GB/s per link, on the A100 node file; NCCL's per-link 20.0 GB/s gives 4 links' worth per pair
+#: (80 GB/s).  NCCL's p2p setup counts the topology's 6 NVLinks per GPU (the machine has 12: --set takes no pairs)
 LEONARDO = ["node.links_per_gpu=null", "node.kind=nvlink_mesh", "node.preset=nvlink-box4", "node.gpus=4",
             "node.link_bw=50GB/s"]
 RECORDS = [
     # ---- all-reduce, one NVLink node
-    _rec("ar-h100-ring", "all-reduce", "8xH100 ring all-reduce 4 GiB", 370.0, "GB/s busbw", NT212,
+    _rec("ar-h100-ring", "all-reduce", "8xH100 ring all-reduce 4 GiB", rows("nccl_tests_212")["ring"], "GB/s busbw", NT212,
          _bench("dgx-h100.yaml", "all_reduce", 4 * G, 8, "ring")),
-    _rec("ar-h100-nvls", "all-reduce", "8xH100 NVLS all-reduce 4 GiB (peak)", 480.0, "GB/s busbw", NT212,
+    _rec("ar-h100-nvls", "all-reduce", "8xH100 NVLS all-reduce 4 GiB (peak)", rows("nccl_tests_212")["nvls"],
+         "GB/s busbw", NT212,
          _bench("dgx-h100.yaml", "all_reduce", 4 * G, 8, "auto"), LACK_NVLS),
-    _rec("ar-h100-meas", "all-reduce", "8xH100 all-reduce 4 GiB, default algo (measured)", 476.0, "GB/s busbw",
+    _rec("ar-h100-meas", "all-reduce", "8xH100 all-reduce 4 GiB, default algo (measured)",
+         rows("nccl_tests_290")["h100_all_reduce"], "GB/s busbw",
          NT290, _bench("dgx-h100.yaml", "all_reduce", 4 * G, 8, "auto"), LACK_NVLS),
-    _rec("ar-a100-ring", "all-reduce", "8xA100 all-reduce large (ring)", 240.0, "GB/s busbw", NC1712,
+    _rec("ar-a100-ring", "all-reduce", "8xA100 all-reduce large (ring)", rows("nccl_1712")["a100_all_reduce"],
+         "GB/s busbw", NC1712,
          _bench("dgx-a100.yaml", "all_reduce", 4 * G, 8, "auto")),
-    _rec("ar-h800", "all-reduce", "8xH800 all-reduce, default algo (size not stated: 4 GiB)", 215.0, "GB/s busbw",
+    _rec("ar-h800", "all-reduce", "8xH800 all-reduce, default algo (size not stated: 4 GiB)",
+         rows("nccl_1374")["h800_all_reduce"], "GB/s busbw",
          NC1374, _bench("h100-superpod-1su.yaml", "all_reduce", 4 * G, 8, "auto",
                         sets=["nodes=2", "node.links_per_gpu=8"]), LACK_NVLS),
     # ---- all-gather / all-to-all on NVLink, and across nodes
-    _rec("ag-h100", "all-gather", "8xH100 all-gather 4 GiB", 370.0, "GB/s busbw", NT212,
+    _rec("ag-h100", "all-gather", "8xH100 all-gather 4 GiB", rows("nccl_tests_212")["ring"], "GB/s busbw", NT212,
          _bench("dgx-h100.yaml", "all_gather", 4 * G, 8)),
-    _rec("a2a-h100", "all-to-all", "8xH100 alltoall 4 GiB", 370.0, "GB/s busbw", NT212,
+    _rec("a2a-h100", "all-to-all", "8xH100 alltoall 4 GiB", rows("nccl_tests_212")["ring"], "GB/s busbw", NT212,
          _bench("dgx-h100.yaml", "alltoall", 4 * G, 8),
          "NCCL's alltoall: 7 concurrent p2p sends on 32 channels; Hopper's P2P write leaves the NVLinks as the "
          "bound (netsim.collectives.p2p)"),
-    _rec("a2a-6n-h100", "all-to-all", "6 x 8 H100 NDR alltoall 1 GiB (NVIDIA expectation)", 48.5 * 6 / 5,
-         "GB/s busbw", NT267, _bench("h100-superpod-1su.yaml", "alltoall", G, 48, model="analytical"),
+    _rec("a2a-6n-h100", "all-to-all", "6 x 8 H100 NDR alltoall 1 GiB (NVIDIA expectation)",
+         rows("nccl_tests_267")["ndr_nic"] * 6 / 5,
+         "GB/s busbw", NT267 + ": 6 x 8 H100, NIC x 6/5", _bench("h100-superpod-1su.yaml", "alltoall", G, 48,
+                                                              model="analytical"),
          "per-peer p2p channels, proxy progress and PXN hops are absent, so all 47 peers stream at line rate "
          "at once", note="analytical"),
     # ---- point-to-point on NVLink
-    *[_rec(f"sr-a100-{s >> 20}M", "p2p", f"8xA100 sendrecv {s >> 20} MiB", pub, "GB/s busbw", LIPLUS,
-           _bench("dgx-a100.yaml", "sendrecv", s, 8),
+    *[_rec(f"sr-a100-{mib}M", "p2p", f"8xA100 sendrecv {mib} MiB", pub, "GB/s busbw", LIPLUS,
+           _bench("dgx-a100.yaml", "sendrecv", mib << 20, 8),
            LACK_P2P)
-      for s, pub in ((128 << 20, 110.81), (256 << 20, 188.60), (512 << 20, 192.75), (G, 195.10))],
+      for mib, pub in rows("li_plus_a100_sendrecv").items()],
     # held out: 2 of Leonardo's 4 A100-64GB (4 NVLink3 per pair), one process; GH200 + Slingshot 200G, 4 per node
-    _rec("sr-a100-2gpu", "p2p", "2 x A100 (4 NVLink3 per pair) sendrecv 2 GiB", 72.5, "GB/s busbw", NT331,
+    _rec("sr-a100-2gpu", "p2p", "2 x A100 (4 NVLink3 per pair) sendrecv 2 GiB",
+         rows("nccl_tests_331")["a100_pair_sendrecv"], "GB/s busbw", NT331,
          _bench("dgx-a100.yaml", "sendrecv", 2 * G, 2, sets=LEONARDO), LACK_P2P_2GPU),
     *[_rec(f"sr-gh200-{n}n", "p2p", f"{n} x 4 GH200, Slingshot 200G per GPU, sendrecv 512 MiB", pub, "GB/s busbw",
            NC1272, _bench("h100-superpod-1su.yaml", "sendrecv", 512 << 20, 4 * n, sets=[f"nodes={n}", "node.gpus=4",
                                                                                          "scale_out.nic_bw=200Gbps"]),
            "a NIC-bound ring: netsim's NIC runs at its IB efficiency (NDR's 48 of 50 GB/s); Slingshot's own is not "
            "known to netsim. NCCL 2.30.7 gives each network peer 2 channels here (paths.cc:943-1001), as 2.19.4 did")
-      for n, pub in ((4, 24.2), (8, 24.24))],
+      for n, pub in rows("nccl_1272").items()],
     # ---- scale-out
-    _rec("sr-ndr", "scale-out", "2 x 8 H100, sendrecv 1 GiB over one NDR NIC", 47.0, "GB/s busbw", NT290,
+    _rec("sr-ndr", "scale-out", "2 x 8 H100, sendrecv 1 GiB over one NDR NIC", rows("nccl_tests_290")["ndr_sendrecv"],
+         "GB/s busbw", NT290,
          _bench("h100-superpod-1su.yaml", "sendrecv", G, 16)),
-    _rec("ar-h200-1984", "scale-out", "1,984 H200 (248 nodes) all-reduce 512 MiB, default algo", 350.0,
+    _rec("ar-h200-1984", "scale-out", "1,984 H200 (248 nodes) all-reduce 512 MiB, default algo",
+         rows("nccl_tests_283")["h200_1984_all_reduce"],
          "GB/s busbw", NT283, _bench("h100-fat-tree-16k.yaml", "all_reduce", 512 << 20, 1984, model="analytical"),
          "NVLS+tree at ~2,000 GPUs: netsim serializes the tree's NIC stages per channel and charges NVLS as extra "
          "bytes; NCCL's nvlstree pipelines NVLink-SHARP reduction with the inter-node tree (H200 = H100's NVLink4 "
@@ -202,9 +187,7 @@ RECORDS = [
 ]
 
 # ---- MoE dispatch/combine: DeepEP V1 normal (H800), low-latency (H800), V2 (SM90 CX7; SM100 NVLink)
-_V1N = {8: (153.0, 158.0), 16: (43.0, 43.0), 32: (58.0, 57.0), 64: (51.0, 50.0)}
-_V1LL = {8: (77, 114), 16: (118, 195), 32: (155, 273), 64: (173, 314), 128: (192, 369), 256: (194, 360)}
-for ep, pubs in _V1N.items():
+for ep, pubs in rows("deepep_v1_normal").items():
     for op, pub in zip(("moe_dispatch", "moe_combine"), pubs):
         intra = ep == 8
         RECORDS.append(_rec(
@@ -215,7 +198,7 @@ for ep, pubs in _V1N.items():
             LACK_NVL_KERNEL if intra else ("DeepEP's RDMA kernels overlap NVLink forwarding with IB only partly and pay per-chunk "
                               "notification and queue-pair costs; netsim's node-limited schedule streams at line rate"),
             note="" if intra else "analytical"))
-for ep, pubs in _V1LL.items():
+for ep, pubs in rows("deepep_v1_low_latency").items():
     for op, pub in zip(("moe_dispatch", "moe_combine"), pubs):
         flow = ep <= 64
         RECORDS.append(_rec(
@@ -224,25 +207,24 @@ for ep, pubs in _V1LL.items():
                             experts=288 if 288 % ep == 0 else 256, max_nodes=0),
             LACK_LL_NVLINK if ep == 8 else LACK_LL_MSG if ep <= 128 else LACK_LL_256,
             note="" if flow else "analytical (flow: ~1 CPU-min, bench_fidelity.py)"))
-_V1LL_RDMA = {8: (163, 318), 16: (173, 329), 32: (182, 350), 64: (186, 353)}
-for ep, pubs in _V1LL_RDMA.items():
+for ep, pubs in rows("deepep_v1_low_latency_rdma").items():
     for op, pub in zip(("moe_dispatch", "moe_combine"), pubs):
         RECORDS.append(_rec(
             f"deepep-llrdma-{op[4:]}-ep{ep}", "moe", f"DeepEP V1 low-latency {op[4:]} EP{ep}, pure RDMA (H800)",
             float(pub), "us", DEEPEP_LL_RDMA,
             _moe(op, ep, 128, "direct", "flow", "time_us", mode="low_latency",
                  experts=288 if 288 % ep == 0 else 256, max_nodes=0, ll_transport="rdma"), LACK_LL_MSG))
-for ep, pubs in {16: (90.0, 81.0), 32: (61.0, 61.0)}.items():
+for ep, pubs in rows("deepep_v2_sm90").items():
     for op, pub in zip(("moe_dispatch", "moe_combine"), pubs):
         RECORDS.append(_rec(
             f"deepep-v2-{op[4:]}-ep{ep}", "moe", f"DeepEP V2 {op[4:]} EP 8x{ep // 8} (SM90, CX7)", pub, "GB/s RDMA",
             DEEPEP_V2, _moe(op, ep, 8192, "node_limited", "analytical", "rdma_GBps", h800=False),
             "per-chunk RDMA notification and queue-pair costs; the published figure counts local-rank traffic, "
             "as netsim's rdma bytes do", note="analytical"))
-for op, pub in (("moe_dispatch", 726.0), ("moe_combine", 740.0)):
+for op in ("moe_dispatch", "moe_combine"):
     RECORDS.append(_rec(
-        f"deepep-v2-{op[4:]}-nvl8", "moe", f"DeepEP V2 {op[4:]} EP8 NVLink (SM100, 64 SMs)", pub, "GB/s NVLink",
-        DEEPEP_V2, _moe(op, 8, 8192, "direct", "flow", "nvl_GBps", h800=False, topo="gb200-nvl72.yaml",
+        f"deepep-v2-{op[4:]}-nvl8", "moe", f"DeepEP V2 {op[4:]} EP8 NVLink (SM100, 64 SMs)", pair("deepep_v2_sm100", 8, op),
+        "GB/s NVLink", DEEPEP_V2_NVL, _moe(op, 8, 8192, "direct", "flow", "nvl_GBps", h800=False, topo="gb200-nvl72.yaml",
                         sets=["node.gpus=8"]),
         LACK_NVL_KERNEL + "; netsim runs the GB200 NVL72 node spec cut to 8 GPUs (HGX B200: 18 NVLink5 links, "
         "900 GB/s per GPU)"))
@@ -255,10 +237,11 @@ for op, pub in (("moe_dispatch", 726.0), ("moe_combine", 740.0)):
 _E2E_NOTE = {"llama3-8k": "flow, h100-fat-tree-16k (llama3-24k: >2 CPU-min)",
              "llama3-16k": "flow, h100-fat-tree-16k (analytical: 8.20 s, +21.7 %)",
              "llama3-16k-cp16": "analytical, h100-fat-tree-16k (flow: >15 min)"}
-for rid, args in (("llama3-8k", (8192, 8, 1, 16, 64, 32, 8192, 430, "flow")),
-                  ("llama3-16k", (16384, 8, 1, 16, 128, 16, 8192, 400, "flow")),
-                  ("llama3-16k-cp16", (16384, 8, 16, 16, 8, 16, 131072, 380, "analytical"))):
-    s = _llm(*args)
+_TFLOPS = rows("llama3_table4")
+for rid, args in (("llama3-8k", (8192, 8, 1, 16, 64, 32, 8192, "flow")),
+                  ("llama3-16k", (16384, 8, 1, 16, 128, 16, 8192, "flow")),
+                  ("llama3-16k-cp16", (16384, 8, 16, 16, 8, 16, 131072, "analytical"))):
+    s = _llm(*args[:-1], _TFLOPS[rid.removeprefix("llama3-")], args[-1])
     RECORDS.append(_rec(rid, "end-to-end", f"Llama 3 405B step, {args[0]:,} H100, TP{args[1]} CP{args[2]} PP{args[3]} "
                         f"DP{args[4]}, seq {args[6]:,}", round(s["published_s"], 3), "s", LLAMA3, s, LACK_E2E,
                         note=_E2E_NOTE[rid]))

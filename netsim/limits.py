@@ -20,6 +20,8 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import Any
 
+from netsim.ncclfacts import MAXCHANNELS
+
 #: GPUs in one topology: twice the largest shipped example (65,536 GPUs, fat-tree-64k.yaml).
 MAX_GPUS = 131_072
 #: Seeds are stored as int64 (numpy's generators take any non-negative integer).
@@ -33,7 +35,7 @@ PROCESSES = (1, 1024)
 INTS = MappingProxyType({
     # every bench op, netsim run
     "gpus": (2, MAX_GPUS),  # the largest topology netsim builds
-    "channels": (1, 64),  # NCCL's MAXCHANNELS
+    "channels": (1, MAXCHANNELS),
     "seed": SEED,
     "streams": (1, 1024),
     "stepfactor": (2, 2**50),  # a size is at most 1 PiB (netsim.units.MAX_SIZE)

@@ -185,6 +185,9 @@ def test_broadcast_is_replayed_and_unknown_collectives_rejected(tmp_path):
     per_rank = [[EtNode(0, "r", COLL, comm_type=int(CommType.REDUCE), comm_size=10, is_cpu_op=False)]] * 2
     with pytest.raises(InputError, match="REDUCE is not simulated by ASTRA-sim"):
         run_astra(wl(tmp_path, per_rank), parse_system(SYS), ring(tmp_path, 2))
+    per_rank = [[EtNode(0, "x", COLL, comm_type=42, comm_size=10, is_cpu_op=False)]] * 2  # no Chakra code
+    with pytest.raises(InputError, match="collective 42 is not simulated by ASTRA-sim"):
+        run_astra(wl(tmp_path, per_rank), parse_system(SYS), ring(tmp_path, 2))
 
 
 def test_point_to_point_and_rendezvous(tmp_path):

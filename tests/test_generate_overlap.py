@@ -12,7 +12,7 @@ from netsim.cli import main
 from netsim.errors import InputError
 from netsim.workload.generate import ModelSpec, generate_llm
 from netsim.workload.generate.plan import plan_llm
-from netsim.workload.generate.ranks import TP_SPLITS
+from netsim.workload.generate.layers import TP_SPLITS
 from netsim.workload.generate.writer import write_llm_files
 from netsim.workload.llmrun import simulate_llm
 

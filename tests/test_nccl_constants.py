@@ -5,6 +5,7 @@ import math
 import numpy as np
 import pytest
 
+from netsim import ncclfacts
 from netsim.collectives import nccl
 from netsim.collectives.plan import plan
 from netsim.errors import InputError
@@ -21,7 +22,7 @@ def _info(**kw):
 
 
 def test_per_channel_tables_are_nccls():
-    assert nccl.NCCL_VERSION == "2.30.7"
+    assert ncclfacts.NCCL_VERSION == "2.30.7"
     assert nccl._PER_CH_TREE["volta"] == (26.5, 18.5, 10.0)  # tuning.cc:200, not Ampere's row
     assert nccl._PER_CH_TREE["ampere"] == (24, 23.6, 17.8)  # tuning.cc:201
     assert nccl._PER_CH_TREE_LL128["hopper"] == (36.7, 36.7, 29.0)  # tuning.cc:195

@@ -1,5 +1,5 @@
 """Element-wise kernels, sequence parallelism and the backward's TP reductions beside the weight gradients
-in the LLM generator (netsim.workload.generate.ranks)."""
+in the LLM generator (netsim.workload.generate.layers)."""
 
 import json
 from pathlib import Path

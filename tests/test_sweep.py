@@ -217,7 +217,7 @@ def test_killed_pool_worker_loses_nothing(tmp_path):
 
     def kill():
         killed.append(len(list(out.glob(f"runs/run_id=*/{PART}"))))
-        os.kill(next(iter(ex.pool._processes.values())).pid, signal.SIGKILL)
+        os.kill(next(p for p in ex.pool.processes if p.is_alive()).pid, signal.SIGKILL)
 
     killer = threading.Thread(target=_kill_when_started, args=(out, kill))
     killer.start()

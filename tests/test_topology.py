@@ -221,6 +221,16 @@ def test_csr_gather_and_networkx_export():
     assert g.number_of_nodes() == 8 and g.number_of_edges() == 32
 
 
+def test_networkx_export_without_networkx_names_the_extra(monkeypatch):
+    """networkx is the optional extra ``graph``: without it the export says how to get it, in one line."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "networkx", None)  # import networkx now raises ImportError
+    with pytest.raises(ImportError, match=r"pip install 'netsim\[graph\]'") as err:
+        dgx1_v100().to_networkx()
+    assert "\n" not in str(err.value) and err.value.__cause__ is None
+
+
 def test_memory_of_a_large_fabric():
     tiers = [Tier("leaf", down=32, up=32, up_bw=50e9), Tier("spine", down=32, up=32, up_bw=50e9),
              Tier("core", down=64)]

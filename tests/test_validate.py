@@ -93,8 +93,8 @@ def test_summary_medians():
 
 def test_two_a100s_over_four_nvlinks_are_link_bound():
     """sr-a100-2gpu (nccl-tests#331: 4 NVLink3 per pair = 100 GB/s line, 80 at NCCL's 20.0 per link): the
-    LEONARDO overrides give that pair, in P2P read mode; the 2 GiB send's channels (netsim 32 from the GPU's
-    12 links, NCCL 8 from the pair's 4, paths.cc:936) carry more than 80 GB/s at 14 each, so the links bind."""
+    LEONARDO overrides give that pair, in P2P read mode; the 2 GiB send's channels (netsim 16 from the topology's
+    6 links per GPU, NCCL 8 from the pair's 4, paths.cc:936) carry more than 80 GB/s at 14 each, so the links bind."""
     import numpy as np
     from netsim.perftests import BenchConfig, run_one
     from netsim.topology.overrides import load_topology_set
@@ -102,7 +102,7 @@ def test_two_a100s_over_four_nvlinks_are_link_bound():
     t = load_topology_set(ROOT / "topologies" / "dgx-a100.yaml", validate.LEONARDO)
     assert t.n_gpus == 4
     s = p2p.P2PSetup.from_info(nccl.CommInfo.from_topology(t, np.arange(2)))
-    assert s.read and min(s.parts(2 << 30), 8) * p2p.P2P_PER_CHANNEL_GBPS > 80
+    assert s.read and s.parts(2 << 30) == 16 and min(s.parts(2 << 30), 8) * p2p.P2P_PER_CHANNEL_GBPS > 80
     row, _ = run_one(t, BenchConfig("sendrecv", gpus=2), 2 << 30)
     assert 79.9 < row.busbw_GBps < 80.0
     assert row.busbw_GBps == pytest.approx(validate.simulate(BY_ID["sr-a100-2gpu"]))

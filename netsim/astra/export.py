@@ -63,7 +63,7 @@ def astra_dims(topo) -> tuple[list[dict], list[str]]:
                      "latency": round(lat / 2 if kind == "Switch" else lat, 4)})
         if facts.nvls:
             lost.append("NVLink SHARP (in-switch reduction) is not modelled by ASTRA-sim's analytical backend")
-        if (facts.nvlink_links_per_gpu or 1) > 1:
+        if kind == "Switch" and (facts.nvlink_links_per_gpu or 1) > 1:
             lost.append(f"{facts.nvlink_links_per_gpu} NVLink links per GPU (over several switch chips) become "
                         "one link of their summed bandwidth")
     if nodes > 1:

@@ -28,6 +28,8 @@ U64 = 1 << 64
 _T = NodeType
 COLL_OPS = {int(CommType.ALL_REDUCE): "all_reduce", int(CommType.ALL_GATHER): "all_gather",
             int(CommType.REDUCE_SCATTER): "reduce_scatter", int(CommType.ALL_TO_ALL): "all_to_all"}
+#: Every Chakra collective code (a node's comm_type may be any integer).
+COMM_TYPE_CODES = frozenset(int(c) for c in CommType)
 #: Statistics types, in the order netsim prints them.
 TYPES = ("CPU", "GPU", "Comm", "Remote mem", "Invalid")
 CPU_LANE, GPU_LANE, COMM_LANE = 0, 1, 2
@@ -194,7 +196,7 @@ class Workload:
             return
         op = COLL_OPS.get(ctype)
         if op is None:
-            name = CommType(ctype).name if ctype in CommType._value2member_map_ else str(ctype)
+            name = CommType(ctype).name if ctype in COMM_TYPE_CODES else str(ctype)
             raise InputError(f"collective {name} is not simulated by ASTRA-sim ('Unsupported collective comm "
                              "type'); it supports ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER, ALL_TO_ALL, BROADCAST",
                              source=t.source, field=f"node {int(t.id[i])}")

@@ -232,19 +232,17 @@ def _signed(paths: list[str], jobs: int, fast: bool):
     if jobs == 1:
         yield from map(task, slices)
         return
-    import concurrent.futures as cf
     import signal
 
-    pool = cf.ProcessPoolExecutor(jobs, initializer=signal.signal, initargs=(signal.SIGINT, signal.SIG_IGN))
+    from netsim.procpool import TrackedPool
+
+    pool = TrackedPool(jobs, initializer=signal.signal, initargs=(signal.SIGINT, signal.SIG_IGN))
     try:
         futures = [pool.submit(task, sl) for sl in slices]
         for fut in futures:
             yield fut.result()
     except BaseException:
-        procs = list((getattr(pool, "_processes", None) or {}).values())
-        pool.shutdown(wait=False, cancel_futures=True)
-        for p in procs:
-            p.terminate()
+        pool.stop()
         raise
     pool.shutdown(wait=True)
 

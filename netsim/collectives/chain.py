@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from netsim.collectives.compose import PIECE_BYTES
 from netsim.collectives.schedule import Phase, Schedule, Step
 
-#: NCCL-like pipeline chunk for broadcast/reduce (bytes).
-CHUNK_BYTES = 512 * 1024
+#: Pipeline chunk for broadcast/reduce (bytes): the pieces every pipelined schedule cuts.
+CHUNK_BYTES = PIECE_BYTES
 
 
 def default_chunks(nbytes: float, n: int) -> int:

@@ -37,11 +37,13 @@ import numpy as np
 
 from netsim.collectives.schedule import Phase, Schedule, Step
 from netsim.errors import InputError
+from netsim.ncclfacts import SIMPLE_CHUNK
 
 COPY, REDUCE = 0, 1
 
-#: Pipelined algorithms cut their data into pieces of at least this many bytes ...
-PIECE_BYTES = 512 * 1024
+#: Pipelined algorithms cut their data into pieces of at least this many bytes (NCCL's Simple
+#: chunk per channel step, :data:`netsim.ncclfacts.SIMPLE_CHUNK`) ...
+PIECE_BYTES = SIMPLE_CHUNK
 #: ... and into at most this many pieces.
 MAX_PIECES = 64
 

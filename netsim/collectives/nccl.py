@@ -33,17 +33,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from netsim.ncclfacts import DEFAULT_CPU, MAXCHANNELS, SIMPLE_CHUNK, arch_of, nvlink_gbps
 from netsim.topology.model import Topology
 
 PROTOCOLS = ("LL", "LL128", "Simple")
 #: NCCL's algorithms we model, in NCCL's own order (ties go to the earlier one).
 NCCL_ALGOS = ("tree", "ring", "nvls", "nvls_tree")
 
-#: Every constant below is NCCL's, read from tag v2.30.7-1 (commit 73cf1122); "tuning.cc:N" is
-#: ``src/graph/tuning.cc`` line N of that tag (likewise search.cc, connect.cc, enqueue.cc, nvls.cc,
-#: topo.h, device.h, comm.h).  Rows are (1 node, 2 nodes, >= 3 nodes) where NCCL indexes them by
-#: ``index2 = nNodes <= 2 ? nNodes - 1 : 2`` (tuning.cc:267).
-NCCL_VERSION = "2.30.7"
+#: Every constant below is NCCL's, read from tag v2.30.7-1 (commit 73cf1122, :data:`NCCL_VERSION`);
+#: "tuning.cc:N" is ``src/graph/tuning.cc`` line N of that tag (likewise search.cc, connect.cc,
+#: enqueue.cc, nvls.cc, topo.h, device.h, comm.h).  Rows are (1 node, 2 nodes, >= 3 nodes) where NCCL
+#: indexes them by ``index2 = nNodes <= 2 ? nNodes - 1 : 2`` (tuning.cc:267).  The facts other layers
+#: read too (GPU architectures, host CPUs, MAXCHANNELS, NVLink rates) are in :mod:`netsim.ncclfacts`.
 
 BASE_LATENCY_US = {"tree": (6.8, 14.0, 8.4), "ring": (6.6, 14.0, 8.4), "nvls": (0, 0, 0),
              "nvls_tree": (0, 0, 0)}  # baseLatencies, tuning.cc:149-155
@@ -76,16 +77,6 @@ _TREE_CORRECTION = (
     (1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9, .9, .9, 1.0, 1.0, 1.0),
     (.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9, .9),
 )
-#: GPU model -> NCCL compute-capability row (tuning.cc:263-266).  Unknown models count as Hopper.
-_ARCH = {"V100": "volta", "A100": "ampere", "H100": "hopper", "H200": "hopper", "B200": "blackwell",
-         "GB200": "blackwell"}
-#: Host CPU vendor of each GPU's usual server, used when the topology does not say (``node.cpu``):
-#: DGX-1 (2x Xeon E5-2698 v4), DGX A100 (2x AMD EPYC 7742), DGX H100/H200 (2x Xeon Platinum 8480C),
-#: DGX B200 (2x Xeon Platinum 8570), GB200 (Grace, Arm).  Anything else: Intel, NCCL's own default
-#: row (tuning.cc:269-271 picks row 1 only for AMD or mixed) and overhead (tuning.cc:228-233).
-DEFAULT_CPU = {"V100": "intel", "A100": "amd", "H100": "intel", "H200": "intel", "B200": "intel",
-               "GB200": "arm"}
-CPU_VENDORS = ("intel", "amd", "arm", "mixed")
 #: getNetOverhead, tuning.cc:228-233: per-step network post overhead (µs) of a multi-node ring.
 _NET_OVERHEAD_US = {"intel": 1.0, "amd": 2.0, "arm": 1.0, "mixed": 1.0}
 #: enqueue.cc:2070-2096: per-thread bytes before adding channels (comm.h:49-51; ring LL x nRanks,
@@ -104,10 +95,9 @@ _SPEEDS = {
                   (96.0, 86.0, 80.0, 48.0, 45.1, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5, 15.0, 12.0, 6.0)),
 }
 _SPEEDS["ampere"] = _SPEEDS["volta"]  # pre-SM90 arrays
-MAXCHANNELS = 64  # device.h:91
 #: Pipeline chunk per channel (NCCL step size: 4 MiB Simple / 8 steps; LL 512 KiB / 8; LL128 4.69 MiB / 8;
 #: init.cc:810-813, device.h:26).
-CHUNK_BYTES = {"LL": 64 << 10, "LL128": 600 << 10, "Simple": 512 << 10}
+CHUNK_BYTES = {"LL": 64 << 10, "LL128": 600 << 10, "Simple": SIMPLE_CHUNK}
 #: Wire bytes per payload byte: an LL line is 4 B data + 4 B flag, twice (device.h:75-86); an LL128
 #: line is 128 B with one 8 B flag element (device.h:109-112).
 WIRE = {"LL": 2.0, "LL128": 128 / 120, "Simple": 1.0}
@@ -128,6 +118,7 @@ class CommInfo:
     local_size: int  # GPUs per node in the topology (for schedule shapes)
     cpu: str = "intel"  # host CPU vendor (NCCL's multi-node llMaxBw row and net overhead)
     nvls_channels: int = 16  # NCCL's nvlsChannels (nvls.cc:155-157)
+    nvlinks: int | None = None  # NVLinks per GPU, as the topology's builder wired them (None: not known)
 
     @classmethod
     def from_topology(cls, topo: Topology, ranks: np.ndarray, channels: int | None = None) -> "CommInfo":
@@ -145,15 +136,18 @@ class CommInfo:
             nic_line = pcie
         nic = nic_line * eff.get("ib", 1.0)
         model = str(topo.facts.gpu_model)
-        arch = _ARCH.get(model, "hopper")
+        arch = arch_of(model)
         # NVLS needs an NVSwitch that reduces, SM90+ (search.cc:1124) and 2+ GPUs (nvls.cc:262; the NVLS
         # graph needs 2 channels, tuning.cc:309); the cost model decides where it pays
         nvls = topo.facts.nvls and ppn >= 2 and NVLS_EFFICIENCY[arch] > 0
-        if channels is None:
-            channels = ring_channels(arch, int(nodes.size), ppn, bw_intra, nic_line)
+        links = topo.facts.nvlink_links_per_gpu
+        if channels is None:  # NCCL's graph search sees its own rate per NVLink (topo.h), as it sees NICs' line rate
+            nvl = links * nvlink_gbps(model) if links and bw_intra > 0 else bw_intra
+            channels = ring_channels(arch, int(nodes.size), ppn, nvl, nic_line)
         cpu = str(topo.facts.cpu_vendor or DEFAULT_CPU.get(model, "intel"))
         nvls_ch = _NVLS_CHANNELS.get(arch, (16, 16))[int(nodes.size > 1)]
-        return cls(int(ranks.size), int(nodes.size), ppn, arch, bw_intra, nic, nvls, int(channels), g, cpu, nvls_ch)
+        return cls(int(ranks.size), int(nodes.size), ppn, arch, bw_intra, nic, nvls, int(channels), g, cpu, nvls_ch,
+                   links)
 
 
 def ring_channels(arch: str, nnodes: int, ppn: int, bw_intra: float, nic_line: float) -> int:

@@ -74,6 +74,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from netsim.collectives.schedule import Schedule
+from netsim.ncclfacts import DEFAULT_ARCH, MAXCHANNELS, NVLINK_GBPS, SIMPLE_CHUNK
 
 #: ``NCCL_P2P_PER_CHANNEL_NET_BW`` default, GB/s per channel to a network peer (paths.cc:918).
 P2P_PER_CHANNEL_NET_GBPS = 14.0
@@ -85,17 +86,12 @@ P2P_READ_ARCHS = ("ampere",)
 #: ``NCCL_P2P_NET_CHUNKSIZE`` / ``NCCL_P2P_NVL_CHUNKSIZE`` defaults (init.cc:818, 820).
 NET_CHUNK = 1 << 17
 NVL_CHUNK = 1 << 19
-#: Simple buffer (``DEFAULT_BUFFSIZE``, init.cc:813) over ``NCCL_STEPS`` (device.h:26): the chunk
-#: never exceeds it (init.cc:842-843).
-SIMPLE_BUFF, NCCL_STEPS = 1 << 22, 8
 #: ``NCCL_MAX_DEV_WORK_P2P_PER_BATCH`` (device.h:391): p2p operations one channel runs at once.
 P2P_PER_BATCH = 8
 #: ``NCCL_P2P_LL_THRESHOLD`` default (enqueue.cc:859): bytes per channel sent with LL.
 P2P_LL_THRESHOLD = 16 << 10
-#: ``NCCL_MAX_P2P_NCHANNELS`` default, ``MAXCHANNELS`` (paths.cc:958, device.h:91).
-MAX_P2P_CHANNELS = 64
-#: NCCL's NVLink bandwidth per link, GB/s (topo.h:19-24: SM70/SM80 20.0, SM90 20.6, SM100 40.1).
-NVLINK_GBPS = {"volta": 20.0, "ampere": 20.0, "hopper": 20.6, "blackwell": 40.1}
+#: ``NCCL_MAX_P2P_NCHANNELS`` default: ``MAXCHANNELS`` (paths.cc:958).
+MAX_P2P_CHANNELS = MAXCHANNELS
 
 
 def _pow2_up(x: int) -> int:
@@ -137,7 +133,7 @@ class P2PSetup:
         while min_parts * nranks > channels and min_parts > 1:  # enqueue.cc:1146
             min_parts //= 2
         chunk = NET_CHUNK if nnodes > 1 else NVL_CHUNK  # init.cc:830-839
-        chunk = min(chunk, SIMPLE_BUFF // NCCL_STEPS)  # init.cc:842-843
+        chunk = min(chunk, SIMPLE_CHUNK)  # init.cc:842-843
         return cls(int(nranks), int(nnodes), int(channels), int(per_peer), int(min_parts), int(chunk), bool(read))
 
     def parts_of(self, nbytes: np.ndarray) -> np.ndarray:
@@ -174,12 +170,15 @@ class P2PSetup:
 
     @classmethod
     def from_info(cls, info) -> "P2PSetup":
-        """From a :class:`~netsim.collectives.nccl.CommInfo` (NVLinks per GPU: NCCL's effective
-        NVLink bandwidth over its per-link rate; NIC rate: the achievable one, which rounds to the
-        same channel count as NCCL's line rate for 200G and 400G NICs)."""
-        link = NVLINK_GBPS.get(info.arch, NVLINK_GBPS["hopper"])
+        """From a :class:`~netsim.collectives.nccl.CommInfo`.  NVLinks per GPU: the topology's
+        (``info.nvlinks``, as its builder wired them); a topology that does not know them (ASTRA-sim
+        dimensions) gives NCCL's effective NVLink bandwidth over its per-link rate.  NIC rate: the
+        achievable one, which rounds to the same channel count as NCCL's line rate for 200G and
+        400G NICs."""
+        link = NVLINK_GBPS.get(info.arch, NVLINK_GBPS[DEFAULT_ARCH])
+        links = info.nvlinks if info.nvlinks is not None else int(round(info.bw_intra / link))
         return cls.for_comm(nranks=info.nranks, nnodes=info.nnodes, ring_channels=info.channels,
-                            nvl_links=int(round(info.bw_intra / link)), nvl_link_GBps=link,
+                            nvl_links=links if info.bw_intra > 0 else 0, nvl_link_GBps=link,
                             nic_GBps=info.bw_inter, read=info.arch in P2P_READ_ARCHS and info.bw_intra > 0)
 
 

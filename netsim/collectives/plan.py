@@ -20,6 +20,7 @@ import numpy as np
 
 from netsim.collectives.qps import split_connections
 from netsim.collectives import nccl, p2p
+from netsim.collectives.compose import MAX_PIECES
 from netsim.collectives.fastpath import step_routes
 from netsim.collectives.schedule import Phase, Schedule, Step
 from netsim.errors import InputError
@@ -215,8 +216,8 @@ def _pieces(nbytes: float, nc: int, proto: str) -> int:
     lines of 16 and 128 bytes, so they pipeline as finely as the schedule allows (64 pieces
     of at least 1 KiB)."""
     if proto != "Simple":
-        return int(max(1, min(64, nbytes // 1024)))
-    return int(max(1, min(64, np.ceil(nbytes / (nc * nccl.CHUNK_BYTES[proto])))))
+        return int(max(1, min(MAX_PIECES, nbytes // 1024)))
+    return int(max(1, min(MAX_PIECES, np.ceil(nbytes / (nc * nccl.CHUNK_BYTES[proto])))))
 
 
 def _p2p_plan(topo, ranks, op, nbytes, algo, info, g, matrix, protocol, shaped) -> Plan:

@@ -42,14 +42,20 @@ from netsim.topology.model import Topology
 
 DoneCallback = Callable[[np.ndarray, float], None]
 
-#: Priority of work that must run after every ordinary event of the same instant
-#: (SimPy: URGENT=0, NORMAL=1), so that same-instant requests are handled as one batch.
-LATE = 2
+#: Priority of work that must run after every ordinary event of the same instant (SimPy's public
+#: priorities: ``simpy.events.URGENT`` = 0, ``NORMAL`` = 1; ``Environment.schedule`` takes any), so
+#: that same-instant requests are handled as one batch.
+LATE = simpy.events.NORMAL + 1
 
 
 class _Late(simpy.Event):
     """An event that fires at the current time after every ordinary event of this instant; built
-    the way SimPy's own :class:`simpy.Timeout` is (triggered on creation, scheduled directly)."""
+    the way SimPy's own :class:`simpy.Timeout` is (triggered on creation, scheduled directly).
+
+    SimPy has no public way to trigger an event at a priority of one's choosing (``succeed()``
+    schedules at ``NORMAL``), so this sets the event's ``_ok`` and ``_value`` as ``Timeout`` does:
+    the one private use of SimPy, pinned to SimPy 4 in ``pyproject.toml`` and tested, with the
+    ordering the collectives and the flow model rely on, in ``tests/test_simpy_ordering.py``."""
 
     def __init__(self, env: simpy.Environment, fn: Callable[[], None]):
         super().__init__(env)

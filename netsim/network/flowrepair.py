@@ -24,7 +24,9 @@ from netsim.network.flowtable import FULL_FRACTION, MAX_REPAIRS, RTOL
 def _solve(nf, lens, starts, inv, nu, resid, caps, rtol, rates, bn, ws):
     """:func:`~netsim.network.maxmin.solve_compressed` on flows 0..nf-1 (entries
     ``inv[starts[f]:starts[f]+lens[f]]``, local link ids < nu); ``ws``: float scratch (5, >= nu).
-    The unfrozen flows' entries are packed after every round (read in order)."""
+    Each round gives every unfrozen flow its tentative rate (:func:`_tentative`), freezes the flows
+    on a local bottleneck or at their cap (:func:`_freeze`) and takes their rates off their links
+    (:func:`_settle`); the unfrozen flows' entries are packed after every round (read in order)."""
     rem, cnt, share, low, dec = ws[0], ws[1], ws[2], ws[3], ws[4]
     for u in range(nu):
         rem[u] = resid[u]
@@ -36,6 +38,36 @@ def _solve(nf, lens, starts, inv, nu, resid, caps, rtol, rates, bn, ws):
     rate = np.empty(nf)
     pe = np.empty(ne, dtype=np.int64)  # entries of the unfrozen flows, packed
     plen = np.empty(nf, dtype=np.int64)
+    na = _pack(nf, lens, starts, inv, caps, rates, bn, cnt, act, plen, pe)
+    local = np.zeros(nu, dtype=np.bool_)
+    alive = np.empty(nu, dtype=np.int64)  # links some unfrozen flow still crosses
+    nl = 0
+    for u in range(nu):
+        if cnt[u] > 0:
+            alive[nl] = u
+            nl += 1
+    while na:
+        for q in range(nl):
+            u = alive[q]
+            share[u] = rem[u] / cnt[u]
+            low[u] = np.inf
+            dec[u] = 0.0
+        _tentative(na, act, plen, pe, caps, share, low, rate)
+        for q in range(nl):
+            u = alive[q]
+            local[u] = share[u] <= low[u] * (1.0 + rtol)
+        keep = _freeze(na, act, plen, pe, rate, caps, share, local, rtol, rates, bn, dec, cnt)
+        if keep == na:
+            raise RuntimeError("max-min solver made no progress")
+        na = keep
+        nl = _settle(nl, alive, rem, dec, cnt)
+
+
+@kernel
+def _pack(nf, lens, starts, inv, caps, rates, bn, cnt, act, plen, pe):
+    """The flows to solve, packed: ``act[:na]`` their ids, ``plen`` their path lengths, ``pe`` their
+    entries (``cnt``: flows per link); a flow with no link and no cap gets rate inf at once.
+    Returns ``na``."""
     na = 0
     k = 0
     for f in range(nf):
@@ -52,77 +84,79 @@ def _solve(nf, lens, starts, inv, nu, resid, caps, rtol, rates, bn, ws):
             pe[k] = u
             k += 1
         na += 1
-    local = np.zeros(nu, dtype=np.bool_)
-    alive = np.empty(nu, dtype=np.int64)  # links some unfrozen flow still crosses
-    nl = 0
-    for u in range(nu):
-        if cnt[u] > 0:
-            alive[nl] = u
-            nl += 1
-    while na:
-        for q in range(nl):
-            u = alive[q]
-            share[u] = rem[u] / cnt[u]
-            low[u] = np.inf
-            dec[u] = 0.0
-        k = 0
-        for i in range(na):
-            on = np.inf
-            for e in range(k, k + plen[i]):
-                if share[pe[e]] < on:
-                    on = share[pe[e]]
-            c = caps[act[i]]
-            r = on if on < c else c
-            rate[i] = r
-            for e in range(k, k + plen[i]):
-                if r < low[pe[e]]:
-                    low[pe[e]] = r
-            k += plen[i]
-        for q in range(nl):
-            u = alive[q]
-            local[u] = share[u] <= low[u] * (1.0 + rtol)
-        keep = 0
-        k = 0
-        w = 0
-        for i in range(na):
-            f = act[i]
-            r = rate[i]
-            n = plen[i]
-            on = np.inf
-            first = -1
+    return na
+
+
+@kernel
+def _tentative(na, act, plen, pe, caps, share, low, rate):
+    """Each unfrozen flow's rate this round, ``rate[i]``: the smallest share on its path, at most its
+    cap; ``low[u]``: the slowest such rate on link u."""
+    k = 0
+    for i in range(na):
+        on = np.inf
+        for e in range(k, k + plen[i]):
+            if share[pe[e]] < on:
+                on = share[pe[e]]
+        c = caps[act[i]]
+        r = on if on < c else c
+        rate[i] = r
+        for e in range(k, k + plen[i]):
+            if r < low[pe[e]]:
+                low[pe[e]] = r
+        k += plen[i]
+
+
+@kernel
+def _freeze(na, act, plen, pe, rate, caps, share, local, rtol, rates, bn, dec, cnt):
+    """Freeze the flows that cross a local bottleneck (``bn``: the first on the path, unless the cap
+    binds) or run at their cap: their rate is final, their links lose them (``dec``, ``cnt``).  The
+    others are packed to the front of ``act``, ``plen`` and ``pe``; returns how many."""
+    keep = 0
+    k = 0
+    w = 0
+    for i in range(na):
+        f = act[i]
+        r = rate[i]
+        n = plen[i]
+        on = np.inf
+        first = -1
+        for e in range(k, k + n):
+            u = pe[e]
+            if share[u] < on:
+                on = share[u]
+            if first < 0 and local[u]:
+                first = u
+        if first >= 0 or caps[f] <= on * (1.0 + rtol):
+            rates[f] = r
+            if r < caps[f] and first >= 0:
+                bn[f] = first
             for e in range(k, k + n):
-                u = pe[e]
-                if share[u] < on:
-                    on = share[u]
-                if first < 0 and local[u]:
-                    first = u
-            if first >= 0 or caps[f] <= on * (1.0 + rtol):
-                rates[f] = r
-                if r < caps[f] and first >= 0:
-                    bn[f] = first
-                for e in range(k, k + n):
-                    dec[pe[e]] += r
-                    cnt[pe[e]] -= 1.0
-            else:
-                act[keep] = f
-                plen[keep] = n
-                for e in range(k, k + n):
-                    pe[w] = pe[e]
-                    w += 1
-                keep += 1
-            k += n
-        if keep == na:
-            raise RuntimeError("max-min solver made no progress")
-        na = keep
-        left = 0
-        for q in range(nl):
-            u = alive[q]
-            v = rem[u] - dec[u]
-            rem[u] = v if v > 0.0 else 0.0
-            if cnt[u] > 0:
-                alive[left] = u
-                left += 1
-        nl = left
+                dec[pe[e]] += r
+                cnt[pe[e]] -= 1.0
+        else:
+            act[keep] = f
+            plen[keep] = n
+            for e in range(k, k + n):
+                pe[w] = pe[e]
+                w += 1
+            keep += 1
+        k += n
+    return keep
+
+
+@kernel
+def _settle(nl, alive, rem, dec, cnt):
+    """Take the frozen flows' rates off the alive links' capacity (never below 0) and keep the links
+    some unfrozen flow still crosses at the front of ``alive``; returns how many."""
+    left = 0
+    for q in range(nl):
+        u = alive[q]
+        v = rem[u] - dec[u]
+        rem[u] = v if v > 0.0 else 0.0
+        if cnt[u] > 0:
+            alive[left] = u
+            left += 1
+    return left
 
 
 @kernel

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from netsim.errors import InputError
+from netsim.procpool import TrackedPool
 from netsim.results.dataset import PART, is_complete, remove_stale_parts
 from netsim.results.io import check_output_dir
 from netsim.sweep.shutdown import terminate_on_sigterm
@@ -83,7 +84,8 @@ def check_configs(sweep: Sweep) -> None:
 
 # -------------------------------------------------------------- executors
 class _LocalPool:
-    """A ProcessPoolExecutor; a dead worker breaks the pool, so it is rebuilt and tasks resubmitted."""
+    """A process pool (:class:`~netsim.procpool.TrackedPool`); a dead worker breaks the pool, so it is
+    rebuilt and tasks resubmitted."""
 
     def __init__(self, jobs: int | None):
         self.jobs = jobs or os.cpu_count() or 1
@@ -119,10 +121,10 @@ class _LocalPool:
         finally:
             self._gen_of.pop(fut, None)
 
-    def _new_pool(self) -> cf.ProcessPoolExecutor:
+    def _new_pool(self) -> TrackedPool:
         from netsim.sweep.shutdown import die_with_parent
 
-        return cf.ProcessPoolExecutor(self.jobs, initializer=die_with_parent)
+        return TrackedPool(self.jobs, initializer=die_with_parent)
 
     def close(self, abort: bool = False) -> None:
         """Shut the pool down: wait for running tasks, or (``abort``: the driver was interrupted)

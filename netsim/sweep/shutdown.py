@@ -17,6 +17,8 @@ import signal
 import sys
 import threading
 
+from netsim.procpool import TrackedPool
+
 #: Seconds a terminated worker gets before it is killed.
 GRACE_S = 2.0
 
@@ -63,20 +65,6 @@ def die_with_parent() -> None:
         os._exit(1)
 
 
-def terminate_pool(pool) -> None:
-    """Stop a ``ProcessPoolExecutor`` now: cancel queued tasks, terminate (then kill) its processes."""
-    procs = list((getattr(pool, "_processes", None) or {}).values())
-    terminate = getattr(pool, "terminate_workers", None)  # Python 3.14+
-    if terminate is not None:
-        with contextlib.suppress(Exception):
-            terminate()
-    for p in procs:
-        with contextlib.suppress(Exception):
-            p.terminate()
-    pool.shutdown(wait=False, cancel_futures=True)
-    for p in procs:
-        with contextlib.suppress(Exception):
-            p.join(GRACE_S)
-            if p.is_alive():
-                p.kill()
-                p.join(GRACE_S)
+def terminate_pool(pool: TrackedPool) -> None:
+    """Stop a sweep's process pool now: cancel queued tasks, terminate (then kill) its processes."""
+    pool.stop(GRACE_S)

@@ -46,6 +46,12 @@ GPU_PRESETS: dict[str, dict[str, float]] = {
     "GB200": {"peak_flops": 2.5e15, "mem_bw_Bps": 8.0e12},
 }
 
+#: Line rate of one NVLink per direction, GB/s, per GPU model: NVLink2 (V100: 6 links, 300 GB/s in
+#: both directions, "NVIDIA Tesla V100 GPU Architecture"), NVLink3 (A100: 12 links, 600 GB/s, "NVIDIA
+#: A100 Tensor Core GPU Architecture"), NVLink4 (H100 SXM5: 18 links, 900 GB/s, "NVIDIA H100 Tensor Core
+#: GPU Architecture"): 25; NVLink5 (B200, GB200: 18 links, 1.8 TB/s, NVIDIA Blackwell datasheets): 50.
+NVLINK_LINE_GBPS: dict[str, float] = {"V100": 25.0, "A100": 25.0, "H100": 25.0, "B200": 50.0, "GB200": 50.0}
+
 #: Streaming multiprocessors per GPU (the SM count of the SXM part), for communication kernels that take
 #: SMs from compute (:class:`netsim.workload.compute.SmShare`).  NVIDIA whitepapers: "NVIDIA Tesla V100 GPU
 #: Architecture" (80 SMs), "NVIDIA A100 Tensor Core GPU Architecture" (108 SMs), "NVIDIA H100 Tensor Core
@@ -167,12 +173,15 @@ def nvlink_mesh(n_gpus: int, pairs: Iterable[tuple[int, int, int]], *, link_bw: 
     for (a, b), count in sorted(seen.items()):
         links.append((a, b, count * link_bw, latency, "nvlink", count))
         links.append((b, a, count * link_bw, latency, "nvlink", count))
-    per_gpu = np.zeros(n_gpus)
+    per_gpu, nvlinks = np.zeros(n_gpus), np.zeros(n_gpus, dtype=np.int64)  # bytes/s and NVLinks of each GPU
     for (a, b), count in seen.items():
         per_gpu[a] += count * link_bw
         per_gpu[b] += count * link_bw
+        nvlinks[[a, b]] += count
     facts = TopologyFacts(gpus_per_node=n_gpus, scaleup="nvlink_mesh", nvls=False,
-                          scaleup_Bps_per_gpu=float(per_gpu.min()) if n_gpus else 0.0, **_gpu_facts(gpu))
+                          scaleup_Bps_per_gpu=float(per_gpu.min()) if n_gpus else 0.0,
+                          nvlink_links_per_gpu=int(nvlinks.min()) if n_gpus else 0,
+                          nvlink_link_Bps=float(link_bw), **_gpu_facts(gpu))
     return assemble(name, ["gpu"] * n_gpus, range(n_gpus), links, facts)
 
 
@@ -231,7 +240,7 @@ DGX1_PAIRS: tuple[tuple[int, int, int], ...] = (
 
 def dgx1_v100() -> Topology:
     """DGX-1 with 8 V100: hybrid cube-mesh, NVLink2 at 25 GB/s per link per direction."""
-    return nvlink_mesh(8, DGX1_PAIRS, link_bw=25e9, name="dgx1-v100", gpu="V100")
+    return nvlink_mesh(8, DGX1_PAIRS, link_bw=NVLINK_LINE_GBPS["V100"] * 1e9, name="dgx1-v100", gpu="V100")
 
 
 def nvlink_box4(link_bw: float = 25e9, links_per_pair: int = 2) -> Topology:
@@ -242,19 +251,20 @@ def nvlink_box4(link_bw: float = 25e9, links_per_pair: int = 2) -> Topology:
 
 def hgx_a100(nvls: bool = False) -> Topology:
     """HGX/DGX A100: 8 GPUs x 12 NVLink3 (25 GB/s) into 6 NVSwitch2; no NVLS."""
-    return nvswitch_domain(8, links_per_gpu=12, link_bw=25e9, nvls=nvls, name="hgx-a100",
+    return nvswitch_domain(8, links_per_gpu=12, link_bw=NVLINK_LINE_GBPS["A100"] * 1e9, nvls=nvls, name="hgx-a100",
                            gpu="A100", switch_chips=6)
 
 
 def hgx_h100(nvls: bool = True) -> Topology:
     """HGX/DGX H100: 8 GPUs x 18 NVLink4 (25 GB/s) into 4 NVSwitch3 with NVLink SHARP."""
-    return nvswitch_domain(8, links_per_gpu=18, link_bw=25e9, nvls=nvls, name="hgx-h100",
+    return nvswitch_domain(8, links_per_gpu=18, link_bw=NVLINK_LINE_GBPS["H100"] * 1e9, nvls=nvls, name="hgx-h100",
                            gpu="H100", switch_chips=4)
 
 
 def gb200_nvl72(nvls: bool = True) -> Topology:
     """GB200 NVL72: 72 GPUs x 18 NVLink5 (50 GB/s) into 18 NVSwitch chips (9 trays)."""
-    return nvswitch_domain(72, links_per_gpu=18, link_bw=50e9, nvls=nvls, name="gb200-nvl72",
+    return nvswitch_domain(72, links_per_gpu=18, link_bw=NVLINK_LINE_GBPS["GB200"] * 1e9, nvls=nvls,
+                           name="gb200-nvl72",
                            gpu="GB200", switch_chips=18)
 
 

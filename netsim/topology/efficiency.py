@@ -6,23 +6,28 @@ Re-exported by :mod:`netsim.topology.spec`, where it was first defined.
 from __future__ import annotations
 
 from dataclasses import replace
+from types import MappingProxyType
 
 import numpy as np
 
 from netsim.errors import InputError
+from netsim.ncclfacts import nvlink_gbps
+from netsim.topology.builders import NVLINK_LINE_GBPS
 from netsim.topology.model import LINK_KINDS, Topology
 
 
 #: Achievable data rate / line rate per link kind (``efficiency:`` in a topology file).
-#: NVLink: NCCL's effective per-link bandwidth over the per-link line rate (NCCL
-#: ``src/graph/topo.h`` v2.30.7-1 lines 20-24: SM70/SM80 20.0, SM90 20.6, SM100 40.1 GB/s per 25/25/50
-#: GB/s link):
-#: packet headers, flow control and the GPU's copy engines.  InfiniBand: ~48 GB/s per NDR
+#: NVLink, per GPU model: NCCL's effective per-link bandwidth (:data:`netsim.ncclfacts.NVLINK_GBPS`,
+#: NCCL ``src/graph/topo.h`` v2.30.7-1 lines 19-24) over the per-link line rate
+#: (:data:`netsim.topology.builders.NVLINK_LINE_GBPS`): packet headers, flow control and the GPU's copy
+#: engines.  InfiniBand: ~48 GB/s per NDR
 #: 400G NIC (nccl-tests#290, #267: 46-49 GB/s; IB headers alone cost 0.6 % at 4 KiB MTU, the
 #: rest is RDMA/PCIe DMA overhead).  RoCE: ib_write_bw 380-385 Gb/s on 400G.  PCIe: 63 GB/s
 #: per Gen5 x16 direction is already a data rate.
-NVLINK_EFFICIENCY = {"V100": 20.0 / 25, "A100": 20.0 / 25, "H100": 20.6 / 25, "B200": 40.1 / 50,
-                     "GB200": 40.1 / 50}
+NVLINK_EFFICIENCY = MappingProxyType({model: nvlink_gbps(model) / line for model, line in NVLINK_LINE_GBPS.items()})
+#: A GPU model netsim does not know: NCCL's own fallback rate (SM80's, topo.h:274-281) over a 25 GB/s
+#: link (NVLink2-4).
+UNKNOWN_NVLINK_EFFICIENCY = nvlink_gbps(None) / 25.0
 DEFAULT_EFFICIENCY = {"ib": 0.96, "ethernet": 0.955, "pcie": 1.0}
 
 
@@ -40,6 +45,11 @@ def parse_efficiency(v, src, f):
             raise InputError(f"expected a number in (0, 1], got {e!r}", source=src, field=f"{f}.{kind}")
         out[kind] = float(e)
     return out
+
+
+def nvlink_efficiency(gpu_model: str | None) -> float:
+    """NCCL's NVLink efficiency for ``gpu_model`` (:data:`NVLINK_EFFICIENCY`, else the unknown GPU's)."""
+    return NVLINK_EFFICIENCY.get(str(gpu_model), UNKNOWN_NVLINK_EFFICIENCY)
 
 
 def apply_efficiency(topo: Topology, eff: dict[str, float]) -> Topology:

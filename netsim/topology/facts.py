@@ -12,8 +12,8 @@ fact that another reader relies on.
 
 >>> from netsim.topology.builders import hgx_h100
 >>> f = hgx_h100().facts
->>> f.gpus_per_node, f.scaleup, f.nvls, f.gpu_model, round(f.scaleup_Bps_per_gpu / 1e9)
-(8, 'nvswitch', True, 'H100', 450)
+>>> f.gpus_per_node, f.scaleup, f.nvls, f.gpu_model, round(f.scaleup_Bps_per_gpu / 1e9), f.nvlink_links_per_gpu
+(8, 'nvswitch', True, 'H100', 450, 18)
 >>> f.switches["leaf"] = 1
 Traceback (most recent call last):
 ...
@@ -140,9 +140,11 @@ class TopologyFacts:
     bisection_Bps: float = float("nan")
     #: Longest shortest route between two GPUs, in links.
     diameter_hops: int = 0
-    #: NVLinks from each GPU into its NVSwitch plane (NVSwitch domains only).
+    #: NVLinks of each GPU: into its NVSwitch plane, or to its peers in an NVLink mesh (the fewest any
+    #: GPU has); ``None``: the builder does not know (ASTRA-sim dimensions).  NCCL's p2p channels per
+    #: NVLink peer count them (:meth:`netsim.collectives.p2p.P2PSetup.from_info`).
     nvlink_links_per_gpu: int | None = None
-    #: Bytes/s of one NVLink per direction (NVSwitch domains only).
+    #: Line rate of one NVLink, bytes/s per direction (NVSwitch domains and NVLink meshes).
     nvlink_link_Bps: float | None = None
     #: Physical NVSwitch chips of one domain (reports only).
     switch_chips: int | None = None

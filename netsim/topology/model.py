@@ -7,7 +7,8 @@ of the same rate were aggregated into this one), plus a *router* that turns
 (0 .. n_gpus-1); ``topo.gpus[rank]`` is the GPU's node id.
 
 Everything is numpy so 65,536 GPUs and their fabric fit in a few tens of MB.
-:meth:`Topology.to_networkx` exists for export and plotting only.
+:meth:`Topology.to_networkx` exists for export and plotting only (networkx is the optional extra
+``graph``: ``pip install 'netsim[graph]'``).
 
 Examples
 --------
@@ -255,8 +256,9 @@ class Topology:
         """Export as a ``networkx.MultiDiGraph`` (for plotting/export, never on a hot path)."""
         try:
             import networkx as nx
-        except ImportError as exc:  # pragma: no cover - depends on the environment
-            raise ImportError("to_networkx() needs networkx: pip install networkx") from exc
+        except ImportError:
+            raise ImportError("Topology.to_networkx() needs networkx, an optional dependency: "
+                              "pip install 'netsim[graph]'") from None
         g = nx.MultiDiGraph(name=self.name)
         for i, k in enumerate(self.node_kind.tolist()):
             g.add_node(i, kind=NODE_KINDS[k])

@@ -24,8 +24,10 @@ from netsim import inputs, units
 from netsim.errors import InputError
 from netsim.topology.astra_yaml import is_astra_network, parse_astra_network
 from netsim.topology.builders import NVLINK_HOP_LATENCY_S, GPU_PRESETS, SCALEUP_PRESETS, nvlink_mesh, nvswitch_domain
+from netsim.ncclfacts import CPU_VENDORS
 from netsim.topology.cabling import cabled_tier
 from netsim.topology.efficiency import DEFAULT_EFFICIENCY, NVLINK_EFFICIENCY, apply_efficiency  # noqa: F401
+from netsim.topology.efficiency import nvlink_efficiency
 from netsim.topology.efficiency import parse_efficiency as _efficiency
 from netsim.topology.facts import TopologyFacts
 from netsim.topology.fattree import Tier, fat_tree
@@ -84,7 +86,6 @@ def _str(v, src, f):
 
 
 def _cpu(v, src, f):
-    from netsim.collectives.nccl import CPU_VENDORS
     if v not in CPU_VENDORS:
         raise InputError(f"expected one of {', '.join(CPU_VENDORS)}, got {v!r}", source=src, field=f)
     return v
@@ -152,7 +153,7 @@ class NodeSpec:
     gpu: GPU model for compute presets (V100, A100, H100, B200, GB200).
     cpu: host CPU vendor, ``intel``, ``amd``, ``arm`` or ``mixed``: NCCL's multi-node LL
         bandwidth row and ring network overhead depend on it (tuning.cc:228-233, 268-271).
-        Default: the GPU's usual server (:data:`netsim.collectives.nccl.DEFAULT_CPU`: DGX A100
+        Default: the GPU's usual server (:data:`netsim.ncclfacts.DEFAULT_CPU`: DGX A100
         AMD, GB200 Arm, others Intel).
     """
 
@@ -337,9 +338,10 @@ def build_node(spec: NodeSpec, source: str, path: str = "node") -> Topology:
     _check_kind_fields(spec, kind, source, path)
     latency = spec.latency if spec.latency is not None else NVLINK_HOP_LATENCY_S
     if kind == "nvswitch":
+        switch = base if base.scaleup == "nvswitch" else TopologyFacts()  # a mesh preset's links are not a plane's
         need = {"gpus": _given(spec.gpus, base.gpus_per_node),
-                "links_per_gpu": _given(spec.links_per_gpu, base.nvlink_links_per_gpu),
-                "link_bw": _given(spec.link_bw, base.nvlink_link_Bps)}
+                "links_per_gpu": _given(spec.links_per_gpu, switch.nvlink_links_per_gpu),
+                "link_bw": _given(spec.link_bw, switch.nvlink_link_Bps)}
         for key, value in need.items():
             if value is None:
                 raise InputError("required for an nvswitch node", source=source, field=f"{path}.{key}")
@@ -411,9 +413,7 @@ def build_topology(spec: TopologySpec, source: str = "<topology>") -> Topology:
         topo = replace(topo, facts=replace(topo.facts, cpu_vendor=spec.node.cpu))
     if spec.dims is not None and not spec.efficiency:
         return topo
-    # an unknown GPU gets NCCL's own fallback, the SM80 rate (topo.h:274-281): 20.0 of 25 GB/s
-    eff = {**DEFAULT_EFFICIENCY, "nvlink": NVLINK_EFFICIENCY.get(topo.facts.gpu_model, 20.0 / 25),
-           **(spec.efficiency or {})}
+    eff = {**DEFAULT_EFFICIENCY, "nvlink": nvlink_efficiency(topo.facts.gpu_model), **(spec.efficiency or {})}
     return apply_efficiency(topo, eff)
 
 

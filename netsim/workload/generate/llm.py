@@ -25,7 +25,7 @@ looked up by.  A rank holds ``tokens = micro_batch * seq / cp`` tokens of each m
 * projections and MLP (``op_kind`` ``gemm``): ``num_ops`` = 2 · tokens · block parameters / tp,
   ``tensor_size`` = block weight bytes / tp (roofline duration);
 * element-wise kernels (``elementwise``): ``tensor_size`` = the HBM bytes they read and write
-  (:meth:`~netsim.workload.generate.ranks.Costs.elementwise`), one operation per element;
+  (:meth:`~netsim.workload.generate.layers.Costs.elementwise`), one operation per element;
 * core attention (QKᵀ, softmax, weighted sum of V: one fused kernel, ``attn_fwd`` /
   ``attn_bwd``): 2 · tokens · seq · hidden / tp operations, twice that in the backward;
   ``tensor_size`` = the bytes of Q, K, V and O.  This is the 4·b·s²·h term of Megatron-LM's

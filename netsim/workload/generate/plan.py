@@ -23,7 +23,8 @@ from netsim.inputs import bounded_int
 from netsim.limits import bounds
 from netsim.workload.generate.model import ModelSpec
 from netsim.workload.generate.presets import load_model_spec
-from netsim.workload.generate.ranks import Costs, Layout, layout_groups, rank_nodes
+from netsim.workload.generate.layers import Costs
+from netsim.workload.generate.ranks import Layout, layout_groups, rank_nodes
 from netsim.workload.generate.schedules import stage_layers
 
 __all__ = ["BYTES_PER_NODE", "COMM_STREAMS", "LLMPlan", "MAX_WORLD", "RECOMPUTE", "SCHEDULES", "bucket_params",

@@ -1,7 +1,9 @@
 """Megatron-LM rank layout, communicator groups and one rank's node chain (the LLM generator's core).
 
-See :mod:`netsim.workload.generate.llm` for the model of each node; this module builds
-them.  The rank order is ``rank = t + tp * (c + cp * (d + dp * s))``.
+See :mod:`netsim.workload.generate.llm` for the model of each node.  This module lays the ranks
+out and runs one rank's pipeline schedule (:func:`rank_nodes`: microbatches, stage-to-stage sends,
+gradient reduction); :mod:`netsim.workload.generate.layers` writes each layer's nodes.  The rank
+order is ``rank = t + tp * (c + cp * (d + dp * s))``.
 
 Examples
 --------
@@ -14,14 +16,13 @@ Examples
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
-from netsim.chakra.schema import CommType, NodeType
 from netsim.chakra.model import EtNode
-from netsim.workload.generate.model import ModelSpec
+from netsim.chakra.schema import CommType
+from netsim.workload.generate.layers import Builder, Costs, LayerNodes
 from netsim.workload.generate.schedules import interleaved_order, one_f_one_b
 
-__all__ = ["Builder", "Costs", "Layout", "layout_groups", "rank_nodes"]
+__all__ = ["Layout", "layout_groups", "rank_nodes"]
 
 
 @dataclass(frozen=True)
@@ -81,366 +82,114 @@ def layout_groups(lay: Layout, ep: int) -> tuple[dict[str, list[int]], dict[int,
     return groups, member
 
 
-class Builder:
-    """Appends nodes to one rank's linear dependency chain."""
+class _Pipeline:
+    """One rank's pipeline schedule written into a :class:`~netsim.workload.generate.layers.Builder`:
+    each microbatch's forward and backward over the rank's model chunks, the activations and gradients
+    sent between stages, and the data-parallel gradient reduction."""
 
-    def __init__(self) -> None:
-        self.nodes: list[EtNode] = []
-        self.tail = 0  # id of the chain's last node (side branches hang off it)
-        self.pending_join: list[int] = []  # side nodes the next node also waits for (join)
+    def __init__(self, r: int, lay: Layout, g: dict[str, str], cost: Costs, chunks: list[range], vpp: int,
+                 microbatches: int):
+        self.r, self.lay, self.g, self.cost, self.chunks, self.vpp = r, lay, g, cost, chunks, vpp
+        self.stage = r // lay.stride
+        self.nchunks = lay.pp * vpp
+        self.last_mb = microbatches - 1
+        self.b = Builder()
+        self.layers = LayerNodes(self.b, cost, g)
+        self.embed = cost.spec.vocab * cost.spec.hidden
+        # Megatron's buckets: filled in backward order and reduced when full; one bucket per model chunk on
+        # stages after the first and on chunks after a rank's first (distributed_data_parallel.py 164-171,
+        # megatron/training dist_utils.py 358); all of a chunk's gradients in one reduction after the
+        # backward without overlap_grad_reduce (bucket_size None, distributed_data_parallel.py 136-137).
+        self.overlap = cost.overlap_grad_reduce and "dp" in g
+        self.pending = 0  # parameters of the bucket being filled
+        self.buckets: list[int] = []
+        self.chunk_params = [0] * self.nchunks
 
-    def _add(self, side: bool = False, **kw: Any) -> None:
-        nid = len(self.nodes) + 1
-        deps = (self.tail,) if self.tail else ()
-        if not side and self.pending_join:
-            deps, self.pending_join = deps + tuple(self.pending_join), []
-        self.nodes.append(EtNode(id=nid, data_deps=deps, **kw))
-        if not side:
-            self.tail = nid
+    def peer(self, chunk: int) -> int:
+        """The same (tp, cp, dp) position on the stage holding ``chunk``."""
+        return self.r + self.lay.stride * (chunk % self.lay.pp - self.stage)
 
-    def join(self, ids: list[int]) -> None:
-        """Make every node in ``ids`` (side branches included) a dependency of the next node."""
-        self.pending_join = [i for i in ids if i != self.tail]
+    def tag(self, m: int, boundary: int, grad: int) -> int:
+        return 2 * (m * self.vpp + boundary // self.lay.pp) + grad
 
-    def comp(self, name: str, ops: int, weight_bytes: int, kind: str = "gemm") -> None:
-        """A compute node of kernel kind ``kind`` (netsim.vocab.OP_KINDS; the GPU preset's efficiency)."""
-        self._add(name=name, type=int(NodeType.COMP_NODE), num_ops=int(ops), tensor_size=max(int(weight_bytes), 1),
-                  is_cpu_op=False, op_kind=kind)
+    def forward(self, m: int, ch: int) -> None:
+        """Microbatch ``m``'s forward through chunk ``ch``: receive (or embed), the layers, send (or the
+        final norm and the LM head)."""
+        b, lay, cost = self.b, self.layers, self.cost
+        mb = f"mb{m}" if self.vpp == 1 else f"mb{m}.c{ch}"
+        if ch > 0:
+            b.recv(f"{mb}.recv_act", self.peer(ch - 1), self.tag(m, ch - 1, 0), cost.act, self.r)
+        else:  # vocab-parallel embedding: each TP rank looks up its rows, then the sum over TP
+            lay.ew(f"mb{m}.fwd.embedding", "embedding", True)
+            lay.tp_out(f"mb{m}.fwd.embedding")
+        for layer in self.chunks[ch]:
+            lay.layer_forward(f"mb{m}.fwd.L{layer}", layer)
+        if ch == self.nchunks - 1:  # the final norm, then the LM head (column-parallel over the vocabulary)
+            lay.ew(f"mb{m}.fwd.final_norm", "final", True)
+            lay.tp_in(f"mb{m}.fwd.lm_head")
+            b.comp(f"mb{m}.fwd.lm_head", cost.ops(self.embed), cost.weights(self.embed))
+        else:
+            b.send(f"{mb}.send_act", self.peer(ch + 1), self.tag(m, ch, 0), cost.act, self.r)
 
-    def elementwise(self, name: str, nbytes: int, dtype_bytes: int) -> None:
-        """A memory-bound element-wise node: ``nbytes`` of HBM traffic and one operation per element, an
-        arithmetic intensity far below any GPU's ridge point, so the roofline's memory roof times it."""
-        self.comp(name, max(nbytes // dtype_bytes, 1), nbytes, "elementwise")
+    def backward(self, m: int, ch: int) -> None:
+        """Microbatch ``m``'s backward through chunk ``ch``, in reverse; on the last microbatch each
+        layer's gradients are ready as its backward ends (:meth:`ready`)."""
+        b, lay, cost, embed = self.b, self.layers, self.cost, self.embed
+        mb = f"mb{m}" if self.vpp == 1 else f"mb{m}.c{ch}"
+        last = m == self.last_mb
+        if ch == self.nchunks - 1:
+            lay.column_bwd(f"mb{m}.bwd.lm_head", 0, embed)
+            lay.ew(f"mb{m}.bwd.final_norm", "final", False)
+            if last:  # the output layer's gradients are the first ready
+                self.ready(embed, ch, False)
+        else:
+            b.recv(f"{mb}.recv_grad", self.peer(ch + 1), self.tag(m, ch, 1), cost.act, self.r)
+        for layer in reversed(self.chunks[ch]):
+            lay.layer_backward(f"mb{m}.bwd.L{layer}", layer)
+            if last:  # this layer's gradients are ready
+                self.ready(cost.layer_params(layer), ch, False)
+        if ch == 0:
+            lay.tp_in(f"mb{m}.bwd.embedding")  # SP: the gradient's shards (the forward reduce-scatter's backward)
+            lay.ew(f"mb{m}.bwd.embedding", "embedding", False)
+        if last:  # the input embedding's gradients come last; the chunk's backward is done
+            self.ready(embed if ch == 0 else 0, ch, True)
+        if ch > 0:
+            b.send(f"{mb}.send_grad", self.peer(ch - 1), self.tag(m, ch - 1, 1), cost.act, self.r)
 
-    def coll(self, name: str, ctype: CommType, size: int, group: str, *, side: bool = False) -> None:
-        """A collective; ``side=True`` branches it off the chain (later nodes do not wait for it)."""
-        self._add(side, name=name, type=int(NodeType.COMM_COLL_NODE), comm_type=int(ctype), comm_size=int(size),
-                  pg_name=group, is_cpu_op=False)
+    def ready(self, params: int, ch: int, chunk_done: bool) -> None:
+        """``params`` gradients of chunk ``ch`` are ready: under ``overlap_grad_reduce`` the bucket
+        being filled is reduced, off the chain, when full or when the chunk is done."""
+        self.chunk_params[ch] += params
+        self.pending += params
+        split = self.stage == 0 and ch // self.lay.pp == 0
+        if self.overlap and self.pending and (chunk_done or (split and self.pending >= self.cost.bucket_params)):
+            self.b.coll(f"dp.grad_allreduce.c{ch}.b{len(self.buckets)}", CommType.ALL_REDUCE,
+                        self.pending * self.cost.dtype_bytes // self.cost.tp, self.g["dp"], side=True)
+            self.buckets.append(self.pending)
+            self.pending = 0
 
-    def send(self, name: str, dst: int, tag: int, size: int, me: int) -> None:
-        self._add(name=name, type=int(NodeType.COMM_SEND_NODE), comm_src=me, comm_dst=dst, comm_tag=tag,
-                  comm_size=int(size), is_cpu_op=False)
-
-    def recv(self, name: str, src: int, tag: int, size: int, me: int) -> None:
-        self._add(name=name, type=int(NodeType.COMM_RECV_NODE), comm_src=src, comm_dst=me, comm_tag=tag,
-                  comm_size=int(size), is_cpu_op=False)
-
-
-@dataclass(frozen=True)
-class Costs:
-    """Per-node operation counts and byte sizes of one rank (see the module docstring)."""
-
-    spec: ModelSpec
-    tp: int
-    cp: int
-    tokens: int  # tokens of one microbatch on one CP rank
-    seq: int
-    dtype_bytes: int
-    local_experts: int
-    recompute: str = "none"  # activation recomputation: none, selective or full (generate_llm)
-    # Megatron --overlap-grad-reduce: buckets reduced during the backward; off by default as in Megatron
-    # (megatron/core/distributed/distributed_data_parallel_config.py: overlap_grad_reduce = False)
-    overlap_grad_reduce: bool = False
-    tp_comm_overlap: bool = False  # Megatron --tp-comm-overlap: TP collectives pipelined with their GEMMs
-    comm_streams: str = "communicator"  # comm-lane policy the traces declare (netsim.workload.streams)
-    bucket_params: int = 40_000_000  # gradient bucket in parameters (plan.bucket_params)
-    sequence_parallel: bool = False  # Megatron --sequence-parallel: norms and residuals on 1/tp of the tokens
-
-    @property
-    def shard(self) -> int:
-        """Bytes of one activation as the norms and residual adds see it: the whole ``act``, or its
-        ``1/tp`` sequence shard under sequence parallelism (Korthikanti et al., arXiv:2205.05198 §4.2.2)."""
-        return self.act // self.tp if self.sequence_parallel else self.act
-
-    def elementwise(self, block: str, forward: bool, layer: int = 0) -> int:
-        """HBM bytes of one block's element-wise kernels (each reads its inputs once and writes its outputs once).
-
-        ``attn``: the input RMSNorm (forward reads x, writes y: 2 activations; backward reads dy and x,
-        writes dx: 3), rotary embeddings on Q and K (read and write each, both passes) and the residual
-        add (reads 2, writes 1; its backward sums two gradients: the same).  ``mlp``: the RMSNorm, the
-        residual add and the activation over the ``ffn``-wide hidden state F: SwiGLU reads the gate and up
-        projections and writes their product (3 F), its backward reads dy, gate and up and writes two
-        gradients (5 F); a plain GELU MLP 2 F and 3 F.  MoE layers apply it to the top-k routed tokens'
-        expert_ffn and to the shared experts.  ``final``: the last RMSNorm before the LM head.
-        ``embedding``: the lookup (read rows, write the activation), and its backward's scatter-add
-        (read the gradient, read and write the rows).  Norms and residual adds cover ``shard``; the
-        other kernels work on heads or the ffn split over TP."""
-        s, a = self.spec, self.shard
-        norm = 2 * a if forward else 3 * a
-        if block == "final":
-            return norm
-        if block == "embedding":
-            return 2 * self.act if forward else 3 * self.act
-        if block == "attn":
-            qk = self.tokens * (s.hidden + s.kv_hidden) * self.dtype_bytes // self.tp
-            return norm + 2 * qk + 3 * a
-        width = (s.top_k + s.shared_experts) * s.expert_ffn if s.moe_layer(layer) else s.ffn
-        f = self.tokens * width * self.dtype_bytes // self.tp
-        act_fn = (3 if forward else 5) * f if s.gated_mlp else (2 if forward else 3) * f
-        return norm + act_fn + 3 * a
-
-    def ops(self, params: int) -> int:  # forward operations of a block with ``params`` weights, split over TP
-        return 2 * self.tokens * params // self.tp
-
-    def weights(self, params: int) -> int:
-        return params * self.dtype_bytes // self.tp
-
-    @property
-    def act(self) -> int:
-        return self.tokens * self.spec.hidden * self.dtype_bytes
-
-    @property
-    def kv(self) -> int:
-        return self.tokens * 2 * self.spec.kv_hidden * self.dtype_bytes // self.tp
-
-    @property
-    def score_ops(self) -> int:
-        """Core attention (QK^T and the weighted sum of V) under a causal mask: half of Megatron's 4·b·s²·h
-        (a causal kernel skips the blocks above the diagonal; FlashAttention counts them so), over tp."""
-        return 2 * self.tokens * self.seq * self.spec.hidden // self.tp
-
-    @property
-    def core_bytes(self) -> int:  # what a fused attention kernel reads and writes: Q and O, and K and V of all cp
-        return (2 * self.tokens * self.spec.hidden + 2 * self.cp * self.tokens * self.spec.kv_hidden) \
-            * self.dtype_bytes // self.tp
-
-    @property
-    def a2a(self) -> int:
-        return self.tokens * self.spec.top_k * self.spec.hidden * self.dtype_bytes
-
-    def largest(self, microbatches: int, vpp: int) -> int:
-        """An upper bound of every integer a node of the plan carries (operations, bytes, tags):
-        each quantity :func:`rank_nodes` writes, at its largest (backward passes double the
-        operations), without building a node."""
-        s = self.spec
-        blocks = (s.attn_params, s.mlp_params, s.vocab * s.hidden, (s.top_k + s.shared_experts) * s.expert_params,
-                  self.local_experts * s.expert_params)
-        last = s.layers - 1  # a MoE layer when the model has experts (dense_layers < layers)
-        elementwise = max(self.elementwise(b, False, layer) for b in ("attn", "mlp", "embedding", "final")
-                          for layer in (0, last))
-        return max(2 * self.score_ops, 2 * self.ops(max(blocks)), 4 * self.tokens * s.router_params,
-                   self.weights(s.params()) * self.tp, self.core_bytes, self.a2a, self.kv * self.cp, self.act,
-                   elementwise, 2 * (microbatches + 1) * vpp + 1)
-
-    def layer_params(self, layer: int) -> int:
-        """Weights of layer ``layer`` held by one rank before the TP split (its local experts)."""
-        s = self.spec
-        if s.moe_layer(layer):
-            return s.attn_params + s.router_params + (self.local_experts + s.shared_experts) * s.expert_params
-        return s.attn_params + s.mlp_params
-
-
-#: Pieces a TP block's compute and all-reduce are cut into under ``tp_comm_overlap``: Transformer
-#: Engine's default ``num_splits`` for its "pipeline" userbuffers method (GEMM + reduce-scatter of
-#: proj_fprop / fc2_fprop), ``transformer_engine/pytorch/module/base.py`` line 387 (NVIDIA/
-#: TransformerEngine d0067d0: ``tp_size if method == "ring_exchange" else 4``).
-TP_SPLITS = 4
+    def reduce_grads(self, chunks: set[int]) -> None:
+        """Without ``overlap_grad_reduce``: one synchronous reduction per chunk after the whole backward."""
+        if "dp" in self.g and not self.overlap:
+            for ch in sorted(chunks, reverse=True):
+                self.b.coll(f"dp.grad_allreduce.c{ch}", CommType.ALL_REDUCE,
+                            self.chunk_params[ch] * self.cost.dtype_bytes // self.cost.tp, self.g["dp"])
 
 
 def rank_nodes(r: int, lay: Layout, g: dict[str, str], cost: Costs, chunks: list[range], vpp: int,
-                microbatches: int) -> list[EtNode]:
-    """The node chain of rank ``r`` (``g``: its group id per kind)."""
-    spec, pp = cost.spec, lay.pp
+               microbatches: int) -> list[EtNode]:
+    """The node chain of rank ``r`` (``g``: its group id per kind): its stage's 1F1B (or interleaved)
+    order of forward and backward passes, then the gradient reduction."""
     stage = r // lay.stride
-    nchunks = pp * vpp
-    b = Builder()
-    act, embed = cost.act, spec.vocab * spec.hidden
-
-    def peer(chunk: int) -> int:  # same (tp, cp, dp) position on the stage holding ``chunk``
-        return r + lay.stride * (chunk % pp - stage)
-
-    def tag(m: int, boundary: int, grad: int) -> int:
-        return 2 * (m * vpp + boundary // pp) + grad
-
-    sp = cost.sequence_parallel and "tp" in g and not cost.tp_comm_overlap  # SP's collectives replace the AR
-    split = "tp" in g and not cost.tp_comm_overlap  # backward TP comm overlapped with the weight gradients
-
-    def ew(name: str, block: str, forward: bool, layer: int = 0) -> None:
-        b.elementwise(name, cost.elementwise(block, forward, layer), cost.dtype_bytes)
-
-    def tp_in(name: str) -> None:
-        """SP: the sequence shards all-gathered before a column-parallel GEMM (``comm_size``: one shard)."""
-        if sp:
-            b.coll(f"{name}_allgather", CommType.ALL_GATHER, act // lay.tp, g["tp"])
-
-    def tp_out(name: str) -> None:
-        """After a row-parallel GEMM: the partial sums all-reduced, or reduce-scattered to shards (SP)."""
-        if sp:
-            b.coll(f"{name}_reducescatter", CommType.REDUCE_SCATTER, act, g["tp"])
-        elif "tp" in g:
-            b.coll(f"{name}_allreduce", CommType.ALL_REDUCE, act, g["tp"])
-
-    def block(name: str, ops: int, weight_bytes: int) -> None:
-        """A block's compute, then its TP collective; under ``tp_comm_overlap`` both cut into
-        TP_SPLITS pieces, piece k of the all-reduce right after piece k of the compute, off the
-        chain, so only the last piece's all-reduce is exposed (TE userbuffers' "pipeline")."""
-        if not (cost.tp_comm_overlap and "tp" in g):
-            b.comp(name, ops, weight_bytes)
-            tp_out(name)
-            return
-        pieces = []
-        for k in range(TP_SPLITS):
-            b.comp(f"{name}.split{k}", ops // TP_SPLITS + (k < ops % TP_SPLITS), max(weight_bytes // TP_SPLITS, 1))
-            b.coll(f"{name}_allreduce.split{k}", CommType.ALL_REDUCE, act // TP_SPLITS + (k < act % TP_SPLITS),
-                   g["tp"], side=True)
-            pieces.append(len(b.nodes))
-        b.join(pieces)
-
-    def column_bwd(name: str, row: int, col: int) -> None:
-        """The backward of a block whose last forward GEMM is row-parallel (``row`` weights) and first is
-        column-parallel (``col`` weights).  The row GEMM's backward (dgrad and wgrad) and the column GEMM's
-        input gradient (dgrad) come first; then that gradient's TP all-reduce (SP: reduce-scatter) runs off
-        the chain while the column GEMM's weight gradient (wgrad) runs; under SP the input's shards are
-        all-gathered again for that wgrad, while the dgrad runs.  Megatron-LM
-        ``LinearWithGradAccumulationAndAsyncCommunication.backward`` (tensor_parallel/layers.py)."""
-        if not split:
-            block(name, 2 * cost.ops(row + col), cost.weights(row + col))
-            return
-        regather = 0
-        if sp:
-            b.coll(f"{name}_regather", CommType.ALL_GATHER, act // lay.tp, g["tp"], side=True)
-            regather = len(b.nodes)
-        b.comp(f"{name}.dgrad", 2 * cost.ops(row) + cost.ops(col), cost.weights(row + col))
-        if sp:
-            b.coll(f"{name}_reducescatter", CommType.REDUCE_SCATTER, act, g["tp"], side=True)
-        else:
-            b.coll(f"{name}_allreduce", CommType.ALL_REDUCE, act, g["tp"], side=True)
-        reduce = len(b.nodes)
-        if regather:
-            b.join([regather])
-        b.comp(f"{name}.wgrad", cost.ops(col), cost.weights(col))
-        b.join([reduce])
-
-    def mlp(name: str, mult: int, layer: int) -> None:
-        """The element-wise kernels (norm, activation, residual: first in the forward, last in the backward)
-        and the GEMMs with their TP collectives; MoE layers: router, shared experts, all-to-alls, experts."""
-        if mult == 1:
-            ew(f"{name}.mlp_elementwise", "mlp", True, layer)
-        tp_in(f"{name}.mlp")  # SP: in the backward, the output gradient's shards
-        mlp_gemms(name, mult, layer)
-        if mult == 2:
-            ew(f"{name}.mlp_elementwise", "mlp", False, layer)
-
-    def mlp_gemms(name: str, mult: int, layer: int) -> None:
-        if not spec.moe_layer(layer):
-            if mult == 1:
-                block(f"{name}.mlp", cost.ops(spec.mlp_params), cost.weights(spec.mlp_params))
-            else:  # the down projection is row-parallel; the up (and gate) projections column-parallel
-                column_bwd(f"{name}.mlp", spec.hidden * spec.ffn, spec.mlp_params - spec.hidden * spec.ffn)
-            return
-        b.comp(f"{name}.router", mult * 2 * cost.tokens * spec.router_params, spec.router_params * cost.dtype_bytes)
-        if spec.shared_experts:  # every token, where it is (DeepSeekMoE's shared experts)
-            shared = spec.shared_experts * spec.expert_params
-            b.comp(f"{name}.shared_experts", mult * cost.ops(shared), cost.weights(shared))
-        if "ep" in g:
-            b.coll(f"{name}.a2a_dispatch", CommType.ALL_TO_ALL, cost.a2a, g["ep"])
-        b.comp(f"{name}.experts", mult * cost.ops(spec.top_k * spec.expert_params),
-               cost.weights(cost.local_experts * spec.expert_params))
-        if "ep" in g:
-            b.coll(f"{name}.a2a_combine", CommType.ALL_TO_ALL, cost.a2a, g["ep"])
-        tp_out(f"{name}.mlp")
-
-    def attention(name: str, forward: bool) -> None:
-        """The element-wise kernels (norm, rotary, residual: first in the forward, last in the backward), the
-        core attention (one fused kernel, FlashAttention: QK^T, softmax, .V) and the Q, K, V and output
-        projections (GEMMs) with their TP collectives; CP's K/V all-gather before the forward core attention,
-        reduce-scatter after its backward."""
-        if forward:
-            ew(f"{name}.attn_elementwise", "attn", True)
-        tp_in(f"{name}.attn")
-        attention_kernels(name, forward)
-        if not forward:
-            ew(f"{name}.attn_elementwise", "attn", False)
-
-    def attention_kernels(name: str, forward: bool) -> None:
-        if forward and "cp" in g:
-            b.coll(f"{name}.cp_allgather_kv", CommType.ALL_GATHER, cost.kv, g["cp"])
-        if forward:
-            b.comp(f"{name}.core_attn", cost.score_ops, cost.core_bytes, "attn_fwd")
-            block(f"{name}.attn", cost.ops(spec.attn_params), cost.weights(spec.attn_params))
-            return
-        if cost.recompute == "selective":  # re-run the core attention's forward first (Korthikanti et al.)
-            b.comp(f"{name}.core_attn.recompute", cost.score_ops, cost.core_bytes, "attn_fwd")
-        b.comp(f"{name}.core_attn", 2 * cost.score_ops, cost.core_bytes, "attn_bwd")
-        if "cp" in g:
-            if not split:
-                b.comp(f"{name}.attn", 2 * cost.ops(spec.attn_params), cost.weights(spec.attn_params))
-            b.coll(f"{name}.cp_reducescatter_kv", CommType.REDUCE_SCATTER, cost.kv * lay.cp, g["cp"])
-            if not split:
-                tp_out(f"{name}.attn")
-                return
-        # the output projection (row-parallel) joins the Q, K, V projections' dgrad: the chain's order within
-        # a stretch without communication does not change its time
-        column_bwd(f"{name}.attn", spec.hidden * spec.hidden, spec.attn_params - spec.hidden * spec.hidden)
-
     if vpp == 1:
-        order = [(phase, m, stage) for phase, m in one_f_one_b(stage, pp, microbatches)]
+        order = [(phase, m, stage) for phase, m in one_f_one_b(stage, lay.pp, microbatches)]
     else:
-        order = interleaved_order(stage, pp, microbatches, vpp)
-    last_mb = microbatches - 1
-    # Megatron's buckets: filled in backward order and reduced when full; one bucket per model chunk on
-    # stages after the first and on chunks after a rank's first (distributed_data_parallel.py 164-171,
-    # megatron/training dist_utils.py 358); all of a chunk's gradients in one reduction after the
-    # backward without overlap_grad_reduce (bucket_size None, distributed_data_parallel.py 136-137).
-    overlap = cost.overlap_grad_reduce and "dp" in g
-    pending = [0]  # parameters of the bucket being filled
-
-    def grads(params: int, ch: int, chunk_done: bool) -> None:
-        pending[0] += params
-        split = stage == 0 and ch // pp == 0
-        if overlap and pending[0] and (chunk_done or (split and pending[0] >= cost.bucket_params)):
-            b.coll(f"dp.grad_allreduce.c{ch}.b{len(buckets)}", CommType.ALL_REDUCE,
-                   pending[0] * cost.dtype_bytes // cost.tp, g["dp"], side=True)
-            buckets.append(pending[0])
-            pending[0] = 0
-
-    buckets: list[int] = []
-    chunk_params = [0] * nchunks
+        order = interleaved_order(stage, lay.pp, microbatches, vpp)
+    pipe = _Pipeline(r, lay, g, cost, chunks, vpp, microbatches)
     for phase, m, ch in order:
-        mb = f"mb{m}" if vpp == 1 else f"mb{m}.c{ch}"
         if phase == "F":
-            if ch > 0:
-                b.recv(f"{mb}.recv_act", peer(ch - 1), tag(m, ch - 1, 0), act, r)
-            else:  # vocab-parallel embedding: each TP rank looks up its rows, then the sum over TP
-                ew(f"mb{m}.fwd.embedding", "embedding", True)
-                tp_out(f"mb{m}.fwd.embedding")
-            for layer in chunks[ch]:
-                attention(f"mb{m}.fwd.L{layer}", True)
-                mlp(f"mb{m}.fwd.L{layer}", 1, layer)
-            if ch == nchunks - 1:  # the final norm, then the LM head (column-parallel over the vocabulary)
-                ew(f"mb{m}.fwd.final_norm", "final", True)
-                tp_in(f"mb{m}.fwd.lm_head")
-                b.comp(f"mb{m}.fwd.lm_head", cost.ops(embed), cost.weights(embed))
-            else:
-                b.send(f"{mb}.send_act", peer(ch + 1), tag(m, ch, 0), act, r)
+            pipe.forward(m, ch)
         else:
-            if ch == nchunks - 1:
-                column_bwd(f"mb{m}.bwd.lm_head", 0, embed)
-                ew(f"mb{m}.bwd.final_norm", "final", False)
-                if m == last_mb:  # the output layer's gradients are the first ready
-                    grads(embed, ch, False)
-                    chunk_params[ch] += embed
-            else:
-                b.recv(f"{mb}.recv_grad", peer(ch + 1), tag(m, ch, 1), act, r)
-            for layer in reversed(chunks[ch]):
-                if cost.recompute == "full":  # re-run the layer's forward (and its TP/CP/EP comms) first
-                    attention(f"mb{m}.bwd.L{layer}.recompute", True)
-                    mlp(f"mb{m}.bwd.L{layer}.recompute", 1, layer)
-                mlp(f"mb{m}.bwd.L{layer}", 2, layer)
-                attention(f"mb{m}.bwd.L{layer}", False)
-                if m == last_mb:  # this layer's gradients are ready
-                    grads(cost.layer_params(layer), ch, False)
-                    chunk_params[ch] += cost.layer_params(layer)
-            if ch == 0:
-                tp_in(f"mb{m}.bwd.embedding")  # SP: the gradient's shards (the forward reduce-scatter's backward)
-                ew(f"mb{m}.bwd.embedding", "embedding", False)
-            if m == last_mb:  # the input embedding's gradients come last; the chunk's backward is done
-                grads(embed if ch == 0 else 0, ch, True)
-                chunk_params[ch] += embed if ch == 0 else 0
-            if ch > 0:
-                b.send(f"{mb}.send_grad", peer(ch - 1), tag(m, ch - 1, 1), act, r)
-    if "dp" in g and not overlap:  # one synchronous reduction per chunk after the whole backward
-        for ch in sorted({c for _, _, c in order}, reverse=True):
-            b.coll(f"dp.grad_allreduce.c{ch}", CommType.ALL_REDUCE, chunk_params[ch] * cost.dtype_bytes // cost.tp,
-                   g["dp"])
-    return b.nodes
+            pipe.backward(m, ch)
+    pipe.reduce_grads({c for _, _, c in order})
+    return pipe.b.nodes

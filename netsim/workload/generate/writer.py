@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from netsim.errors import InputError
+from netsim.procpool import TrackedPool
 from netsim.results.io import atomic_file, kind_of, publish
 
 #: Ranks per batch (at most; a batch never spans two pipeline stages).  Small enough for a
@@ -160,13 +161,13 @@ def _run(batches: list[list[int]], plan, out: Path, jobs: int):
     if jobs == 1:
         yield from map(write_batch, tasks)
         return
-    pool = cf.ProcessPoolExecutor(jobs, initializer=_worker_init)
+    pool = TrackedPool(jobs, initializer=_worker_init)
     try:
         futures = [pool.submit(write_batch, t) for t in tasks]
         for fut in cf.as_completed(futures):
             yield fut.result()
     except BaseException:
-        _stop(pool)
+        pool.stop(grace_s=5.0)  # cancel queued batches and terminate the workers now
         _remove_temp_files(out)
         raise
     pool.shutdown(wait=True)
@@ -175,18 +176,6 @@ def _run(batches: list[list[int]], plan, out: Path, jobs: int):
 def _worker_init() -> None:
     """Workers leave Ctrl-C to the parent, which stops them."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-
-def _stop(pool: cf.ProcessPoolExecutor) -> None:
-    """Cancel queued batches and terminate the workers now."""
-    procs = list((getattr(pool, "_processes", None) or {}).values())
-    pool.shutdown(wait=False, cancel_futures=True)
-    for p in procs:
-        p.terminate()
-    for p in procs:
-        p.join(5)
-        if p.is_alive():
-            p.kill()
 
 
 def write_batch(task: tuple) -> tuple[list[tuple[int, str]], int, int]:

@@ -1,0 +1,325 @@
+"""One rank's transformer layers as Chakra nodes: the LLM generator's per-layer half.
+
+:class:`Builder` appends nodes to a rank's dependency chain; :class:`Costs` sizes every node
+(operations, bytes); :class:`LayerNodes` writes a layer's blocks (attention, MLP or MoE) with
+their tensor-, sequence-, context- and expert-parallel collectives, forward and backward.  The
+pipeline schedule that orders the layers of every microbatch is
+:func:`~netsim.workload.generate.ranks.rank_nodes`; :mod:`netsim.workload.generate.llm` describes
+the model of each node.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from netsim.chakra.model import EtNode
+from netsim.chakra.schema import CommType, NodeType
+from netsim.workload.generate.model import ModelSpec
+
+__all__ = ["Builder", "Costs", "LayerNodes", "TP_SPLITS"]
+
+
+class Builder:
+    """Appends nodes to one rank's linear dependency chain."""
+
+    def __init__(self) -> None:
+        self.nodes: list[EtNode] = []
+        self.tail = 0  # id of the chain's last node (side branches hang off it)
+        self.pending_join: list[int] = []  # side nodes the next node also waits for (join)
+
+    def _add(self, side: bool = False, **kw: Any) -> None:
+        nid = len(self.nodes) + 1
+        deps = (self.tail,) if self.tail else ()
+        if not side and self.pending_join:
+            deps, self.pending_join = deps + tuple(self.pending_join), []
+        self.nodes.append(EtNode(id=nid, data_deps=deps, **kw))
+        if not side:
+            self.tail = nid
+
+    def join(self, ids: list[int]) -> None:
+        """Make every node in ``ids`` (side branches included) a dependency of the next node."""
+        self.pending_join = [i for i in ids if i != self.tail]
+
+    def comp(self, name: str, ops: int, weight_bytes: int, kind: str = "gemm") -> None:
+        """A compute node of kernel kind ``kind`` (netsim.vocab.OP_KINDS; the GPU preset's efficiency)."""
+        self._add(name=name, type=int(NodeType.COMP_NODE), num_ops=int(ops), tensor_size=max(int(weight_bytes), 1),
+                  is_cpu_op=False, op_kind=kind)
+
+    def elementwise(self, name: str, nbytes: int, dtype_bytes: int) -> None:
+        """A memory-bound element-wise node: ``nbytes`` of HBM traffic and one operation per element, an
+        arithmetic intensity far below any GPU's ridge point, so the roofline's memory roof times it."""
+        self.comp(name, max(nbytes // dtype_bytes, 1), nbytes, "elementwise")
+
+    def coll(self, name: str, ctype: CommType, size: int, group: str, *, side: bool = False) -> None:
+        """A collective; ``side=True`` branches it off the chain (later nodes do not wait for it)."""
+        self._add(side, name=name, type=int(NodeType.COMM_COLL_NODE), comm_type=int(ctype), comm_size=int(size),
+                  pg_name=group, is_cpu_op=False)
+
+    def send(self, name: str, dst: int, tag: int, size: int, me: int) -> None:
+        self._add(name=name, type=int(NodeType.COMM_SEND_NODE), comm_src=me, comm_dst=dst, comm_tag=tag,
+                  comm_size=int(size), is_cpu_op=False)
+
+    def recv(self, name: str, src: int, tag: int, size: int, me: int) -> None:
+        self._add(name=name, type=int(NodeType.COMM_RECV_NODE), comm_src=src, comm_dst=me, comm_tag=tag,
+                  comm_size=int(size), is_cpu_op=False)
+
+
+@dataclass(frozen=True)
+class Costs:
+    """Per-node operation counts and byte sizes of one rank (see the module docstring)."""
+
+    spec: ModelSpec
+    tp: int
+    cp: int
+    tokens: int  # tokens of one microbatch on one CP rank
+    seq: int
+    dtype_bytes: int
+    local_experts: int
+    recompute: str = "none"  # activation recomputation: none, selective or full (generate_llm)
+    # Megatron --overlap-grad-reduce: buckets reduced during the backward; off by default as in Megatron
+    # (megatron/core/distributed/distributed_data_parallel_config.py: overlap_grad_reduce = False)
+    overlap_grad_reduce: bool = False
+    tp_comm_overlap: bool = False  # Megatron --tp-comm-overlap: TP collectives pipelined with their GEMMs
+    comm_streams: str = "communicator"  # comm-lane policy the traces declare (netsim.workload.streams)
+    bucket_params: int = 40_000_000  # gradient bucket in parameters (plan.bucket_params)
+    sequence_parallel: bool = False  # Megatron --sequence-parallel: norms and residuals on 1/tp of the tokens
+
+    @property
+    def shard(self) -> int:
+        """Bytes of one activation as the norms and residual adds see it: the whole ``act``, or its
+        ``1/tp`` sequence shard under sequence parallelism (Korthikanti et al., arXiv:2205.05198 §4.2.2)."""
+        return self.act // self.tp if self.sequence_parallel else self.act
+
+    def elementwise(self, block: str, forward: bool, layer: int = 0) -> int:
+        """HBM bytes of one block's element-wise kernels (each reads its inputs once and writes its outputs once).
+
+        ``attn``: the input RMSNorm (forward reads x, writes y: 2 activations; backward reads dy and x,
+        writes dx: 3), rotary embeddings on Q and K (read and write each, both passes) and the residual
+        add (reads 2, writes 1; its backward sums two gradients: the same).  ``mlp``: the RMSNorm, the
+        residual add and the activation over the ``ffn``-wide hidden state F: SwiGLU reads the gate and up
+        projections and writes their product (3 F), its backward reads dy, gate and up and writes two
+        gradients (5 F); a plain GELU MLP 2 F and 3 F.  MoE layers apply it to the top-k routed tokens'
+        expert_ffn and to the shared experts.  ``final``: the last RMSNorm before the LM head.
+        ``embedding``: the lookup (read rows, write the activation), and its backward's scatter-add
+        (read the gradient, read and write the rows).  Norms and residual adds cover ``shard``; the
+        other kernels work on heads or the ffn split over TP."""
+        s, a = self.spec, self.shard
+        norm = 2 * a if forward else 3 * a
+        if block == "final":
+            return norm
+        if block == "embedding":
+            return 2 * self.act if forward else 3 * self.act
+        if block == "attn":
+            qk = self.tokens * (s.hidden + s.kv_hidden) * self.dtype_bytes // self.tp
+            return norm + 2 * qk + 3 * a
+        width = (s.top_k + s.shared_experts) * s.expert_ffn if s.moe_layer(layer) else s.ffn
+        f = self.tokens * width * self.dtype_bytes // self.tp
+        act_fn = (3 if forward else 5) * f if s.gated_mlp else (2 if forward else 3) * f
+        return norm + act_fn + 3 * a
+
+    def ops(self, params: int) -> int:  # forward operations of a block with ``params`` weights, split over TP
+        return 2 * self.tokens * params // self.tp
+
+    def weights(self, params: int) -> int:
+        return params * self.dtype_bytes // self.tp
+
+    @property
+    def act(self) -> int:
+        return self.tokens * self.spec.hidden * self.dtype_bytes
+
+    @property
+    def kv(self) -> int:
+        return self.tokens * 2 * self.spec.kv_hidden * self.dtype_bytes // self.tp
+
+    @property
+    def score_ops(self) -> int:
+        """Core attention (QK^T and the weighted sum of V) under a causal mask: half of Megatron's 4·b·s²·h
+        (a causal kernel skips the blocks above the diagonal; FlashAttention counts them so), over tp."""
+        return 2 * self.tokens * self.seq * self.spec.hidden // self.tp
+
+    @property
+    def core_bytes(self) -> int:  # what a fused attention kernel reads and writes: Q and O, and K and V of all cp
+        return (2 * self.tokens * self.spec.hidden + 2 * self.cp * self.tokens * self.spec.kv_hidden) \
+            * self.dtype_bytes // self.tp
+
+    @property
+    def a2a(self) -> int:
+        return self.tokens * self.spec.top_k * self.spec.hidden * self.dtype_bytes
+
+    def largest(self, microbatches: int, vpp: int) -> int:
+        """An upper bound of every integer a node of the plan carries (operations, bytes, tags):
+        each quantity :func:`~netsim.workload.generate.ranks.rank_nodes` writes, at its largest
+        (backward passes double the operations), without building a node."""
+        s = self.spec
+        blocks = (s.attn_params, s.mlp_params, s.vocab * s.hidden, (s.top_k + s.shared_experts) * s.expert_params,
+                  self.local_experts * s.expert_params)
+        last = s.layers - 1  # a MoE layer when the model has experts (dense_layers < layers)
+        elementwise = max(self.elementwise(b, False, layer) for b in ("attn", "mlp", "embedding", "final")
+                          for layer in (0, last))
+        return max(2 * self.score_ops, 2 * self.ops(max(blocks)), 4 * self.tokens * s.router_params,
+                   self.weights(s.params()) * self.tp, self.core_bytes, self.a2a, self.kv * self.cp, self.act,
+                   elementwise, 2 * (microbatches + 1) * vpp + 1)
+
+    def layer_params(self, layer: int) -> int:
+        """Weights of layer ``layer`` held by one rank before the TP split (its local experts)."""
+        s = self.spec
+        if s.moe_layer(layer):
+            return s.attn_params + s.router_params + (self.local_experts + s.shared_experts) * s.expert_params
+        return s.attn_params + s.mlp_params
+
+
+#: Pieces a TP block's compute and all-reduce are cut into under ``tp_comm_overlap``: Transformer
+#: Engine's default ``num_splits`` for its "pipeline" userbuffers method (GEMM + reduce-scatter of
+#: proj_fprop / fc2_fprop), ``transformer_engine/pytorch/module/base.py`` line 387 (NVIDIA/
+#: TransformerEngine d0067d0: ``tp_size if method == "ring_exchange" else 4``).
+TP_SPLITS = 4
+
+
+class LayerNodes:
+    """Writes one rank's layers into a :class:`Builder` (``g``: the rank's group id per kind, as
+    :func:`~netsim.workload.generate.ranks.layout_groups` gives them)."""
+
+    def __init__(self, b: Builder, cost: Costs, g: dict[str, str]):
+        self.b, self.cost, self.g = b, cost, g
+        self.spec = cost.spec
+        self.sp = cost.sequence_parallel and "tp" in g and not cost.tp_comm_overlap  # SP's collectives replace the AR
+        self.split = "tp" in g and not cost.tp_comm_overlap  # backward TP comm overlapped with the weight gradients
+
+    def ew(self, name: str, block: str, forward: bool, layer: int = 0) -> None:
+        """A block's element-wise kernels (:meth:`Costs.elementwise`)."""
+        self.b.elementwise(name, self.cost.elementwise(block, forward, layer), self.cost.dtype_bytes)
+
+    def tp_in(self, name: str) -> None:
+        """SP: the sequence shards all-gathered before a column-parallel GEMM (``comm_size``: one shard)."""
+        if self.sp:
+            self.b.coll(f"{name}_allgather", CommType.ALL_GATHER, self.cost.act // self.cost.tp, self.g["tp"])
+
+    def tp_out(self, name: str) -> None:
+        """After a row-parallel GEMM: the partial sums all-reduced, or reduce-scattered to shards (SP)."""
+        if self.sp:
+            self.b.coll(f"{name}_reducescatter", CommType.REDUCE_SCATTER, self.cost.act, self.g["tp"])
+        elif "tp" in self.g:
+            self.b.coll(f"{name}_allreduce", CommType.ALL_REDUCE, self.cost.act, self.g["tp"])
+
+    def block(self, name: str, ops: int, weight_bytes: int) -> None:
+        """A block's compute, then its TP collective; under ``tp_comm_overlap`` both cut into
+        TP_SPLITS pieces, piece k of the all-reduce right after piece k of the compute, off the
+        chain, so only the last piece's all-reduce is exposed (TE userbuffers' "pipeline")."""
+        b, act = self.b, self.cost.act
+        if not (self.cost.tp_comm_overlap and "tp" in self.g):
+            b.comp(name, ops, weight_bytes)
+            self.tp_out(name)
+            return
+        pieces = []
+        for k in range(TP_SPLITS):
+            b.comp(f"{name}.split{k}", ops // TP_SPLITS + (k < ops % TP_SPLITS), max(weight_bytes // TP_SPLITS, 1))
+            b.coll(f"{name}_allreduce.split{k}", CommType.ALL_REDUCE, act // TP_SPLITS + (k < act % TP_SPLITS),
+                   self.g["tp"], side=True)
+            pieces.append(len(b.nodes))
+        b.join(pieces)
+
+    def column_bwd(self, name: str, row: int, col: int) -> None:
+        """The backward of a block whose last forward GEMM is row-parallel (``row`` weights) and first is
+        column-parallel (``col`` weights).  The row GEMM's backward (dgrad and wgrad) and the column GEMM's
+        input gradient (dgrad) come first; then that gradient's TP all-reduce (SP: reduce-scatter) runs off
+        the chain while the column GEMM's weight gradient (wgrad) runs; under SP the input's shards are
+        all-gathered again for that wgrad, while the dgrad runs.  Megatron-LM
+        ``LinearWithGradAccumulationAndAsyncCommunication.backward`` (tensor_parallel/layers.py)."""
+        b, cost, act = self.b, self.cost, self.cost.act
+        if not self.split:
+            self.block(name, 2 * cost.ops(row + col), cost.weights(row + col))
+            return
+        tp = self.g["tp"]
+        regather = 0
+        if self.sp:
+            b.coll(f"{name}_regather", CommType.ALL_GATHER, act // cost.tp, tp, side=True)
+            regather = len(b.nodes)
+        b.comp(f"{name}.dgrad", 2 * cost.ops(row) + cost.ops(col), cost.weights(row + col))
+        if self.sp:
+            b.coll(f"{name}_reducescatter", CommType.REDUCE_SCATTER, act, tp, side=True)
+        else:
+            b.coll(f"{name}_allreduce", CommType.ALL_REDUCE, act, tp, side=True)
+        reduce = len(b.nodes)
+        if regather:
+            b.join([regather])
+        b.comp(f"{name}.wgrad", cost.ops(col), cost.weights(col))
+        b.join([reduce])
+
+    def mlp(self, name: str, mult: int, layer: int) -> None:
+        """The element-wise kernels (norm, activation, residual: first in the forward, last in the backward)
+        and the GEMMs with their TP collectives; MoE layers: router, shared experts, all-to-alls, experts.
+        ``mult``: 1 forward, 2 backward (twice the operations)."""
+        if mult == 1:
+            self.ew(f"{name}.mlp_elementwise", "mlp", True, layer)
+        self.tp_in(f"{name}.mlp")  # SP: in the backward, the output gradient's shards
+        self._mlp_gemms(name, mult, layer)
+        if mult == 2:
+            self.ew(f"{name}.mlp_elementwise", "mlp", False, layer)
+
+    def _mlp_gemms(self, name: str, mult: int, layer: int) -> None:
+        b, cost, spec, g = self.b, self.cost, self.spec, self.g
+        if not spec.moe_layer(layer):
+            if mult == 1:
+                self.block(f"{name}.mlp", cost.ops(spec.mlp_params), cost.weights(spec.mlp_params))
+            else:  # the down projection is row-parallel; the up (and gate) projections column-parallel
+                self.column_bwd(f"{name}.mlp", spec.hidden * spec.ffn, spec.mlp_params - spec.hidden * spec.ffn)
+            return
+        b.comp(f"{name}.router", mult * 2 * cost.tokens * spec.router_params, spec.router_params * cost.dtype_bytes)
+        if spec.shared_experts:  # every token, where it is (DeepSeekMoE's shared experts)
+            shared = spec.shared_experts * spec.expert_params
+            b.comp(f"{name}.shared_experts", mult * cost.ops(shared), cost.weights(shared))
+        if "ep" in g:
+            b.coll(f"{name}.a2a_dispatch", CommType.ALL_TO_ALL, cost.a2a, g["ep"])
+        b.comp(f"{name}.experts", mult * cost.ops(spec.top_k * spec.expert_params),
+               cost.weights(cost.local_experts * spec.expert_params))
+        if "ep" in g:
+            b.coll(f"{name}.a2a_combine", CommType.ALL_TO_ALL, cost.a2a, g["ep"])
+        self.tp_out(f"{name}.mlp")
+
+    def attention(self, name: str, forward: bool) -> None:
+        """The element-wise kernels (norm, rotary, residual: first in the forward, last in the backward), the
+        core attention (one fused kernel, FlashAttention: QK^T, softmax, .V) and the Q, K, V and output
+        projections (GEMMs) with their TP collectives; CP's K/V all-gather before the forward core attention,
+        reduce-scatter after its backward."""
+        if forward:
+            self.ew(f"{name}.attn_elementwise", "attn", True)
+        self.tp_in(f"{name}.attn")
+        self._attention_kernels(name, forward)
+        if not forward:
+            self.ew(f"{name}.attn_elementwise", "attn", False)
+
+    def _attention_kernels(self, name: str, forward: bool) -> None:
+        b, cost, spec, g = self.b, self.cost, self.spec, self.g
+        if forward and "cp" in g:
+            b.coll(f"{name}.cp_allgather_kv", CommType.ALL_GATHER, cost.kv, g["cp"])
+        if forward:
+            b.comp(f"{name}.core_attn", cost.score_ops, cost.core_bytes, "attn_fwd")
+            self.block(f"{name}.attn", cost.ops(spec.attn_params), cost.weights(spec.attn_params))
+            return
+        if cost.recompute == "selective":  # re-run the core attention's forward first (Korthikanti et al.)
+            b.comp(f"{name}.core_attn.recompute", cost.score_ops, cost.core_bytes, "attn_fwd")
+        b.comp(f"{name}.core_attn", 2 * cost.score_ops, cost.core_bytes, "attn_bwd")
+        if "cp" in g:
+            if not self.split:
+                b.comp(f"{name}.attn", 2 * cost.ops(spec.attn_params), cost.weights(spec.attn_params))
+            b.coll(f"{name}.cp_reducescatter_kv", CommType.REDUCE_SCATTER, cost.kv * cost.cp, g["cp"])
+            if not self.split:
+                self.tp_out(f"{name}.attn")
+                return
+        # the output projection (row-parallel) joins the Q, K, V projections' dgrad: the chain's order within
+        # a stretch without communication does not change its time
+        self.column_bwd(f"{name}.attn", spec.hidden * spec.hidden, spec.attn_params - spec.hidden * spec.hidden)
+
+    def layer_forward(self, name: str, layer: int) -> None:
+        """Layer ``layer``'s forward: attention, then the MLP (or MoE)."""
+        self.attention(name, True)
+        self.mlp(name, 1, layer)
+
+    def layer_backward(self, name: str, layer: int) -> None:
+        """Layer ``layer``'s backward: the MLP's, then the attention's; under full recomputation the
+        layer's forward (with its TP/CP/EP collectives) runs again first."""
+        if self.cost.recompute == "full":
+            self.layer_forward(f"{name}.recompute", layer)
+        self.mlp(name, 2, layer)
+        self.attention(name, False)
