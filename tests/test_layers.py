@@ -157,3 +157,13 @@ def test_files_and_functions_stay_small():
                 if length > MAX_FUNCTION_LINES:
                     big.append(f"{name}:{node.lineno} {node.name}: {length} lines")
     assert big == []
+
+
+def test_the_picture_shows_the_table_top_down(layers):
+    """The diagram at the top of the page lists the table's layers, highest first."""
+    text = PAGE.read_text()
+    picture = text.split("```", 2)[1]
+    # each row: the layer's names (a package with its "/", "netsim (__init__)"), two spaces, what it does
+    heads = [re.split(r"\s{2,}", line.strip())[0].split() for line in picture.strip("\n").splitlines()]
+    shown = [[w.rstrip("/") for w in head if w != "(__init__)"] for head in heads]
+    assert shown == [list(row) for row in reversed(layers)]
