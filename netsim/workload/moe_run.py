@@ -1,6 +1,6 @@
 """MoE layers of ``netsim run --llm`` with the dispatch and combine of ``netsim bench --op moe_*``.
 
-The LLM generator (:mod:`netsim.workload.generate.ranks`) emits every MoE layer's
+The LLM generator (:mod:`netsim.workload.generate.layers`) emits every MoE layer's
 expert-parallel communication as two ALL_TO_ALL nodes per microbatch and pass, named
 ``...a2a_dispatch`` then ``...a2a_combine``, forward and backward (backward, the first carries
 the output gradients to the experts, the dispatch's pattern, the second the input gradients
@@ -43,7 +43,7 @@ __all__ = ["MoERunConfig", "MoESchedules", "moe_kind"]
 #: hold none: with the receive hook the traffic runs "without costing any GPU SMs" (``docs/legacy.md``
 #: line 288 there).
 DEEPEP_NORMAL_SMS = 20
-#: Node-name suffixes of the generator's MoE all-to-alls (netsim.workload.generate.ranks).
+#: Node-name suffixes of the generator's MoE all-to-alls (netsim.workload.generate.layers).
 KINDS = {"a2a_dispatch": "dispatch", "a2a_combine": "combine"}
 #: ``--moe-algo`` values: the bench's (netsim.perftests.moe.ALGOS) plus DeepEP's low-latency kernels.
 ALGOS = ("auto", "direct", "hierarchical", "node_limited", "low_latency")
