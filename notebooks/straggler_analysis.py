@@ -28,14 +28,8 @@
 # Everything is small so the notebook runs in well under a minute.
 
 # %%
-import sys
 import tempfile
 from pathlib import Path
-
-# use this checkout of netsim when the notebook runs from the repository
-ROOT = next((p for p in (Path.cwd(), *Path.cwd().parents) if (p / "netsim" / "__init__.py").is_file()), None)
-if ROOT is not None and str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 
 import pandas as pd
 from IPython.display import Image, display
@@ -48,7 +42,7 @@ from netsim.analysis.stragglers import late_start_caveat
 from netsim.results.dataset import run_id_for
 from netsim.workload.generate import llm
 
-TOPOLOGY = netsim.find_shipped("topologies/h100-superpod-1su.yaml")  # run from the checkout
+TOPOLOGY = netsim.find_shipped("topologies/h100-superpod-1su.yaml")  # the working folder's, else the package's
 WORK = Path(tempfile.mkdtemp(prefix="netsim-stragglers-"))
 FIGS = WORK / "figs"
 
