@@ -92,8 +92,8 @@ def resolve(value, kind: str | None = None, *, prefix: bool = False):
     packaged = _in_package(path)
     if packaged is not None and _exists(packaged, prefix):
         return packaged
-    if kind is None or len(path.parts) != 1 or path.name in ("", ".", ".."):
-        return value
+    if kind is None or len(path.parts) != 1 or path.name in ("", ".", "..") or _refused(path):
+        return value  # not a bare name, or one the OS refuses (its loader says why)
     folder, suffixes = KINDS[kind]
     names = [path.name] if path.suffix.lower() in suffixes else [path.name + s for s in suffixes]
     bases = [b for b in (Path(), Path(folder), _in_package(PurePath(folder))) if b is not None]
@@ -120,6 +120,15 @@ def _in_package(path: PurePath) -> Path | None:
         return None
     base = package_folder(path.parts[0])
     return None if base is None else base.joinpath(*path.parts[1:])
+
+
+def _refused(path: Path) -> bool:
+    """The OS refuses ``path`` as a name (too long, a NUL byte)."""
+    try:
+        path.exists()
+    except (OSError, ValueError):
+        return True
+    return "\0" in str(path)
 
 
 def _exists(path: Path, prefix: bool = False) -> bool:
