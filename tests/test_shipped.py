@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 import netsim
+import netsim.sweep
 from netsim import shipped
 from netsim.cli import main
 from netsim.errors import InputError
@@ -119,6 +120,13 @@ def test_sweep_files_name_shipped_topologies(installed, tmp_path, capsys):
                     "grid: {topology: [dgx-h100, topologies/dgx-a100.yaml]}\n")
     sweep = netsim.sweep.load_sweep(spec)
     assert sorted(Path(p["topology"]).name for p in sweep.paths) == ["dgx-a100.yaml", "dgx-h100.yaml"]
+    trace = "workloads/traces/llama3-8b-tp2pp2"
+    spec.write_text(f"kind: run\nbase: {{topology: dgx-h100, workload: {trace}/llm, "
+                    f"comm_groups: {trace}/comm_groups.json, faults: superpod-faults}}\n")
+    paths = netsim.sweep.load_sweep(spec).paths[0]
+    assert Path(paths["faults"]) == installed / "_workloads" / "faults" / "superpod-faults.yaml"
+    assert Path(paths["comm_groups"]) == installed / "_workloads" / "traces" / "llama3-8b-tp2pp2" / "comm_groups.json"
+    assert Path(paths["workload"]) == installed / "_workloads" / "traces" / "llama3-8b-tp2pp2" / "llm"
     spec.write_text("kind: bench\nbase: {op: all_reduce, size: 1M, topology: dgx-h10}\n")
     with pytest.raises(InputError, match="base.topology: no such file .*nor a shipped topology name; "
                                          "nearest shipped: dgx-h100"):
