@@ -488,15 +488,12 @@ def _check_dims(dims: list[Dim], source: str, path: str) -> None:
 
 
 def load_topology(path: str | Path) -> Topology:
-    """Load a netsim topology YAML or an ASTRA-sim network YAML (auto-detected).
-
-    ``path`` may be a bare shipped name (``dgx-h100``) or a repository-relative path
-    (``topologies/dgx-h100.yaml``) that the working directory lacks (:func:`netsim.shipped.resolve`).
+    """Load a netsim topology YAML or an ASTRA-sim network YAML (auto-detected), or a shipped one
+    by name (``dgx-h100``) or repository-relative path (:func:`netsim.shipped.resolve`).
 
     >>> t = load_topology("topologies/dgx-h100.yaml")  # doctest: +SKIP
     """
-    p = Path(resolve(path, "topology"))
-    src = str(p)
+    src = str(p := Path(resolve(path, "topology")))
     data = inputs.load_yaml(p)
     if is_astra_network(data):
         return multi_dim(parse_astra_network(data, src), name=p.stem, astra_network=True)
