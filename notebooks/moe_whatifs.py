@@ -50,7 +50,7 @@ import netsim
 from netsim.perftests.moe import MoEConfig, build_layout, run_moe, validated
 from netsim.topology.overrides import load_with_overrides
 
-TOPO = str(netsim.find_shipped("topologies/h100-superpod-1su.yaml"))  # run from the checkout
+TOPO = str(netsim.find_shipped("topologies/h100-superpod-1su.yaml"))  # the working folder's, else the package's
 OUT = Path(tempfile.mkdtemp(prefix="moe_whatifs_"))
 TOKENS = 512
 topo = load_with_overrides(TOPO, {})

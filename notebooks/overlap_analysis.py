@@ -28,13 +28,8 @@
 
 # %%
 import json
-import sys
 import tempfile
 from pathlib import Path
-
-ROOT = next((p for p in (Path.cwd(), *Path.cwd().parents) if (p / "netsim" / "__init__.py").is_file()), None)
-if ROOT is not None and str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 
 import pandas as pd
 import yaml
@@ -52,7 +47,7 @@ from netsim.chakra import write_workload
 from netsim.chakra.schema import CommType, NodeType
 from netsim.chakra.model import EtNode
 
-TOPOLOGY = netsim.find_shipped("topologies/h100-superpod-1su.yaml")  # run from the checkout
+TOPOLOGY = netsim.find_shipped("topologies/h100-superpod-1su.yaml")  # the working folder's, else the package's
 WORK = Path(tempfile.mkdtemp(prefix="netsim-overlap-"))
 RESULTS = WORK / "results"
 

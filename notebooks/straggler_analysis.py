@@ -32,14 +32,8 @@
 # printed by the cells from the results.
 
 # %%
-import sys
 import tempfile
 from pathlib import Path
-
-# use this checkout of netsim when the notebook runs from the repository
-ROOT = next((p for p in (Path.cwd(), *Path.cwd().parents) if (p / "netsim" / "__init__.py").is_file()), None)
-if ROOT is not None and str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 
 import pandas as pd
 from IPython.display import Image, display
@@ -53,7 +47,7 @@ from netsim.results.dataset import run_id_for
 from netsim.units import format_time
 from netsim.workload.generate import llm
 
-TOPOLOGY = netsim.find_shipped("topologies/h100-superpod-1su.yaml")  # run from the checkout
+TOPOLOGY = netsim.find_shipped("topologies/h100-superpod-1su.yaml")  # the working folder's, else the package's
 WORK = Path(tempfile.mkdtemp(prefix="netsim-stragglers-"))
 FIGS = WORK / "figs"
 

@@ -47,7 +47,7 @@ from IPython.display import Image, display
 import netsim
 import netsim.sweep as sweep
 
-STUDY = netsim.find_shipped("topologies/studies/fat_tree_design.yaml")  # run from the checkout
+STUDY = netsim.find_shipped("topologies/studies/fat_tree_design.yaml")  # the working folder's, else the package's
 OUT = Path(tempfile.mkdtemp(prefix="fat_tree_design_"))  # or Path("results/fat_tree_design")
 
 

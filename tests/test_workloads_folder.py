@@ -1,11 +1,10 @@
-"""workloads/: every shipped file loads or runs; the presets are these files; the wheel carries them."""
+"""workloads/: every shipped file loads or runs; the presets are these files; setup.py copies them into the
+package (the built wheel and an installed run: tests/test_install.py)."""
 
 import doctest
 import importlib.util
 import json
-import subprocess
 import sys
-import zipfile
 
 import numpy as np
 import pytest
@@ -137,29 +136,23 @@ def _setup_module():
     return mod
 
 
-def test_build_py_copies_workloads(tmp_path):
+def build_py(build_lib) -> None:
+    """Run setup.py's ``build_py`` into ``build_lib`` (what a wheel's ``netsim/`` holds)."""
     from setuptools.dist import Distribution
 
     mod = _setup_module()
-    cmd = mod.build_py_with_workloads(Distribution({"name": "x", "packages": []}))
-    cmd.build_lib = str(tmp_path)
+    cmd = mod.build_py_with_shipped(Distribution({"name": "x", "packages": []}))
+    cmd.build_lib = str(build_lib)
     cmd.ensure_finalized()
-    cmd.build_lib = str(tmp_path)
+    cmd.build_lib = str(build_lib)
     cmd.run()
-    shipped = tmp_path / "netsim" / "_workloads"
-    want = {p.relative_to(WORKLOADS) for p in WORKLOADS.rglob("*") if p.is_file()
-            and p.suffix not in (".py", ".pyc") and "__pycache__" not in p.parts}
-    assert {p.relative_to(shipped) for p in shipped.rglob("*") if p.is_file()} == want
-    assert presets.Presets(shipped / "models")["llama3-405b"] == load_model_spec("llama3-405b")
 
 
-@pytest.mark.slow
-def test_wheel_carries_workloads(tmp_path):
-    """``pip wheel .`` (isolated build, ~5 s): the wheel holds netsim/_workloads/**."""
-    subprocess.run([sys.executable, "-m", "pip", "wheel", str(REPO), "-w", str(tmp_path), "--no-deps", "-q"],
-                   check=True)
-    names = zipfile.ZipFile(next(tmp_path.glob("netsim-*.whl"))).namelist()
-    for rel in ("models/llama3-405b.yaml", "traces/llama3-8b-tp2pp2/comm_groups.json",
-                "faults/stragglers.yaml", "expert-maps/mixtral-ep8-t512-zipf1.2.npy", "README.md"):
-        assert f"netsim/_workloads/{rel}" in names
-    assert not any(n.endswith("regenerate.py") for n in names)
+def test_build_py_copies_topologies_and_workloads(tmp_path):
+    build_py(tmp_path)
+    for name in ("topologies", "workloads"):
+        shipped = tmp_path / "netsim" / f"_{name}"
+        want = {p.relative_to(REPO / name) for p in (REPO / name).rglob("*") if p.is_file()
+                and p.suffix not in (".py", ".pyc") and "__pycache__" not in p.parts}
+        assert {p.relative_to(shipped) for p in shipped.rglob("*") if p.is_file()} == want
+    assert presets.Presets(tmp_path / "netsim" / "_workloads" / "models")["llama3-405b"] == load_model_spec("llama3-405b")

@@ -42,6 +42,7 @@ import numpy as np
 
 from netsim import inputs
 from netsim.errors import InputError
+from netsim.shipped import resolve
 from netsim.vocab import normalize_group_name
 from netsim.chakra.schema import NodeType
 from netsim.chakra.model import NodeTable
@@ -74,6 +75,7 @@ class CommGroups:
         """Load an ASTRA-sim comm-group JSON (``None`` or a path containing "empty": no groups)."""
         if path is None or "empty" in str(path):
             return cls(None, world)
+        path = resolve(path)
         data = inputs.load_json(path)
         if not isinstance(data, dict):
             raise InputError("expected an object mapping group ids to rank lists", source=str(path))

@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from netsim.errors import InputError
+from netsim.shipped import resolve
 from netsim.chakra import MISSING, NodeTable, read_et_table
 from netsim.chakra.schema import CommType, NodeType
 from netsim.vocab import OP_KINDS
@@ -46,7 +47,7 @@ def discover_ranks(path_or_prefix: str | os.PathLike) -> dict[int, Path]:
     >>> sorted(discover_ranks(os.path.join(d, "w")))
     [0, 1]
     """
-    p = Path(path_or_prefix)
+    p = Path(resolve(path_or_prefix, prefix=True))
     if p.is_file():
         m = re.search(r"\.([0-9]+)\.et$", p.name)
         return {int(m.group(1)) if m else 0: p}

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from netsim.errors import InputError
+from netsim.shipped import resolve
 from netsim.topology.model import Topology
 
 
@@ -36,6 +37,7 @@ def load_ints(path: str, flag: str) -> np.ndarray:
 
 def load_expert_map(path: str, n_tokens: int, topk: int, experts: int) -> np.ndarray:
     """``(n_tokens, topk)`` distinct logical expert ids per token from ``path``."""
+    path = str(resolve(path, "expert map"))
     a = load_ints(path, "--expert-map")
     if a.shape != (n_tokens, topk):
         raise InputError(f"expected {n_tokens} rows (GPUs x --tokens) of --topk {topk} expert ids, "

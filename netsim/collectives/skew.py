@@ -58,6 +58,7 @@ from pathlib import Path
 import numpy as np
 
 from netsim.errors import InputError
+from netsim.shipped import resolve
 
 __all__ = ["Skew", "MoERouting", "zipf_popularity", "route_tokens", "pair_bytes", "node_bytes",
            "parse_skew", "load_matrix", "check_matrix", "skewed_routing", "skewed_matrix"]
@@ -354,7 +355,8 @@ def check_matrix(matrix, n: int, *, source: str = "matrix") -> np.ndarray:
 
 def load_matrix(path, n: int) -> np.ndarray:
     """Read an ``n x n`` byte matrix (row = sender) from ``.npy`` or ``.csv`` (commas, ``#`` comments)."""
-    p, src = Path(path), str(path)
+    p = Path(resolve(path))
+    src = str(p)
     if not p.is_file():
         raise InputError("no such file (expected an n x n byte matrix, .npy or .csv)", source=src)
     suffix = p.suffix.lower()

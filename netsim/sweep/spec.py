@@ -23,6 +23,7 @@ from typing import Any
 
 from netsim import inputs, limits, units
 from netsim.errors import InputError
+from netsim.shipped import nearest, resolve
 from netsim.results.dataset import run_id_for
 
 KINDS = ("bench", "run")
@@ -39,6 +40,8 @@ RUN_DEFAULTS = {"model": "flow", "no_ctrl_deps": False, "streams": 1, "placement
 _NOT_KEYS = ("out", "overwrite", "replicas", "label", "notes", "overrides",  # simulate() arguments that the
              "progress", "dry_run")  # sweep owns (overrides: sweeps take dotted topology keys themselves)
 PATH_KEYS = ("topology", "workload", "comm_groups", "skew_matrix", "faults")
+#: Path keys that also take a bare shipped name (``topology: dgx-h100``), and the kind of that name.
+SHIPPED_KINDS = {"topology": "topology", "faults": "faults"}
 #: ``placement`` values that are specs, not files (anything else names a file of GPU ids).
 PLACEMENT_KINDS = ("packed", "random", "strided")
 
@@ -141,10 +144,11 @@ class Sweep:
 
 
 def load_sweep(path: str | Path) -> Sweep:
-    """Read a sweep YAML file; relative paths inside resolve against its folder, then the cwd."""
-    p = Path(path)
+    """Read a sweep YAML file (or a shipped study by name: :func:`netsim.shipped.resolve`); relative
+    paths inside resolve against its folder, then the cwd, then the shipped files."""
+    p = Path(resolve(path, "study"))
     data = inputs.load_yaml(p)
-    return parse_sweep(data, str(path), p.resolve().parent)
+    return parse_sweep(data, str(p), p.resolve().parent)
 
 
 def parse_sweep(data: Any, source: str = "<sweep>", root: str | Path = ".") -> Sweep:
@@ -296,9 +300,12 @@ class _Parser:
         if key == "placement":
             return self.placement(v, where)
         if key in PATH_KEYS + ("llm.model",) and v is not None:
-            found = self.find(inputs.path_text(v, self.source, where))
+            found = self.find(inputs.path_text(v, self.source, where), key)
             if found is None and key != "llm.model":
-                raise InputError(f"no such file (looked in {self.root} and the current folder)",
+                kind = SHIPPED_KINDS.get(key)
+                near = f", nor a shipped {kind} name; nearest shipped: {', '.join(nearest(v, kind))}" \
+                    if kind and len(Path(v).parts) == 1 else ""
+                raise InputError(f"no such file (looked in {self.root} and the current folder){near}",
                                  source=self.source, field=where)
             if found is not None:
                 self.resolved[(key, v)] = found
@@ -326,12 +333,18 @@ class _Parser:
         self.resolved[("placement", v)] = found
         return v
 
-    def find(self, text: str) -> str | None:
+    def find(self, text: str, key: str | None = None) -> str | None:
+        """``text`` in the sweep file's folder, then the current folder, then the shipped files (a
+        repository-relative path, or a bare name of the kind ``key`` takes); None if nowhere."""
         for base in (self.root, Path.cwd()):
             p = (base / text).resolve()
             if p.exists() or (p.parent.is_dir() and any(p.parent.glob(f"{p.name}.*.et"))):
                 return str(p)
-        return None
+        try:
+            found = resolve(text, SHIPPED_KINDS.get(key or ""), prefix=key == "workload")
+        except InputError:
+            return None
+        return str(found.resolve()) if isinstance(found, Path) else None
 
     def check_config(self, cfg: dict) -> None:
         need = ("topology", "op", "size") if self.kind == "bench" else ("topology",)

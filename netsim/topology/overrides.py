@@ -28,6 +28,7 @@ from typing import Any
 
 from netsim import inputs
 from netsim.errors import InputError
+from netsim.shipped import resolve
 from netsim.topology.model import Topology
 
 #: A dotted key: names and list indices (``tiers[1]`` is read as ``tiers.1``).
@@ -91,7 +92,9 @@ def build_from_mapping(data: dict, source: str) -> Topology:
 
 
 def load_with_overrides(path: str, overrides: dict[str, Any] | None = None) -> Topology:
-    """The topology of file ``path`` with ``overrides`` applied (cached per process)."""
+    """The topology of file ``path`` (or shipped name: :func:`netsim.shipped.resolve`) with
+    ``overrides`` applied (cached per process)."""
+    path = str(resolve(path, "topology"))
     key = json.dumps(overrides or {}, sort_keys=True, default=str)
     try:
         mtime = os.stat(path).st_mtime_ns

@@ -22,6 +22,7 @@ from typing import Any, Callable
 
 from netsim import inputs, units
 from netsim.errors import InputError
+from netsim.shipped import resolve
 from netsim.topology.astra_yaml import is_astra_network, parse_astra_network
 from netsim.topology.builders import NVLINK_HOP_LATENCY_S, GPU_PRESETS, SCALEUP_PRESETS, nvlink_mesh, nvswitch_domain
 from netsim.ncclfacts import CPU_VENDORS
@@ -485,12 +486,12 @@ def _check_dims(dims: list[Dim], source: str, path: str) -> None:
 
 
 def load_topology(path: str | Path) -> Topology:
-    """Load a netsim topology YAML or an ASTRA-sim network YAML (auto-detected).
+    """Load a netsim topology YAML or an ASTRA-sim network YAML (auto-detected), or a shipped one
+    by name (``dgx-h100``) or repository-relative path (:func:`netsim.shipped.resolve`).
 
     >>> t = load_topology("topologies/dgx-h100.yaml")  # doctest: +SKIP
     """
-    p = Path(path)
-    src = str(path)
+    src = str(p := Path(resolve(path, "topology")))
     data = inputs.load_yaml(p)
     if is_astra_network(data):
         return multi_dim(parse_astra_network(data, src), name=p.stem, astra_network=True)

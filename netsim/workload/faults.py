@@ -15,6 +15,7 @@ faults everywhere, and editing one rule leaves the draws of the others unchanged
 from __future__ import annotations
 
 import math
+import os
 import re
 from dataclasses import dataclass, field, replace
 
@@ -22,6 +23,7 @@ import numpy as np
 
 from netsim import inputs, units
 from netsim.errors import InputError
+from netsim.shipped import resolve
 from netsim.topology.model import LINK_KINDS, NODE_KINDS, Topology, node_names  # noqa: F401 (re-exported)
 from netsim.vocab import LINK_STATUS, SWITCH_KINDS, TIER_ORDER  # noqa: F401 (shared vocabulary, re-exported)
 from netsim.workload.fault_routing import FaultRouter
@@ -77,6 +79,8 @@ def fault_spec(faults=None, stragglers=(), seed: int | None = None) -> FaultSpec
 
     ``seed`` (``--seed``) wins over the file's ``seed``; the default is 0.
     """
+    if isinstance(faults, (str, os.PathLike)):
+        faults = resolve(faults, "faults")  # a path, or a shipped name (stragglers)
     doc, source = ({}, "--faults") if faults is None else (faults, "--faults") if isinstance(faults, dict) \
         else (_read_yaml(faults), str(faults))
     _validate(doc, source)

@@ -4,7 +4,7 @@ One source of truth: every preset is a file ``workloads/models/<name>.yaml`` wit
 published shapes and a ``source`` citation (see ``workloads/README.md``).  The files are
 found in the installed package (``netsim/_workloads``, copied into the wheel from
 ``workloads/`` by ``setup.py``'s ``build_py``) or, in a source checkout or editable install,
-in ``workloads/`` beside the package.
+in ``workloads/`` beside the package (:func:`netsim.shipped.package_folder`).
 
 Examples
 --------
@@ -21,25 +21,22 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from netsim.errors import InputError
+from netsim.shipped import package_folder, resolve
 from netsim.workload.generate.model import ModelSpec, read_model_yaml
 
 __all__ = ["PRESETS", "Presets", "workloads_dir"]
 
-#: Folder of the shipped workloads inside the installed package (``setup.py`` copies it there).
-PACKAGE_DIR = "_workloads"
-
 
 def workloads_dir() -> Path:
     """The shipped ``workloads`` folder: ``netsim/_workloads`` when installed from a wheel, else
-    the checkout's ``workloads/`` (editable install or source tree).
+    the checkout's ``workloads/`` (editable install or source tree): :func:`netsim.shipped.package_folder`.
 
     Raises FileNotFoundError when neither exists (a broken install)."""
-    pkg = Path(__file__).resolve().parents[2]  # the netsim package folder (no import of the package API)
-    for candidate in (pkg / PACKAGE_DIR, pkg.parent / "workloads"):
-        if (candidate / "models").is_dir():
-            return candidate
-    raise FileNotFoundError(f"netsim's shipped workloads are missing: neither {pkg / PACKAGE_DIR} nor "
-                            f"{pkg.parent / 'workloads'} holds models/; reinstall netsim")
+    found = package_folder("workloads")
+    if found is None or not (found / "models").is_dir():
+        raise FileNotFoundError("netsim's shipped workloads are missing: the package has no _workloads/models "
+                                "folder (nor is it a source checkout with workloads/models); reinstall netsim")
+    return found
 
 
 class Presets(Mapping):
@@ -104,7 +101,7 @@ def load_model_spec(model: str | os.PathLike | ModelSpec) -> ModelSpec:
         return model
     if isinstance(model, str) and model in PRESETS:
         return PRESETS[model]
-    path = Path(model)
+    path = Path(resolve(model))  # a file, or a repository-relative path shipped (workloads/models/...)
     if not path.is_file():
         raise InputError(f"not a preset ({', '.join(PRESETS)}) nor a YAML file", source=str(model))
     return read_model_yaml(path)
