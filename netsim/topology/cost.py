@@ -15,7 +15,7 @@ the totals (``unpriced``), never priced 0 silently.
 
 >>> from netsim.topology.fattree import Tier, fat_tree
 >>> from netsim.topology.builders import hgx_h100
->>> t = fat_tree(hgx_h100(), 4, [Tier("leaf", down=16, up=16, up_bw=50e9), Tier("spine", down=4)], nic_bw=50e9)
+>>> t = fat_tree(hgx_h100(), 4, [Tier("leaf", down=4, up=4, up_bw=50e9), Tier("spine", down=8)], nic_bw=50e9)
 >>> c = fabric_cost(t)
 >>> c["n_gpus"], c["unpriced"]
 (32, [])
