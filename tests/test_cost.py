@@ -190,7 +190,7 @@ def test_unpriced_rows_print_a_note(capsys, tmp_path):
 
 
 BAD = [
-    ("lines: {x: {match: {item: switch}, usd: -1, watts: 0}}", "lines.x.usd", ">= 0"),
+    ("lines: {x: {match: {item: switch}, usd: -1, watts: 0}}", "lines.x.usd", "expected a number in [0, inf], got -1"),
     ("lines: {x: {match: {item: switch}, usd: 1}}", "lines.x.watts", "new line needs"),
     ("lines: {x: {match: {colour: red}, usd: 1, watts: 1}}", "lines.x.match", "naming at least 'item'"),
     ("lines: {x: {match: {item: switch, colour: red}, usd: 1, watts: 1}}", "lines.x.match", "unknown field 'colour'"),
@@ -269,3 +269,19 @@ def test_a_sweep_compares_fabrics_by_cost(tmp_path):
 def test_public_api():
     t = netsim.load_topology(SU)
     assert netsim.fabric_cost(t) == fabric_cost(t) and len(netsim.cost_table(t)) == len(bill_of_materials(t))
+
+
+def test_the_docs_table_of_shipped_topologies_is_what_fabric_cost_gives():
+    from conftest import REPO
+
+    text = (REPO / "docs" / "cost.md").read_text().split("## Shipped topologies", 1)[1]
+    rows = [line.split("|")[1:-1] for line in text.splitlines() if line.startswith("| `")]
+    assert len(rows) >= 9
+    per_gpu = {}
+    for name, gpus, usd, usd_gpu, w_gpu in rows:
+        c = fabric_cost(load_topology(TOPOLOGIES / name.strip().strip("`")))
+        assert (int(gpus.replace(",", "")), int(usd.replace(",", ""))) == (c["n_gpus"], round(c["total_usd"]))
+        assert (int(usd_gpu.replace(",", "")), float(w_gpu)) == (round(c["usd_per_gpu"]), round(c["w_per_gpu"], 1))
+        per_gpu[name.strip().strip("`")] = c["usd_per_gpu"]
+    # "The 3-tier tree costs 41 % more per GPU than the 2-tier one"
+    assert round(100 * (per_gpu["studies/fat_tree_3tier.yaml"] / per_gpu["studies/fat_tree_2tier.yaml"] - 1)) == 41

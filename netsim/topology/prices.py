@@ -164,7 +164,7 @@ def _line(key: str, fields, source: str, old: PriceLine | None, user: bool) -> P
         new["match"] = _match(fields["match"], source, f"{where}.match")
     for f in ("usd", "watts"):
         if f in fields:
-            new[f] = float(inputs.number(fields[f], source, f"{where}.{f}", lo=0, what="a number >= 0"))
+            new[f] = float(inputs.number(fields[f], source, f"{where}.{f}", lo=0))
     for f, choices in (("per", PER), ("scope", SCOPES)):
         if f in fields and fields[f] not in choices:
             raise InputError(f"expected one of {', '.join(choices)}, got {fields[f]!r}", source=source,
@@ -212,7 +212,7 @@ def _match(value, source: str, where: str) -> tuple[tuple[str, object], ...]:
             raise InputError(f"unknown field {f!r}; expected one of {', '.join(MATCH_FIELDS)}", source=source,
                              field=where)
         if f == "rate_Gbps":
-            v = float(inputs.number(v, source, f"{where}.{f}", lo=0, lo_open=True, what="a rate in Gb/s > 0"))
+            v = float(inputs.number(v, source, f"{where}.{f}", lo=0, lo_open=True))
         elif not isinstance(v, str) or not v:
             raise InputError(f"expected non-empty text, got {v!r}", source=source, field=f"{where}.{f}")
         out.append((f, v))
