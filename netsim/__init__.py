@@ -5,6 +5,7 @@ Public API::
     import netsim
     topo = netsim.load_topology("topologies/dgx-h100.yaml")
     netsim.bill_of_materials(topo)   # switches, NICs, cables, transceivers: a DataFrame
+    netsim.fabric_cost(topo)         # network cost and power, per GPU (netsim.cost_table: per line)
     rows = netsim.bench(topo, "all_reduce", [1 << 30])
     res = netsim.simulate("topologies/dgx-h100.yaml", "workloads/...")
     data = netsim.open_results("out/")
@@ -22,11 +23,12 @@ from netsim.version import __version__  # noqa: F401
 
 #: Public name -> the module that defines it.
 _LAZY = {"Topology": "netsim.topology", "load_topology": "netsim.topology", "summarize": "netsim.topology",
-         "bill_of_materials": "netsim.topology", "find_shipped": "netsim.shipped", "bench": "netsim.perftests.collective",
+         "bill_of_materials": "netsim.topology", "cost_table": "netsim.topology", "fabric_cost": "netsim.topology",
+         "find_shipped": "netsim.shipped", "bench": "netsim.perftests.collective",
          "open_results": "netsim.results.dataset", "simulate": "netsim.workload.simulation"}
 
 __all__ = ["InputError", "NetsimError", "ResultsError", "Topology", "__version__", "bench", "bill_of_materials",
-           "find_shipped", "load_topology", "open_results", "simulate", "summarize"]
+           "cost_table", "fabric_cost", "find_shipped", "load_topology", "open_results", "simulate", "summarize"]
 
 
 def __getattr__(name: str):

@@ -39,9 +39,9 @@ def _cmd_topo(args: argparse.Namespace) -> int:
     from netsim.topology.summary import format_summary, summarize
 
     topo = load_topology_set(args.path, args.sets)
-    if args.bom:
-        from netsim.topology.bom import print_bom
-        return print_bom(topo, as_json=args.json)
+    if args.bom or args.prices is not None or args.include_gpus:
+        from netsim.topology.cost import print_bom
+        return print_bom(topo, as_json=args.json, prices=args.prices, include_gpus=args.include_gpus)
     summary = summarize(topo)
     print(json.dumps(summary, indent=2) if args.json else format_summary(summary))
     return 0
@@ -96,7 +96,12 @@ def _register_topo(sub) -> None:
     topo = sub.add_parser("topo", help=HELP["topo"])
     topo.add_argument("path", help="topology file")
     topo.add_argument("--json", action="store_true", help="machine-readable output")
-    topo.add_argument("--bom", action="store_true", help="print the bill of materials (switches, NICs, cables, transceivers)")
+    topo.add_argument("--bom", action="store_true",
+                      help="print the bill of materials (switches, NICs, cables, transceivers) with cost and power")
+    topo.add_argument("--prices", metavar="FILE",
+                      help="price-and-power YAML merged over the shipped table by line key (implies --bom; docs/cost.md)")
+    topo.add_argument("--include-gpus", action="store_true",
+                      help="count GPUs and servers in the cost and power totals too (implies --bom; default: network only)")
     add_set_argument(topo)
     topo.set_defaults(func=_cmd_topo)
 

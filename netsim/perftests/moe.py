@@ -344,7 +344,7 @@ def write_dataset(out_dir, r: MoEResult, topology: str, wall_time_s: float, *, o
                           "nvl_bytes": s["nvl_bytes"], "nvl_GBps": s["nvl_GBps"], "bound": s["bound"]}])
     extra = {k: v for k, v in s.items() if k not in ("op", "algorithm", "gpus", "model", "tokens", "hidden",
                                                       "topk", "experts")}
-    runs = dataset.runs_row(cfg, wall_time_s=wall_time_s, n_ranks=s["gpus"], **extra, **dataset.efficiency_columns(topo))
+    runs = dataset.runs_row(cfg, wall_time_s=wall_time_s, n_ranks=s["gpus"], **extra, **dataset.topology_columns(topo))
     tables = {"collectives": coll, "links": r.links.assign(seq=0), "ranks": r.ranks.assign(seq=0),
               "experts": r.experts.assign(seq=0), "runs": runs}
     dataset.write_run(Path(out_dir), run_id, tables, cfg, overwrite=overwrite)

@@ -324,6 +324,15 @@ def efficiency_columns(topo) -> dict:
     return out
 
 
+def topology_columns(topo) -> dict:
+    """``runs`` columns of the topology a run used: :func:`efficiency_columns`, and its network's
+    cost and power under the shipped prices (``cost_usd``, ``power_w``, per GPU, ``cost_unpriced``:
+    :func:`netsim.topology.cost.cost_columns`), so a dataset's runs compare by cost."""
+    from netsim.topology.cost import cost_columns
+
+    return {**efficiency_columns(topo), **cost_columns(topo)}
+
+
 def runs_row(config: dict, **extra):
     """The one-row ``runs`` table: flattened config, netsim version, schema version, ``extra``
     (metrics named ``*_us`` are stored as ``*_ns``: every table of a dataset is in ns)."""

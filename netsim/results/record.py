@@ -231,7 +231,7 @@ class RunRecorder:
                                 comm_streams=getattr(self.run, "comm_streams", "one"),  # comm-lane policy run
                                 **_sm_columns(self.run),
                                 **{f"compute_efficiency_used.{k}": v for k, v in used.items()},
-                                **dataset.efficiency_columns(getattr(self.run, "topo", None)))
+                                **dataset.topology_columns(getattr(self.run, "topo", None)))
 
     def frames(self) -> dict:
         """All five tables as pandas DataFrames (``run_id`` added)."""
@@ -296,7 +296,7 @@ def write_bench_run(out_dir, config: dict, op: str, rows, nranks: int, wall_time
     records = [(i, op, r.algorithm, "world", nranks, int(r.size_bytes), 0.0, 0.0, r.time_us * 1e3,
                 r.algbw_GBps, r.busbw_GBps) for i, r in enumerate(rows)]
     frame = pd.DataFrame.from_records(records, columns=list(dataset.COLUMNS["collectives"]))
-    runs = dataset.runs_row(config, wall_time_s=wall_time_s, n_ranks=nranks, **dataset.efficiency_columns(topo))
+    runs = dataset.runs_row(config, wall_time_s=wall_time_s, n_ranks=nranks, **dataset.topology_columns(topo))
     dataset.write_run(Path(out_dir), run_id, {"collectives": frame, **(extra or {}), "runs": runs}, config,
                       overwrite=overwrite)
     return run_id

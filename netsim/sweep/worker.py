@@ -144,6 +144,7 @@ def _run_bench(cfg: dict, paths: dict):
 
     from netsim.perftests.collective import run_one
     from netsim.results import nccl_table as nt
+    from netsim.topology.cost import cost_columns
 
     topo, bc = _bench_config(cfg, paths)
     nbytes = int(cfg["size"])
@@ -154,7 +155,7 @@ def _run_bench(cfg: dict, paths: dict):
                           "group_size": bc.gpus, "bytes": int(size), "start_ns": 0.0, "last_start_ns": 0.0,
                           "end_ns": end_ns, "algbw_GBps": row.algbw_GBps, "busbw_GBps": row.busbw_GBps}])
     metrics = {"n_gpus": bc.gpus, "algorithm": row.algorithm, "time_ns": end_ns,
-               "algbw_GBps": row.algbw_GBps, "busbw_GBps": row.busbw_GBps}
+               "algbw_GBps": row.algbw_GBps, "busbw_GBps": row.busbw_GBps, **cost_columns(topo)}
     if stats.get("nccl_predicted_us") is not None:
         metrics["nccl_predicted_ns"] = float(stats["nccl_predicted_us"]) * 1e3
     return {"collectives": coll}, metrics
@@ -190,9 +191,11 @@ def _run_workload(cfg: dict, paths: dict, dry_run: bool = False):
                        **kwargs)
     if dry_run:
         return None
+    from netsim.topology.cost import cost_columns
+
     fin = res.finish
     metrics = {"n_ranks": int(fin.size), "iteration_ns": float(fin.max()) * 1e9,
-               "exposed_comm_ns_mean": float(res.exposed_comm.mean()) * 1e9}
+               "exposed_comm_ns_mean": float(res.exposed_comm.mean()) * 1e9, **cost_columns(topo)}
     return _workload_tables(res), metrics
 
 
