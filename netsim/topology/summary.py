@@ -88,7 +88,7 @@ def _plane_line(s: dict) -> str:
     word = "rails" if s["rail_only"] else "planes"
     per = ", ".join(f"{k} {v:,}" for k, v in s["switches_per_plane"].items())
     what = "rail-only, no spine between rails" if s["rail_only"] else "fat-trees side by side"
-    cross = ("crossing them: NVLink to the source node's GPU in the destination's plane first (PXN relay)"
+    cross = (f"crossing them: NVLink to the source node's GPU in the destination's {word[:-1]} first (PXN relay)"
              if s["cross_plane_relay"] else "every GPU has a NIC port in each")
     return (f"{word:<14}{s['planes']} {what} (NIC port j in {word[:-1]} j mod {s['planes']}); each "
             f"{s['nic_ports_per_plane']:,} NIC ports, {per}; {cross}")
