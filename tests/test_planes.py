@@ -256,3 +256,27 @@ def test_multi_plane_with_one_plane_per_nic_is_the_rail_only_graph():
     for col in ("link_src", "link_dst", "link_bw", "link_width", "node_kind"):
         assert np.array_equal(getattr(a, col), getattr(b, col))
     assert not a.facts.rail_only and b.facts.rail_only
+
+
+# 2-tier vs 3-tier (and multi-plane, rail-only) at equal GPU counts: the design studies' 4,096-GPU fabrics
+STUDIES_4K = {  # file: fabric switches per tier, cables per level
+    "fat_tree_2tier_4k.yaml": ({"leaf": 64, "spine": 32}, [4096, 4096], 128),
+    "fat_tree_3tier_4k.yaml": ({"leaf": 128, "spine": 128, "core": 64}, [4096, 4096, 4096], 64),
+    "multi_plane_4k.yaml": ({"leaf": 128, "spine": 64}, [4096, 4096], 64),
+    "rail_only_4k.yaml": ({"leaf": 64, "spine": 32}, [4096, 4096], 128),
+}
+
+
+@pytest.mark.parametrize("name", sorted(STUDIES_4K))
+def test_studies_at_4096_gpus_closed_forms(name, capsys):
+    # k-ary closed forms: a 2-tier tree of 128-port switches holds 128^2/2 = 8,192 hosts (here 4,096: 64
+    # leaves, 32 spines); a 3-tier one of 64-port switches, the SuperPOD RA's 16 SUs (128, 128, 64); 8
+    # planes of 512 hosts on 64-port switches: 16 leaves and 8 spines each
+    from netsim.cli import main
+
+    t = load_topology(TOPOLOGIES / "studies" / name)
+    switches, cables, radix = STUDIES_4K[name]
+    assert t.n_gpus == 4096 and t.facts.bisection_Bps == 4096 * NDR / 2  # full bisection, every one
+    _closed(bill_of_materials(t), switches, cables, radix)
+    assert main(["topo", str(TOPOLOGIES / "studies" / name), "--bom"]) == 0
+    assert "bill of materials" in capsys.readouterr().out
