@@ -89,7 +89,8 @@ def test_two_step_forwarding_costs_an_nvlink_phase():
 
 #: (routing, model): every policy on the analytical model; the flow model runs adaptive routing event by
 #: event (tens of seconds here), so it is checked on a smaller fabric below
-RUNS = [(r, "analytical") for r in ("ftree", "ecmp", "adaptive", "spray")] + [(r, "flow") for r in ("ftree", "ecmp", "spray")]
+RUNS = ([(r, "analytical") for r in ("ftree", "ecmp", "adaptive", "spray")]
+        + [(r, "flow") for r in ("ftree", "ecmp", "spray")])
 
 
 @pytest.mark.parametrize("routing,model", RUNS)

@@ -389,6 +389,8 @@ def fat_tree(node: Topology, n_nodes: int, tiers: list[Tier], *, nic_bw: float,
     lay = NicLayout.default(g, nics_per_gpu, gpus_per_nic, gpus_per_switch)
     relay = needs_relay(lay.nics_per_gpu, lay.gpus_per_nic, planes)
     check_planes(planes, lay.nics, relay, pxn, intra_node)
+    if rail_only and planes != lay.nics:
+        raise ValueError(f"a rail-only fabric has one plane per NIC port ({lay.nics}), got {planes} planes")
     pos, levels, span = plane_levels(list(tiers), n_nodes, lay.nics, planes, rail_optimized)
     H = n_nodes * g
     pcie = (pcie_bw, pcie_latency, pcie_bw if nic_pcie_bw is None else nic_pcie_bw,

@@ -175,7 +175,8 @@ def with_intra_node(topo: Topology, route: str, *, source: str | None = None, fi
     f = topo.facts
     if route == "nic" and needs_relay(f.nics_per_gpu, f.gpus_per_nic, f.planes):
         raise InputError(f"same-node traffic through the NICs needs every GPU's NIC ports in every plane; "
-                         f"{topo.name!r} has {f.planes} planes that meet only inside a node", source=source, field=field)
+                         f"{topo.name!r} has {f.planes} planes that meet only inside a node", source=source,
+                         field=field)
     other = router.with_policy(router.policy)  # a copy sharing the tables
     other.intra_node = route
     return replace(topo, router=other, facts=replace(topo.facts, intra_node=route))
