@@ -45,7 +45,13 @@ def tree_3t_built_over(rail=False):  # leaf 2:1 as built: 2 of 4 up ports cabled
                     rail_optimized=rail, routing="ecmp")
 
 
-FABRICS = {"2t-rail": tree_2t_rail, "2t-tor-over": tree_2t_tor_over, "3t-rail": tree_3t_rail,
+def tree_2t_planes():  # 2 planes (GPUs 0, 2, 4, 6 in plane 0), each 4 leaves and 2 spines; PXN across planes
+    return fat_tree(hgx_h100(), 8, [Tier("leaf", down=4, up=4), Tier("spine", down=8)], nic_bw=50e9, planes=2,
+                    routing="ecmp")
+
+
+FABRICS = {"2t-planes": tree_2t_planes, "2t-rail": tree_2t_rail, "2t-tor-over": tree_2t_tor_over,
+           "3t-rail": tree_3t_rail,
            "3t-over-tor": tree_3t_over, "3t-over-rail": lambda: tree_3t_over(rail=True),
            "3t-over-tor-pxn": lambda: tree_3t_over(pxn=True), "3t-built-over-tor": tree_3t_built_over,
            "3t-built-over-rail": lambda: tree_3t_built_over(rail=True)}
@@ -164,7 +170,7 @@ def _all_shortest_paths(t, a, b, usable):
 
 
 @pytest.mark.parametrize("name", ["2t-tor-over", "3t-rail", "3t-over-tor", "3t-over-rail", "3t-over-tor-pxn",
-                                  "3t-built-over-tor"])
+                                  "3t-built-over-tor", "2t-planes"])
 def test_spread_equals_exact_even_split_over_all_equal_cost_paths(name):
     """Brute force: split every flow's bytes evenly over all shortest fabric paths, per link;
     ``spread`` of the bytes counted on the spray routes must give exactly that."""

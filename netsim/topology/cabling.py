@@ -30,7 +30,7 @@ import math
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from netsim.topology.facts import SwitchTierFacts
+from netsim.topology.facts import SwitchTierFacts, TopologyFacts, XgftLevel
 
 if TYPE_CHECKING:  # pragma: no cover
     from netsim.topology.fattree import Level, Tier
@@ -97,3 +97,37 @@ def switch_tier_facts(tiers: list["Tier"], levels: list["Level"], nic_bw: float)
             oversubscription_asked=None if t.oversubscription is None else float(t.oversubscription)))
         down_bw = t.up_bw
     return tuple(out)
+
+
+def fat_tree_facts(node, n_nodes, tiers, levels, nic_bw, rail, pxn, lay, pcie, planes=1) -> TopologyFacts:
+    """The node's facts plus counts, oversubscription, bisection and diameter of a fat-tree
+    (:func:`~netsim.topology.fattree.fat_tree`), from its tiers as cabled and its levels (counted
+    over all ``planes``); ``lay`` is the node's :class:`~netsim.topology.hostio.NicLayout`, ``pcie``
+    the builder's ``(pcie_bw, pcie_latency, nic_pcie_bw, switch_latency)``."""
+    NN = n_nodes * lay.nics
+    over, cap = {}, [NN * nic_bw]  # cap[j]: total upward capacity out of level j
+    for i, (t, lv) in enumerate(zip(tiers, levels)):
+        if i + 1 < len(levels):
+            down_bw = nic_bw if i == 0 else tiers[i - 1].up_bw
+            up_cap = levels[i + 1].w * levels[i + 1].p * t.up_bw
+            over[t.name] = round((lv.m * lv.p * down_bw) / up_cap, 4)
+            cap.append(lv.S * up_cap)
+    top = next(j for j, lv in enumerate(levels, start=1) if lv.N == planes)
+    if n_nodes == 1:
+        bisection, diameter = node.facts.bisection_Bps, node.facts.diameter_hops
+    else:
+        bisection = min(cap[:top]) / 2
+        diameter = 4 + 2 * (top - 1) + (2 if lay.switches else 0)  # + GPU->switch, switch->GPU
+    return replace(
+        node.facts, nodes=n_nodes, scaleout="fat_tree", rail_optimized=bool(rail), pxn=pxn,
+        scaleout_Bps_per_gpu=float(nic_bw * lay.nics_per_gpu / lay.gpus_per_nic), tiers=len(tiers),
+        nics_per_gpu=lay.nics_per_gpu, gpus_per_nic=lay.gpus_per_nic, nic_port_Bps=float(nic_bw),
+        pcie_Bps=float(pcie[0]), pcie_switches=lay.switches,
+        nic_pcie_Bps=float(pcie[2]) if lay.switches else None,
+        pcie_Bps_per_gpu=float(min(pcie[0], (pcie[2] if lay.switches else pcie[0])
+                                   * lay.nics_per_gpu / lay.gpus_per_nic)),
+        switches={t.name: lv.S for t, lv in zip(tiers, levels)},
+        oversubscription=over, bisection_Bps=float(bisection), diameter_hops=int(diameter),
+        xgft=tuple(XgftLevel(lv.m, lv.w, lv.p) for lv in levels),
+        switch_tiers=switch_tier_facts(tiers, levels, nic_bw),
+    )

@@ -178,7 +178,12 @@ class TopologyFacts:
     rail_optimized: bool = False
     #: Fat-tree: inter-node traffic crosses NVLink to the GPU on the destination's rail first.
     pxn: bool = False
-    #: Fat-tree: the levels as an XGFT, leaf first.
+    #: Fat-tree: independent fabrics (planes) side by side, each its own fat-tree of the same tiers; NIC
+    #: port *j* of a node sits in plane ``j mod planes`` (:mod:`~netsim.topology.planes`).  1: one fabric.
+    planes: int = 1
+    #: Fat-tree: a rail-only fabric (no spine between rails: every NIC port of a node is its own plane).
+    rail_only: bool = False
+    #: Fat-tree: the levels as an XGFT (of one plane), leaf first.
     xgft: tuple[XgftLevel, ...] = ()
     #: Fat-tree: each switch tier as built, leaf first (:class:`SwitchTierFacts`).
     switch_tiers: tuple[SwitchTierFacts, ...] = ()

@@ -23,7 +23,10 @@ GPUs of the same node talk over the node's own scale-up network, or, with
 ``intra_node="nic"`` (pure-RDMA kernels), through their NICs and the fabric (a NIC shared by
 both GPUs loops the transfer back).  The
 ``adaptive`` and ``spray`` policies change only the parent choice; see
-:mod:`netsim.topology.policy`.
+:mod:`netsim.topology.policy`.  With ``planes`` P > 1 the fabric is P such trees side by side
+(multi-plane and rail-only fabrics, :mod:`netsim.topology.planes`): a NIC's position is
+``plane × span + its position in the plane``, groups are numbered plane by plane
+(:func:`group_index`), and every count of :class:`Level` is over all planes.
 """
 
 from __future__ import annotations
@@ -33,11 +36,12 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from netsim.topology.cabling import cabled_tiers, switch_tier_facts
-from netsim.topology.facts import INTRA_NODE_ROUTES, TopologyFacts, XgftLevel
+from netsim.topology.cabling import cabled_tiers, fat_tree_facts
+from netsim.topology.facts import INTRA_NODE_ROUTES
 from netsim.topology.hostio import NicLayout, host_links, up_down_columns
 from netsim.topology.model import (FABRICS, NODE_KINDS, Topology, csr_from_columns, csr_merge, default_routing,
                                    link_kind_id, mix_hash, node_kind_id)
+from netsim.topology.planes import check_planes, in_plane_ranks, needs_relay
 from netsim.topology.policy import adaptive_pick, with_routing
 
 
@@ -131,6 +135,27 @@ def _largest_divisor(n: int, limit: int) -> int:
     return max((d for d in range(1, min(n, limit) + 1) if n % d == 0), default=0)
 
 
+def plane_levels(tiers: list[Tier], n_nodes: int, nics: int, planes: int, rail: bool):
+    """Positions of every NIC, the levels counted over all planes, and the positions per plane
+    (``None`` for one plane): see :mod:`netsim.topology.planes`."""
+    if planes == 1:
+        pos, slots = rail_positions(n_nodes, nics, tiers[0].down, rail)
+        return pos, derive_levels(tiers, slots), None
+    plane, rank, per_node = in_plane_ranks(n_nodes, nics, planes)
+    pos, slots = rail_positions(n_nodes, per_node, tiers[0].down, rail)
+    levels = derive_levels(tiers, slots)
+    span = levels[-1].M
+    return plane * span + pos[rank], [replace(lv, N=lv.N * planes, S=lv.S * planes) for lv in levels], span
+
+
+def group_index(p: np.ndarray, M: int, per_plane: int, span: int | None) -> np.ndarray:
+    """Index of the group of ``M`` positions holding position ``p``; with planes (``span``
+    positions and ``per_plane`` groups in each) groups are numbered plane by plane."""
+    if span is None:
+        return p // M
+    return (p // span) * per_plane + (p % span) // M
+
+
 class FatTreeRouter:
     """Coordinate-based routes in a :func:`fat_tree` (see the module docstring).
 
@@ -143,9 +168,11 @@ class FatTreeRouter:
 
     def __init__(self, node: Topology, n_nodes: int, pos: np.ndarray, levels: list[Level],
                  link_base: dict[str, int], level_base: list[int], node_links: int, pxn: bool = False,
-                 policy: str = "ecmp", layout: NicLayout | None = None, intra_node: str = "nvlink"):
+                 policy: str = "ecmp", layout: NicLayout | None = None, intra_node: str = "nvlink",
+                 planes: int = 1, span: int | None = None):
         self.node, self.g, self.n_nodes, self.pxn = node, node.n_gpus, n_nodes, pxn
         self.pos, self.levels = pos, levels  # pos: per NIC id
+        self.planes, self.span = planes, span  # span: positions per plane (None: one plane)
         self.base, self.level_base, self.node_links = link_base, level_base, node_links
         self.H = n_nodes * self.g
         self.layout = layout or NicLayout(self.g)
@@ -185,10 +212,15 @@ class FatTreeRouter:
         """Tier (1 = leaf) of the lowest common ancestor of two ranks' NICs (chosen by ``key``)."""
         return self._lca(self.pos[self.nic(src, key)], self.pos[self.nic(dst, key)])
 
+    def _group(self, p: np.ndarray, i: int) -> np.ndarray:
+        """Group (numbered over all planes) of level ``i`` (0: the leaves) holding position ``p``."""
+        lv = self.levels[i]
+        return group_index(p, lv.M, lv.N // self.planes, self.span)
+
     def _lca(self, ps: np.ndarray, pd: np.ndarray) -> np.ndarray:
         k = np.full(ps.shape, len(self.levels), dtype=np.int64)
         for i in range(len(self.levels), 0, -1):
-            same = (ps // self.levels[i - 1].M) == (pd // self.levels[i - 1].M)
+            same = self._group(ps, i - 1) == self._group(pd, i - 1)
             k[same] = i
         return k
 
@@ -241,17 +273,19 @@ class FatTreeRouter:
     def _fabric_routes(self, s: np.ndarray, d: np.ndarray, key: np.ndarray, load=None):
         ns, nd = self.nic(s, key), self.nic(d, key)
         ps, pd = self.pos[ns], self.pos[nd]
+        if self.span is not None and ((ps // self.span) != (pd // self.span)).any():
+            raise ValueError("a fabric route between two planes: planes meet only inside a node (PXN relay)")
         k = self._lca(ps, pd)
         h = len(self.levels)
         up_cols, down_cols, valid = [], [], []
         B = np.zeros(s.size, dtype=np.int64)
         for i in range(2, h + 1):
             lv, below = self.levels[i - 1], self.levels[i - 2]
-            cs = (ps // below.M) * below.W + B
-            cd = (pd // below.M) * below.W + B
+            cs = self._group(ps, i - 2) * below.W + B
+            cd = self._group(pd, i - 2) * below.W + B
             base = self.level_base[i - 2]
-            bi = self._branches(lv.w, s, d, key, i, k >= i, base + cs * lv.w,
-                                base + below.S * lv.w + cd * lv.w, load, pd // below.W)
+            bi = self._branches(lv.w, s, d, key, i, k >= i, base + cs * lv.w, base + below.S * lv.w + cd * lv.w,
+                                load, (pd if self.span is None else pd % self.span) // below.W)
             up_cols.append(base + cs * lv.w + bi)
             down_cols.append(base + below.S * lv.w + cd * lv.w + bi)
             valid.append(k >= i)
@@ -287,7 +321,8 @@ def fat_tree(node: Topology, n_nodes: int, tiers: list[Tier], *, nic_bw: float,
              rail_optimized: bool = True, pxn: bool | None = None, routing: str | None = None,
              fabric: str = "infiniband", qps_per_connection: int = 1, name: str = "fat-tree", nics_per_gpu: int = 1, gpus_per_nic: int = 1,
              gpus_per_switch: int | None = None, nic_pcie_bw: float | None = None,
-             switch_latency: float | None = None, intra_node: str = "nvlink") -> Topology:
+             switch_latency: float | None = None, intra_node: str = "nvlink", planes: int = 1,
+             rail_only: bool = False) -> Topology:
     """Replicate ``node`` ``n_nodes`` times under a fat-tree of ``tiers``.
 
     Parameters
@@ -329,11 +364,18 @@ def fat_tree(node: Topology, n_nodes: int, tiers: list[Tier], *, nic_bw: float,
     intra_node
         ``nvlink`` (default) or ``nic``: GPUs of one node talk through their NICs and the fabric
         (pure-RDMA kernels).
+    planes, rail_only
+        ``planes`` independent trees of ``tiers``, NIC port *j* of a node in plane ``j mod planes``
+        (:mod:`netsim.topology.planes`); PXN is on when crossing planes needs it.  ``rail_only``
+        (one plane per NIC port) is recorded in the facts.
 
     >>> from netsim.topology.builders import hgx_h100
     >>> t = fat_tree(hgx_h100(), 4, [Tier("leaf", down=4, up=4), Tier("spine", down=8)], nic_bw=50e9)
     >>> t.n_gpus, dict(t.facts.switches)
     (32, {'leaf': 8, 'spine': 4})
+    >>> r = fat_tree(hgx_h100(), 4, [Tier("rail", down=4)], nic_bw=50e9, planes=8, rail_only=True)
+    >>> dict(r.facts.switches), r.facts.pxn
+    ({'rail': 8}, True)
     """
     if n_nodes < 1 or not tiers:
         raise ValueError("a fat-tree needs at least one node and one tier")
@@ -345,25 +387,30 @@ def fat_tree(node: Topology, n_nodes: int, tiers: list[Tier], *, nic_bw: float,
     tiers = cabled_tiers(list(tiers), nic_bw)
     g = node.n_gpus
     lay = NicLayout.default(g, nics_per_gpu, gpus_per_nic, gpus_per_switch)
-    pos, slots = rail_positions(n_nodes, lay.nics, tiers[0].down, rail_optimized)
-    levels = derive_levels(list(tiers), slots)
+    relay = needs_relay(lay.nics_per_gpu, lay.gpus_per_nic, planes)
+    check_planes(planes, lay.nics, relay, pxn, intra_node)
+    if rail_only and planes != lay.nics:
+        raise ValueError(f"a rail-only fabric has one plane per NIC port ({lay.nics}), got {planes} planes")
+    pos, levels, span = plane_levels(list(tiers), n_nodes, lay.nics, planes, rail_optimized)
     H = n_nodes * g
     pcie = (pcie_bw, pcie_latency, pcie_bw if nic_pcie_bw is None else nic_pcie_bw,
             pcie_latency if switch_latency is None else switch_latency)
     arrays, link_base, level_base, node_base = _wire(node, n_nodes, tiers, levels, pos, lay,
-                                                     nic_bw, nic_latency, pcie)
-    pxn = rail_optimized if pxn is None else pxn
+                                                     nic_bw, nic_latency, pcie, planes, span)
+    pxn = (rail_optimized or relay) if pxn is None else pxn
     router = FatTreeRouter(node, n_nodes, pos, levels, link_base, level_base, node.n_links, pxn,
-                           layout=lay, intra_node=intra_node)
-    facts = _fat_tree_facts(node, n_nodes, tiers, levels, nic_bw, rail_optimized, bool(pxn), lay, pcie)
-    facts = replace(facts, intra_node=intra_node, fabric=fabric, qps_per_connection=int(qps_per_connection))
+                           layout=lay, intra_node=intra_node, planes=planes, span=span)
+    facts = fat_tree_facts(node, n_nodes, tiers, levels, nic_bw, rail_optimized, bool(pxn), lay, pcie, planes)
+    facts = replace(facts, intra_node=intra_node, fabric=fabric, qps_per_connection=int(qps_per_connection),
+                    planes=int(planes), rail_only=bool(rail_only),
+                    diameter_hops=facts.diameter_hops + (2 if relay and n_nodes > 1 else 0))
     gpus = (np.arange(H) // g) * node.n_nodes + node.gpus[np.arange(H) % g]
     topo = Topology(name=name, gpus=gpus.astype(np.int32), router=router, facts=facts,
                     node_kind=node_base, **arrays)
     return with_routing(topo, routing, source=None, field="routing")
 
 
-def _wire(node, n_nodes, tiers, levels, pos, lay, nic_bw, nic_lat, pcie):
+def _wire(node, n_nodes, tiers, levels, pos, lay, nic_bw, nic_lat, pcie, planes=1, span=None):
     """Node kinds and link arrays of the whole fabric, plus id bases for the router."""
     Tn, Lt, g = node.n_nodes, node.n_links, node.n_gpus
     H, NN, S = n_nodes * g, n_nodes * lay.nics, n_nodes * lay.switches
@@ -382,7 +429,7 @@ def _wire(node, n_nodes, tiers, levels, pos, lay, nic_bw, nic_lat, pcie):
     dst = [np.tile(node.link_dst, n_nodes) + offs]
     ranks = np.arange(H)
     gpu_node = (ranks // g) * Tn + node.gpus[ranks % g]
-    leaf = sw0[0] + pos // levels[0].M
+    leaf = sw0[0] + group_index(pos, levels[0].M, levels[0].N // planes, span)
     pcie_bw, pcie_lat, nic_pcie_bw, sw_lat = pcie
     rows, host_base = host_links(lay, n_nodes, gpu_node, nic0, nic0 + NN, leaf, tiers[0].latency,
                                  nic_bw, nic_lat, pcie_bw, pcie_lat, nic_pcie_bw, sw_lat)
@@ -399,7 +446,8 @@ def _wire(node, n_nodes, tiers, levels, pos, lay, nic_bw, nic_lat, pcie):
         lv, below, child = levels[i], levels[i - 1], tiers[i - 1]
         c = np.repeat(np.arange(below.S, dtype=np.int64), lv.w)
         bi = np.tile(np.arange(lv.w, dtype=np.int64), below.S)
-        parent = sw0[i] + ((c // below.W) // lv.m) * lv.W + (c % below.W) * lv.w + bi
+        plane, cp = c // (below.S // planes), c % (below.S // planes)  # children numbered plane by plane
+        parent = sw0[i] + plane * (lv.S // planes) + ((cp // below.W) // lv.m) * lv.W + (cp % below.W) * lv.w + bi
         child_id = sw0[i - 1] + c
         src.append(np.concatenate([child_id, parent]))
         dst.append(np.concatenate([parent, child_id]))
@@ -414,34 +462,3 @@ def _wire(node, n_nodes, tiers, levels, pos, lay, nic_bw, nic_lat, pcie):
                   link_bw=np.concatenate(bw), link_lat=np.concatenate(lat),
                   link_kind=np.concatenate(kind), link_width=np.concatenate(width))
     return arrays, link_base, level_base, np.concatenate(kinds)
-
-
-def _fat_tree_facts(node, n_nodes, tiers, levels, nic_bw, rail, pxn, lay, pcie) -> TopologyFacts:
-    """The node's facts plus counts, oversubscription, bisection and diameter, from the structure."""
-    NN = n_nodes * lay.nics
-    over, cap = {}, [NN * nic_bw]  # cap[j]: total upward capacity out of level j
-    for i, (t, lv) in enumerate(zip(tiers, levels)):
-        if i + 1 < len(levels):
-            down_bw = nic_bw if i == 0 else tiers[i - 1].up_bw
-            up_cap = levels[i + 1].w * levels[i + 1].p * t.up_bw
-            over[t.name] = round((lv.m * lv.p * down_bw) / up_cap, 4)
-            cap.append(lv.S * up_cap)
-    top = next(j for j, lv in enumerate(levels, start=1) if lv.N == 1)
-    if n_nodes == 1:
-        bisection, diameter = node.facts.bisection_Bps, node.facts.diameter_hops
-    else:
-        bisection = min(cap[:top]) / 2
-        diameter = 4 + 2 * (top - 1) + (2 if lay.switches else 0)  # + GPU->switch, switch->GPU
-    return replace(
-        node.facts, nodes=n_nodes, scaleout="fat_tree", rail_optimized=bool(rail), pxn=pxn,
-        scaleout_Bps_per_gpu=float(nic_bw * lay.nics_per_gpu / lay.gpus_per_nic), tiers=len(tiers),
-        nics_per_gpu=lay.nics_per_gpu, gpus_per_nic=lay.gpus_per_nic, nic_port_Bps=float(nic_bw),
-        pcie_Bps=float(pcie[0]), pcie_switches=lay.switches,
-        nic_pcie_Bps=float(pcie[2]) if lay.switches else None,
-        pcie_Bps_per_gpu=float(min(pcie[0], (pcie[2] if lay.switches else pcie[0])
-                                   * lay.nics_per_gpu / lay.gpus_per_nic)),
-        switches={t.name: lv.S for t, lv in zip(tiers, levels)},
-        oversubscription=over, bisection_Bps=float(bisection), diameter_hops=int(diameter),
-        xgft=tuple(XgftLevel(lv.m, lv.w, lv.p) for lv in levels),
-        switch_tiers=switch_tier_facts(tiers, levels, nic_bw),
-    )

@@ -162,6 +162,7 @@ def with_intra_node(topo: Topology, route: str, *, source: str | None = None, fi
     ('nic', ['nvlink'], ['ib', 'pcie'])
     """
     from netsim.topology.facts import INTRA_NODE_ROUTES
+    from netsim.topology.planes import needs_relay
 
     if route not in INTRA_NODE_ROUTES:
         raise InputError(f"expected one of {', '.join(INTRA_NODE_ROUTES)}, got {route!r}", source=source, field=field)
@@ -171,6 +172,11 @@ def with_intra_node(topo: Topology, route: str, *, source: str | None = None, fi
     if not hasattr(router, "intra_node") or not hasattr(router, "with_policy"):
         raise InputError(f"same-node traffic through the NICs needs a fat-tree scale-out fabric; topology "
                          f"{topo.name!r} has none", source=source, field=field)
+    f = topo.facts
+    if route == "nic" and needs_relay(f.nics_per_gpu, f.gpus_per_nic, f.planes):
+        raise InputError(f"same-node traffic through the NICs needs every GPU's NIC ports in every plane; "
+                         f"{topo.name!r} has {f.planes} planes that meet only inside a node", source=source,
+                         field=field)
     other = router.with_policy(router.policy)  # a copy sharing the tables
     other.intra_node = route
     return replace(topo, router=other, facts=replace(topo.facts, intra_node=route))

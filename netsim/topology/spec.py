@@ -26,15 +26,14 @@ from netsim.shipped import resolve
 from netsim.topology.astra_yaml import is_astra_network, parse_astra_network
 from netsim.topology.builders import NVLINK_HOP_LATENCY_S, GPU_PRESETS, SCALEUP_PRESETS, nvlink_mesh, nvswitch_domain
 from netsim.ncclfacts import CPU_VENDORS
-from netsim.topology.cabling import cabled_tier
 from netsim.topology.efficiency import DEFAULT_EFFICIENCY, NVLINK_EFFICIENCY, apply_efficiency  # noqa: F401
 from netsim.topology.efficiency import nvlink_efficiency
 from netsim.topology.efficiency import parse_efficiency as _efficiency
+from netsim.topology.fabric_spec import build_fabric
 from netsim.topology.facts import TopologyFacts
-from netsim.topology.fattree import Tier, fat_tree
-from netsim.topology.hostio import nic_layout
 from netsim.topology.model import LINK_KINDS, MAX_GPUS, MAX_LINKS, Topology  # noqa: F401 (re-exported)
 from netsim.topology.multidim import DIM_KINDS, Dim, check_dims_size, multi_dim
+from netsim.topology.planes import MAX_PLANES
 
 
 # ----------------------------------------------------------- field parsers
@@ -222,9 +221,11 @@ def _tiers(v, src, f):
 
 @dataclass(frozen=True)
 class ScaleOutSpec:
-    """The InfiniBand fabric between scale-up domains.
+    """The fabric between scale-up domains.
 
-    kind: only ``fat_tree``.
+    kind: ``fat_tree`` (default) or ``rail_only`` (one plane per NIC port, no spine between rails).
+    planes: independent fat-trees of the same tiers side by side, NIC port *j* of a node in plane
+        ``j mod planes`` (:mod:`netsim.topology.planes`); default 1.
     nic_bw: line rate of each NIC port (the leaf's down ports).
     nics_per_gpu: NIC ports each GPU owns (GB300 + ConnectX-8: 2 x 400G); flows spread over them.
     gpus_per_nic: GPUs sharing one NIC behind a PCIe switch (AWS p4d: 2 A100 per 100G EFA).
@@ -246,6 +247,7 @@ class ScaleOutSpec:
     """
 
     kind: str = _opt(_str, "fat_tree")
+    planes: int | None = _opt(_int_in(1, MAX_PLANES, "planes of one fabric"))
     nic_bw: float = _opt(_bw, 50e9)
     nics_per_gpu: int = _opt(_int_in(1, MAX_NICS_PER_GPU, "NIC ports per GPU"), 1)
     gpus_per_nic: int = _opt(_int_in(1, MAX_NODE_GPUS, "GPUs per scale-up domain"), 1)
@@ -395,18 +397,6 @@ def _mesh_fields(spec: NodeSpec) -> dict:
     return out
 
 
-def _tier(t: TierSpec, down_bw: float, source: str, where: str) -> Tier:
-    """The builder's tier: ``up_bw`` defaults to the down ports' rate (:func:`~netsim.topology.cabling.cabled_tier`)."""
-    if t.down < 1:
-        raise InputError("expected a positive integer, got 0", source=source, field=f"{where}.down")
-    up_bw = t.up_bw if t.up_bw is not None else down_bw
-    tier = Tier(t.name, t.down, t.up, up_bw, t.latency, t.radix, t.parallel, t.oversubscription, t.model)
-    try:
-        return cabled_tier(tier, down_bw)
-    except ValueError as exc:
-        raise InputError(str(exc), source=source, field=f"{where}.oversubscription") from None
-
-
 def build_topology(spec: TopologySpec, source: str = "<topology>") -> Topology:
     """Build the :class:`Topology` a validated spec describes (link_bw = achievable data rate)."""
     topo = _build(spec, source)
@@ -427,53 +417,7 @@ def _build(spec: TopologySpec, source: str) -> Topology:
     node = build_node(spec.node, source)
     if spec.scale_out is None:
         return node if spec.name == "topology" else replace(node, name=spec.name)
-    so = spec.scale_out
-    if so.kind != "fat_tree":
-        raise InputError(f"expected kind fat_tree, got {so.kind!r}", source=source, field="scale_out.kind")
-    if not so.tiers:
-        raise InputError("expected at least one tier", source=source, field="scale_out.tiers")
-    tiers, down_bw = [], so.nic_bw
-    for i, t in enumerate(so.tiers):
-        tiers.append(_tier(t, down_bw, source, f"scale_out.tiers[{i}]"))
-        down_bw = tiers[-1].up_bw
-    lay = nic_layout(so.nics_per_gpu, so.gpus_per_nic, so.pcie_switch is not None,
-                     so.pcie_switch.gpus if so.pcie_switch else None, node.n_gpus, source)
-    _check_fat_tree_size(node, spec.nodes, tiers, so.rail_optimized, source, lay.nics)
-    sw = so.pcie_switch or PcieSwitchSpec()
-    try:
-        return fat_tree(node, spec.nodes, tiers, nic_bw=so.nic_bw, nic_latency=so.nic_latency,
-                        pcie_bw=so.pcie_bw, pcie_latency=so.pcie_latency,
-                        rail_optimized=so.rail_optimized, pxn=so.pxn, routing=so.routing, fabric=so.fabric, qps_per_connection=so.qps_per_connection,
-                        name=spec.name,
-                        nics_per_gpu=lay.nics_per_gpu, gpus_per_nic=lay.gpus_per_nic,
-                        gpus_per_switch=lay.gpus_per_switch, nic_pcie_bw=sw.nic_bw,
-                        switch_latency=sw.latency, intra_node=so.intra_node)
-    except ValueError as exc:
-        raise InputError(f"cannot wire {spec.nodes} nodes: {exc}", source=source,
-                         field="scale_out.tiers") from None
-
-
-def _check_fat_tree_size(node: Topology, n_nodes: int, tiers: list[Tier], rail: bool, source: str,
-                         nics: int | None = None) -> None:
-    """Refuse, before wiring, a fabric beyond :data:`MAX_GPUS` GPUs or :data:`MAX_LINKS` links
-    (``nics``: NICs per node, default one per GPU)."""
-    from netsim.topology.fattree import derive_levels, rail_positions
-
-    gpus = n_nodes * node.n_gpus
-    if gpus > MAX_GPUS:
-        raise InputError(f"{n_nodes} nodes x {node.n_gpus} GPUs = {gpus:,} GPUs; netsim handles at most "
-                         f"{MAX_GPUS:,}", source=source, field="nodes")
-    try:
-        levels = derive_levels(tiers, rail_positions(n_nodes, nics or node.n_gpus, tiers[0].down, rail)[1])
-    except ValueError:
-        return  # the builder names the problem
-    links = n_nodes * node.n_links + 4 * gpus + 4 * n_nodes * (nics or 0)
-    for i, lv in enumerate(levels):
-        up = levels[i + 1].w if i + 1 < len(levels) else 0
-        links += 2 * lv.S * (lv.m + up)
-    if links > MAX_LINKS:
-        raise InputError(f"this fabric would have about {links:,} links; netsim handles at most {MAX_LINKS:,} "
-                         "(fewer ports per switch or fewer parallel links)", source=source, field="scale_out.tiers")
+    return build_fabric(node, spec.nodes, spec.scale_out, spec.name, source)
 
 
 def _check_dims(dims: list[Dim], source: str, path: str) -> None:

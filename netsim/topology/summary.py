@@ -59,6 +59,7 @@ def summarize(topo: Topology) -> dict:
         out["pcie_switches"] = int(pcie_switches)
         out["pcie_GBps_per_gpu"] = round(f.pcie_Bps_per_gpu / 1e9, 3)
         out["intra_node"] = f.intra_node
+        out.update(_planes(f))
     if f.dims:
         out["dims"] = [{"kind": d.kind, "npus": d.npus, "bw_GBps": round(d.bw_Bps / 1e9, 4),
                         "latency_ns": round(d.latency_s * 1e9, 3)} for d in f.dims]
@@ -68,6 +69,29 @@ def summarize(topo: Topology) -> dict:
         out["compute_efficiency"] = dict(f.compute_efficiency)
         out["gpu_sms"] = f.gpu_sms
     return out
+
+
+def _planes(f) -> dict:
+    """Planes (or rails) of a fat-tree fabric, each plane's switches, and whether crossing planes takes NVLink."""
+    from netsim.topology.planes import needs_relay
+
+    out = {"planes": f.planes, "rail_only": f.rail_only}
+    if f.planes > 1:
+        out["switches_per_plane"] = {t.name: t.count // f.planes for t in f.switch_tiers}
+        out["nic_ports_per_plane"] = f.nodes * f.gpus_per_node * f.nics_per_gpu // f.gpus_per_nic // f.planes
+        out["cross_plane_relay"] = needs_relay(f.nics_per_gpu, f.gpus_per_nic, f.planes)
+    return out
+
+
+def _plane_line(s: dict) -> str:
+    """``planes`` or ``rails`` line of ``netsim topo`` (only when the fabric has more than one)."""
+    word = "rails" if s["rail_only"] else "planes"
+    per = ", ".join(f"{k} {v:,}" for k, v in s["switches_per_plane"].items())
+    what = "rail-only, no spine between rails" if s["rail_only"] else "fat-trees side by side"
+    cross = (f"crossing them: NVLink to the source node's GPU in the destination's {word[:-1]} first (PXN relay)"
+             if s["cross_plane_relay"] else "every GPU has a NIC port in each")
+    return (f"{word:<14}{s['planes']} {what} (NIC port j in {word[:-1]} j mod {s['planes']}); each "
+            f"{s['nic_ports_per_plane']:,} NIC ports, {per}; {cross}")
 
 
 def format_summary(s: dict) -> str:
@@ -97,6 +121,8 @@ def format_summary(s: dict) -> str:
         lines.append(f"NICs          {s['nics']:,} ({share}, {s['nic_port_GBps']:g} GB/s per port); PCIe "
                      f"{s['pcie_GBps_per_gpu']:g} GB/s per GPU" + (f", {s['pcie_switches']:,} PCIe switches"
                                                                     if s["pcie_switches"] else ""))
+    if s.get("planes", 1) > 1:
+        lines.append(_plane_line(s))
     if "routing" in s:
         fabric = {"infiniband": "InfiniBand", "roce": "RoCE"}.get(s.get("fabric"), "scale-out")
         lines.append(f"routing       {s['routing']} ({fabric} fabric"
