@@ -65,8 +65,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         lines.append(f"{others} skipped for other reasons (optional packages, platform): `pytest -rs` lists them")
     deselected = len(terminalreporter.stats.get("deselected", []))
     markexpr = config.getoption("markexpr", "") or ""
-    if deselected and markexpr:
-        left = [t for t in TIERS if f"not {t}" in markexpr]
+    left = [t for t in TIERS if f"not {t}" in markexpr]
+    if deselected and left:
         tiers = "; ".join(f"{t}: {TIERS[t]}" for t in left)
         lines.append(f"{deselected} deselected by -m '{markexpr}' ({tiers}); run them with "
                      f"`pytest -m '{' or '.join(left) or markexpr}'`, all with `pytest -m ''`")
