@@ -19,7 +19,7 @@ TOPOLOGIES = REPO / "topologies"
 TRACES_SKIP = (f"third-party traces not found at {TRACES} (Chakra traces and ASTRA-sim inputs from public "
                "repositories; set NETSIM_TRACES=DIR or put them at ../shared/traces: README, 'Running the tests')")
 #: What each tier left out of the default run covers, and how to run it.
-TIERS = {"slow": "heavy examples, README/notebook figures at full size, long differential runs",
+TIERS = {"slow": "heavy README examples and figures, long differential and exactness runs",
          "scale": "10k+ GPU topologies and workloads"}
 
 
@@ -48,6 +48,18 @@ def traces() -> Path:
     return need_traces()
 
 
+_LEFT_BY_TIER: dict[str, int] = {}
+
+
+def pytest_deselected(items):
+    """Count the deselected tests of each tier (``-k`` deselects others, which are not counted)."""
+    for item in items:
+        for tier in TIERS:
+            if item.get_closest_marker(tier) is not None:
+                _LEFT_BY_TIER[tier] = _LEFT_BY_TIER.get(tier, 0) + 1
+                break
+
+
 def pytest_report_header(config):
     found = "found" if TRACES.is_dir() else "NOT FOUND: the tests that read them will skip"
     return [f"third-party traces: {TRACES} ({found})"]
@@ -63,13 +75,11 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     others = len(skipped) - n_traces
     if others:
         lines.append(f"{others} skipped for other reasons (optional packages, platform): `pytest -rs` lists them")
-    deselected = len(terminalreporter.stats.get("deselected", []))
-    markexpr = config.getoption("markexpr", "") or ""
-    left = [t for t in TIERS if f"not {t}" in markexpr]
-    if deselected and left:
-        tiers = "; ".join(f"{t}: {TIERS[t]}" for t in left)
-        lines.append(f"{deselected} deselected by -m '{markexpr}' ({tiers}); run them with "
-                     f"`pytest -m '{' or '.join(left) or markexpr}'`, all with `pytest -m ''`")
+    left = {t: n for t, n in _LEFT_BY_TIER.items() if n}
+    if left:
+        tiers = "; ".join(f"{n} {t} ({TIERS[t]})" for t, n in left.items())
+        lines.append(f"not run, by tier: {tiers}; run them with `pytest -m '{' or '.join(left)}'`, "
+                     "every tier with `pytest -m ''` (README, 'Running the tests')")
     if lines:
         terminalreporter.write_sep("-", "tests left out")
         for line in lines:

@@ -243,6 +243,12 @@ def _megascale() -> list[float]:
     return [f.nics_per_gpu * f.gpus_per_node, len(f.xgft), 1]
 
 
+def _ci_pandas() -> list[int]:
+    """The pandas majors .ci/run tests on: the pinned venv's, and the one the main run must have."""
+    ci = (REPO / ".ci/run").read_text()
+    return [int(re.search(r"'pandas>=(\d)\.\d+,<\d'", ci)[1]), int(re.search(r"split\('\.'\)\[0\]\) < (\d)", ci)[1])]
+
+
 def _refused_digit() -> list[int]:
     from netsim.cli import main
 
@@ -284,8 +290,7 @@ CLAIMS = [
     Claim("up to 65,536 GPUs", lambda: [_largest_shipped()]),
     Claim("needs only Python ≥ 3.11", lambda: [float(re.search(r'requires-python = ">=([\d.]+)"',
                                                                 (REPO / "pyproject.toml").read_text())[1])]),
-    Claim("tests once more on pandas 2.)", lambda: [int(re.search(r"'pandas>=(\d)\.\d+,<\d'",
-                                                                  (REPO / ".ci/run").read_text())[1])]),
+    Claim("tests once more on pandas 2.)", lambda: _ci_pandas()[:1]),
     Claim("(The 16,384-GPU row uses the analytical model",
           lambda: [int(re.search(r"--gpus (\d+) --model analytical", (REPO / "README.md").read_text())[1])]),
     Claim("NCCL's 16 rings share each GPU's NVLink, and at 16,384 GPUs",
@@ -372,7 +377,9 @@ CLAIMS = [
           "`400Gbps` / `400Gb/s` are bits, `50GB/s` is 1e9 bytes/s", _units),
     Claim("Reported GB/s are always 1e9 bytes/s", _reported_gbps),
     Claim("`end_ns` = 1000 × `time_us`", _frame_ns),
+    Claim("work under pandas 2 and 3.", _ci_pandas),
     Claim("once a command has run for 2 s", lambda: [__import__("netsim.progress", fromlist=["x"]).DELAY_S]),
+    Claim("CPU seconds within a factor of 2", lambda: [CPU[1]]),
     Claim("and must exit 0", why="the exit status a runnable example must end with (tests/test_docs_examples.py)"),
     Claim("the field and what was expected, and exit status 2:", _error_status),
     Claim("is refused, not read as 3", _refused_digit),
