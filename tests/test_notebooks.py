@@ -31,3 +31,19 @@ def test_notebook_executes(path, tmp_path, monkeypatch):
               if "image/png" in o.get("data", {})]
     assert images, "the notebook shows its plots inline"
     print(f"{path.name}: executed in {elapsed:.1f} s")
+
+
+def test_notebooks_extra_has_what_jupytext_execute_imports():
+    """README: `pip install '.[notebooks]'` then `jupytext --to notebook --execute`; jupytext runs
+    notebooks through nbconvert's ExecutePreprocessor and an ipykernel, so the extra lists both."""
+    import inspect
+    import re
+    import tomllib
+
+    import jupytext.cli
+
+    needs = set(re.findall(r"from (nbconvert)\.preprocessors import ExecutePreprocessor", inspect.getsource(jupytext.cli)))
+    assert needs == {"nbconvert"}, "jupytext no longer executes through nbconvert: revisit the [notebooks] extra"
+    extra = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]["notebooks"]
+    names = {re.match(r"[A-Za-z0-9_.-]+", req)[0].lower() for req in extra}
+    assert {"jupytext", "nbconvert", "ipykernel"} <= names
