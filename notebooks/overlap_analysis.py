@@ -108,6 +108,7 @@ print([n.name for n in unbucketed(nodes[0])[-2:]], [n.name for n in nodes[0] if 
 
 # %%
 topo = yaml.safe_load(TOPOLOGY.read_text())
+assert topo["scale_out"]["nic_bw"] == "400Gbps"  # the baseline's NICs, as the text says
 topo["name"] += "-800g"
 topo["scale_out"]["nic_bw"] = "800Gbps"
 for tier in topo["scale_out"]["tiers"]:

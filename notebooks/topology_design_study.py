@@ -23,8 +23,8 @@
 # netsim sweep topologies/studies/fat_tree_design.yaml --out results/fat_tree_design [--workers N]
 # ```
 #
-# This notebook runs a **reduced** version of the same study (64–256 GPUs, so it finishes in
-# seconds on a laptop) through the same machinery, then reads the results dataset. Point
+# This notebook runs a **reduced** version of the same study (64–256 GPUs instead of thousands)
+# through the same machinery, then reads the results dataset. Point
 # `OUT` at the full study's output directory to plot the real thing.
 #
 # **Which network model, and why.** The study asks how the fabric bounds collective bandwidth at
@@ -42,7 +42,7 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 import yaml
-from IPython.display import Image, display
+from IPython.display import Image, Markdown, display
 
 import netsim
 import netsim.sweep as sweep
@@ -58,14 +58,23 @@ def show(fig, name: str) -> None:
     plt.close(fig)
     display(Image(filename=str(path)))
 
+
+def say(text: str) -> None:
+    """A conclusion, written from the numbers just computed (never typed by hand)."""
+    display(Markdown(text))
+
 # %% [markdown]
 # ## A reduced study
 #
-# Same fabrics, oversubscriptions, rail layouts and NIC rates; smaller clusters
-# (8 and 32 nodes), smaller messages, and the fragmented job as 64 GPUs at random among 256.
+# Same fabrics, rail layouts and NIC rates; leaf oversubscription 1:1 and 7:1 only; smaller
+# clusters (8 and 32 nodes), smaller messages, and the fragmented job as 64 GPUs at random among 256.
 
 # %%
 doc = yaml.safe_load(STUDY.read_text())
+# the full study, as the text above describes it
+tiers = [yaml.safe_load((STUDY.parent / f).read_text())["scale_out"]["tiers"] for f in doc["grid"]["topology"]]
+assert {len(t): {x["radix"] for x in t} for t in tiers} == {2: {256}, 3: {64}}  # 2-tier of 256 ports, 3-tier of 64
+assert doc["grid"]["scale_out.tiers.0.oversubscription"] == [1, 2, 7]
 doc["grid"]["scale_out.tiers.0.oversubscription"] = [1, 7]
 doc["zip"] = {"op": ["all_reduce", "all_reduce", "alltoall", "alltoall", "alltoall"],
               "gpus": [64, 256, 64, 256, 64], "nodes": [8, 32, 8, 32, 32],
@@ -104,10 +113,8 @@ df[cols].sort_values(cols[:5]).reset_index(drop=True).head(12)
 # %% [markdown]
 # ### Bus bandwidth vs leaf oversubscription
 #
-# One panel per job; lines per fabric and rail layout (400G NICs). Oversubscription matters
-# where traffic leaves the leaf: all-to-all and trees on top-of-rack leaves, and the fragmented
-# job, whose ranks sit under many leaves. Rail-optimized leaves keep a small job's traffic on
-# one leaf per rail.
+# One panel per job; lines per fabric and rail layout (400G NICs). Oversubscription can only cost
+# where traffic leaves the leaf; the conclusion below says where it did.
 
 # %%
 panels = sorted(df["job"].unique())
@@ -124,6 +131,21 @@ axes[0].set_ylabel("bus bandwidth (GB/s)")
 axes[-1].legend(fontsize=7)
 fig.tight_layout()
 show(fig, "busbw_vs_oversubscription")
+
+# %%
+lo, hi = min(df["oversub"]), max(df["oversub"])
+base = df[df["scale_out.nic_bw"] == "400Gbps"].pivot_table(index=["job", "fabric", "rail"], columns="oversub",
+                                                           values="busbw_GBps")
+loss = (1 - base[hi] / base[lo]).sort_values(ascending=False)
+hit = loss[loss > 0.01]
+layouts = sorted(set(base.index.get_level_values("rail")) - set(hit.index.get_level_values("rail")))
+say(f"""**Conclusion.** From {lo}:1 to {hi}:1 leaves, bus bandwidth drops in {len(hit)} of the {len(loss)}
+(job, fabric, layout) cases, where the job's traffic leaves its leaves:
+
+""" + "\n".join(f"- {job}, {fabric}, {rail}: {drop:.0%} less" for (job, fabric, rail), drop in hit.items()) + f"""
+
+{'On ' + ' and '.join(layouts) + ' leaves no job loses anything: each rail' + chr(39) + 's traffic stays on its leaf.'
+ if layouts else 'Every layout loses somewhere.'}""")
 
 # %% [markdown]
 # ### What does an 800G NIC buy?
@@ -145,6 +167,12 @@ ax.set_ylabel("busbw 800G / 400G")
 fig.tight_layout()
 show(fig, "nic_800g_speedup")
 
+# %%
+double = wide[wide["speedup_800G"] > 1.9]
+say(f"""**Conclusion.** 800G NICs raise bus bandwidth {wide['speedup_800G'].min():.2f}x to {wide['speedup_800G'].max():.2f}x.
+The {len(double)} configurations above 1.9x all have {' / '.join(f'{o}:1' for o in sorted(set(double['oversub'])))}
+{' and '.join(sorted(set(double['rail'])))} leaves: the cases above that lost the most to oversubscription.""")
+
 # %% [markdown]
 # ### The analytical bound against the flow model
 #
@@ -162,6 +190,9 @@ both = {m: netsim.bench(topo, "alltoall", [64 << 20], gpus=64, placement="random
         for m in ("analytical", "flow")}
 for m, row in both.items():
     print(f"{m:10s} {row.time_us:9.1f} us  busbw {row.busbw_GBps:6.2f} GB/s")
+gap = both["flow"].time_us / both["analytical"].time_us - 1
+say(f"The flow model's time is {abs(gap):.1%} {'above' if gap > 0 else 'below'} the analytical one here."
+    if abs(gap) > 1e-9 else "The two models give the same time here.")
 
 # %% [markdown]
 # ## Routing: InfiniBand's ftree vs ECMP vs adaptive vs packet spraying
@@ -191,10 +222,13 @@ ax.set_ylabel("bus bandwidth (GB/s)")
 ax.set_title("all-to-all 16 MiB, 64 GPUs, 3-tier 2:1")
 fig.tight_layout()
 show(fig, "busbw_by_routing")
+bw = rdf["busbw_GBps"]
+say(f"""**Conclusion.** Bus bandwidth by routing: {', '.join(f'{r} {v:.1f} GB/s' for r, v in bw.items())}.
+{' and '.join(bw.index[bw >= bw.max() * (1 - 1e-9)])} give the most; static ECMP reaches {bw['ecmp'] / bw.max():.0%} of it.""")
 
 # %% [markdown]
 # The `runs` table also records each configuration's wall time, netsim version and status;
-# failed configurations (none here) are in `netsim.sweep.failures(OUT)`.
+# failed configurations are in `netsim.sweep.failures(OUT)`.
 
 # %%
 runs = netsim.open_results(OUT).runs

@@ -42,6 +42,26 @@ def test_header_names_the_sizes_asked_for(capsys):
     assert any("minBytes 8 maxBytes 1073741824 step: 4(factor)" in line for line in out)
     rows = [line for line in out if line and not line.startswith("#")]
     assert int(rows[-1].split()[0]) == 1 << 29
+    # and says so, once, after the table
+    notes = [line for line in out if "is not reached" in line]
+    assert notes == ["# note: -e 1GiB is not reached with -f 4 from -b 8B: the last size is 512MiB (as in "
+                     "nccl-tests, sizes stop at the last one within -e)"]
+    assert main(["bench", "--topology", H100, "--op", "all_reduce", "-b", "8", "-e", "2G", "-f", "4",
+                 "--model", "analytical", "-q"]) == 0
+    assert "is not reached" not in capsys.readouterr().out  # 8 x 4^14 = 2 GiB: reached
+
+
+def test_each_size_names_its_algorithm(capsys):
+    """nccl-tests' columns stay as they are; netsim's algorithm column comes last, one per size."""
+    assert main(["bench", "--topology", H100, "--op", "all_reduce", "-b", "8", "-e", "128M", "-f", "64",
+                 "--model", "analytical", "-q"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    rows = [line.split() for line in out if line and not line.startswith("#")]
+    names = next(line for line in out if line.startswith("#       size"))
+    assert names.split()[-2:] == ["#wrong", "algorithm"] and all(len(r) == 14 for r in rows)
+    by_size = {int(r[0]): r[13] for r in rows}
+    assert by_size[8] == "ring/LL" and by_size[1 << 27] == "nvls/Simple"  # LL for latency, NVLS for bandwidth
+    assert f"algorithms {', '.join(dict.fromkeys(by_size.values()))} (simulated" in out[0]
 
 
 def test_bench_api_busbw_definitions():
@@ -67,7 +87,8 @@ def test_json_and_parquet(tmp_path, capsys):
     data = json.loads(j.read_text())
     assert len(data["results"]) == 3
     frame = pd.read_parquet(pq)
-    assert set(frame["placement"]) == {"out_of_place", "in_place"} and len(frame) == 6
+    # in_place: nccl-tests' out-of-place / in-place columns (not --placement, which the config records)
+    assert frame["in_place"].tolist() == [False, True] * 3 and "placement" not in frame.columns
     capsys.readouterr()
     assert main(args) == 2  # refuses to overwrite
     assert "--overwrite" in capsys.readouterr().err

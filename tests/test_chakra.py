@@ -1,4 +1,4 @@
-"""Chakra ET reader/writer against the real traces in /work/shared/traces (read in place)."""
+"""Chakra ET reader/writer against the real traces in ../shared/traces (``NETSIM_TRACES``; read in place)."""
 
 from __future__ import annotations
 
@@ -31,7 +31,8 @@ from netsim.chakra.schema import (
     normalize_attrs,
 )
 
-TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces"
+from conftest import TRACES, TRACES_SKIP, trace_params
+
 ASTRA = TRACES / "astra-sim__astra-sim" / "examples"
 MICRO = ASTRA / "workload" / "microbenchmarks"
 SHUO = TRACES / "shuoshuc__astra-sim-artifacts" / "examples"
@@ -43,13 +44,11 @@ LEGACY = TRACES / "mlcommons__chakra-old@e7300c4" / "test" / "standard_output" /
 @pytest.fixture(scope="module", autouse=True)
 def _need_traces() -> None:
     if not TRACES.is_dir():
-        pytest.skip(f"shared Chakra traces not found at {TRACES} (expected next to the repo)")
+        pytest.skip(TRACES_SKIP)
 
 
-def _all_current_traces() -> list[Path]:
-    if not TRACES.is_dir():
-        return []
-    return sorted(p for p in TRACES.rglob("*.et") if "chakra-old" not in str(p))
+def _all_current_traces(root: Path) -> list[Path]:
+    return sorted(p for p in root.rglob("*.et") if "chakra-old" not in str(p))
 
 
 def _reference_nodes(path: Path) -> list[EtNode]:
@@ -210,7 +209,7 @@ def test_service_and_shuoshuc_sets() -> None:
     assert t3d[0] == "0" and len(t3d) == 3
 
 
-@pytest.mark.parametrize("path", _all_current_traces(), ids=lambda p: str(p.relative_to(TRACES)))
+@pytest.mark.parametrize("path", trace_params(_all_current_traces, ids=lambda p: str(p.relative_to(TRACES))))
 def test_fast_reader_matches_protobuf_reference(path: Path) -> None:
     expected = _reference_nodes(path)
     assert read_et(path, other=True).nodes == expected
@@ -226,8 +225,7 @@ def _asdict(node: EtNode) -> dict:
 # ----------------------------------------------------------------------------- legacy
 
 
-@pytest.mark.parametrize("path", sorted(LEGACY.glob("*.et")) if LEGACY.is_dir() else [],
-                         ids=lambda p: p.name)
+@pytest.mark.parametrize("path", trace_params(lambda _: sorted(LEGACY.glob("*.et")), ids=lambda p: p.name))
 def test_legacy_v0_rejected(path: Path) -> None:
     with pytest.raises(InputError) as info:
         read_et(path)

@@ -136,6 +136,21 @@ def test_simulate_tables_and_streaming(tmp_path):
     pd.testing.assert_frame_equal(back.ranks.drop(columns="run_id"), frames["ranks"].drop(columns="run_id"))
 
 
+def test_text_columns_take_string_operations(tmp_path):
+    """Text columns come back as strings, not categoricals: joining them with other strings works
+    (a categorical raises TypeError on ``+`` under pandas 2 and 3)."""
+    res = simulate(TOPO, small_workload(tmp_path), model="flow")
+    RunRecorder(res).write(tmp_path / "out")
+    back = open_results(tmp_path / "out")
+    for name, frame in [*((n, back.table(n)) for n in TABLES), *res.tables().items()]:
+        assert not [c for c in frame.columns if isinstance(frame[c].dtype, pd.CategoricalDtype)], name
+    ops, links = back.ops, back.links
+    label = "rank " + ops["rank"].astype(str) + ": " + ops["name"] + " (" + ops["kind"] + ", run " + ops["run_id"] + ")"
+    assert label.iloc[0] == f"rank {ops['rank'].iloc[0]}: {ops['name'].iloc[0]} ({ops['kind'].iloc[0]}, run {back.run_ids[0]})"
+    assert (links["src"] + "->" + links["dst"]).str.contains("->").all()
+    assert (pd.Series(["x"] * len(links)) + links["kind"].reset_index(drop=True)).str.startswith("x").all()
+
+
 def test_table_values(tmp_path):
     res = simulate(TOPO, small_workload(tmp_path), model="analytical")
     t = res.tables()

@@ -11,6 +11,10 @@ The marker is an HTML comment on the line right before a fenced block (invisible
 * ``<!-- runnable after=N -->``: runs in the folder of the N-th runnable block of the same file
   (1-based) after that block, for examples that continue another one.
 
+Lines of a console block that are not commands are the output of the command above them: each must
+appear in what it printed (stdout, then stderr), in order, with trailing blanks ignored; a line
+``...`` stands for any lines.  So a number shown as output is the number the command prints.
+
 A plain ``netsim ...`` command runs in this process (``netsim.cli.main``, in the example's folder:
 no interpreter start-up per command); anything else (pipes, other programs) runs under ``bash``
 with ``netsim`` as ``python -m netsim`` of this interpreter, so the examples test this checkout.
@@ -18,6 +22,8 @@ with ``netsim`` as ``python -m netsim`` of this interpreter, so the examples tes
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import re
 import shlex
@@ -56,14 +62,20 @@ class Example:
 
     def commands(self) -> list[str]:
         """``$ ...`` lines joined with their continuation lines."""
+        return [cmd for cmd, _ in self.steps()]
+
+    def steps(self) -> list[tuple[str, list[str]]]:
+        """``(command, the output lines shown under it)`` in order."""
         out, current = [], None
         for raw in self.body.splitlines():
             if current is not None:
                 current += "\n" + raw
             elif raw.startswith("$ "):
                 current = raw[2:]
+            elif out:
+                out[-1][1].append(raw)
             if current is not None and not current.rstrip().endswith("\\"):
-                out.append(current)
+                out.append((current, []))
                 current = None
         return out
 
@@ -118,24 +130,44 @@ def _run(ex: Example, work: Path) -> None:
                               timeout=TIMEOUT_S)
         assert proc.returncode == ex.status, f"{ex.id}: exit {proc.returncode}\n{proc.stderr[-3000:]}"
         return
-    commands = ex.commands()
-    assert commands, f"{ex.id}: a runnable console block without '$ ' commands"
-    for cmd in commands:
+    steps = ex.steps()
+    assert steps, f"{ex.id}: a runnable console block without '$ ' commands"
+    for cmd, shown in steps:
         argv = _in_process(cmd)
         if argv is not None:
             from netsim.cli import main
 
-            cwd = os.getcwd()
+            cwd, out, err = os.getcwd(), io.StringIO(), io.StringIO()
             os.chdir(work)
             try:
-                status = main(argv)
+                with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                    status = main(argv)
             finally:
                 os.chdir(cwd)
-            assert status == ex.status, f"{ex.id}: `{cmd}` exited {status}"
+            assert status == ex.status, f"{ex.id}: `{cmd}` exited {status}\n{err.getvalue()[-3000:]}"
+            printed = out.getvalue() + err.getvalue()
+        else:
+            shell = re.sub(r"^netsim\b", f"'{sys.executable}' -m netsim", cmd.strip())
+            proc = subprocess.run(["bash", "-c", shell], cwd=work, capture_output=True, text=True,
+                                  timeout=TIMEOUT_S)
+            assert proc.returncode == ex.status, f"{ex.id}: `{cmd}` exited {proc.returncode}\n{proc.stderr[-3000:]}"
+            printed = proc.stdout + proc.stderr
+        missing = unshown(shown, printed)
+        assert not missing, f"{ex.id}: `{cmd}` did not print {missing!r}; it printed:\n{printed[-3000:]}"
+
+
+def unshown(shown: list[str], printed: str) -> list[str]:
+    """The lines of ``shown`` (``...``: any lines) that ``printed`` lacks, matching in order."""
+    lines = [line.rstrip() for line in printed.splitlines()]
+    at, missing = 0, []
+    for want in (w.rstrip() for w in shown):
+        if want in ("...", ""):
             continue
-        shell = re.sub(r"^netsim\b", f"'{sys.executable}' -m netsim", cmd.strip())
-        proc = subprocess.run(["bash", "-c", shell], cwd=work, capture_output=True, text=True, timeout=TIMEOUT_S)
-        assert proc.returncode == ex.status, f"{ex.id}: `{cmd}` exited {proc.returncode}\n{proc.stderr[-3000:]}"
+        try:
+            at = lines.index(want, at) + 1
+        except ValueError:
+            missing.append(want)
+    return missing
 
 
 @pytest.mark.parametrize("ex", [pytest.param(e, id=e.id, marks=[pytest.mark.slow] if e.slow else [])
@@ -147,6 +179,14 @@ def test_example_runs_as_written(ex, tmp_path):
         assert before, f"{ex.id}: after={ex.after} names no runnable block of {ex.doc.name}"
         _run(before[0], work)
     _run(ex, work)
+
+
+def test_shown_output_must_be_printed():
+    """The output check can fail: a line the command does not print, or prints out of order, is caught."""
+    printed = "topology      x\nGPUs          8\nlinks         9\n"
+    assert unshown(["topology      x", "...", "links         9"], printed) == []
+    assert unshown(["GPUs          16"], printed) == ["GPUs          16"]
+    assert unshown(["links         9", "GPUs          8"], printed) == ["GPUs          8"]
 
 
 def test_markers_are_found():

@@ -18,9 +18,10 @@ from netsim.workload.file_symmetry import find_replicas
 from netsim.workload.generate.llm import ModelSpec, write_llm_workload
 from netsim.workload.simulation import simulate
 
+from conftest import need_traces
+
 TINY = ModelSpec("tiny", layers=4, hidden=1024, ffn=4096, heads=8, vocab=1000)
 SUPERPOD = "topologies/h100-superpod-1su.yaml"
-TRACES = Path(__file__).resolve().parents[1] / ".." / "shared" / "traces"
 
 
 @pytest.fixture(scope="module")
@@ -159,10 +160,7 @@ def test_cli_symmetry_flag(llm, capsys):
 
 
 def _real(*parts):
-    base = TRACES.joinpath(*parts)
-    if not base.exists():
-        pytest.skip(f"{base} not present")
-    return base
+    return need_traces(*parts)
 
 
 @pytest.mark.parametrize("model", ["flow", "analytical"])

@@ -232,6 +232,19 @@ def test_small_table_exact():
     assert text.splitlines() == expected
 
 
+def test_algorithm_column_comes_after_nccl_tests_columns():
+    rows = [make_row("all_reduce", 8, 4, 20e-6, algorithm="ring/LL"),
+            make_row("all_reduce", 1 << 30, 4, 5e-3, algorithm="nvls/Simple")]
+    kw = dict(nranks=4, min_bytes=8, max_bytes=1 << 30)
+    plain = format_table("all_reduce", rows, **kw).splitlines()
+    extra = format_table("all_reduce", rows, algo_column=True, **kw).splitlines()
+    changed = [(a, b) for a, b in zip(plain, extra) if a != b]
+    assert len(plain) == len(extra) and len(changed) == 3
+    assert changed[0] == (NAMES, NAMES + " algorithm")
+    for (a, b), algo in zip(changed[1:], ("ring/LL", "nvls/Simple")):  # nccl-tests' text, then the algorithm
+        assert b.startswith(a) and b.split() == a.split() + [algo] and b.index(algo) == len(NAMES) + 1  # under its name
+
+
 def test_row_columns_align_with_header():
     names = header_lines()[2]
     row = format_row(_small_rows()[1], nwrong=0)
@@ -351,10 +364,10 @@ def test_rows_to_frame(tmp_path):
     rows = _small_rows()
     df = rows_to_frame("all_reduce", rows, 4)
     assert list(df.columns) == ["seq", "op", "algorithm", "group", "group_size", "bytes", "count", "dtype", "redop",
-                                "root", "placement", "start_ns", "last_start_ns", "end_ns", "algbw_GBps",
+                                "root", "in_place", "start_ns", "last_start_ns", "end_ns", "algbw_GBps",
                                 "busbw_GBps"]
     assert len(df) == 6
-    assert list(df["placement"][:2]) == ["out_of_place", "in_place"]
+    assert df["in_place"].tolist()[:2] == [False, True] and df["in_place"].dtype == bool
     assert df["busbw_GBps"].mean() == pytest.approx(average_busbw(rows))
     assert df.loc[3, "end_ns"] == pytest.approx(98.0e3) and df.loc[3, "algorithm"] == "ring"
     assert set(df["op"]) == {"all_reduce"} and set(df["group_size"]) == {4} and df["seq"].tolist() == [0, 0, 1, 1, 2, 2]

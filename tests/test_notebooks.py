@@ -51,3 +51,19 @@ def test_straggler_notebook_names_the_slow_gpu_and_the_slow_host(tmp_path, monke
     got = json.loads(text.split("PROBE ", 1)[1])
     assert got["causes"] == [["host", got["host"], None], ["gpu", 0, got["gpu"]]]  # rank 5 is on host 0
     assert got["heat_median"] == pytest.approx(1.0, abs=0.01) and got["heat_max"] > 1.05  # normalised per op
+
+
+def test_notebooks_extra_has_what_jupytext_execute_imports():
+    """README: `pip install '.[notebooks]'` then `jupytext --to notebook --execute`; jupytext runs
+    notebooks through nbconvert's ExecutePreprocessor and an ipykernel, so the extra lists both."""
+    import inspect
+    import re
+    import tomllib
+
+    import jupytext.cli
+
+    needs = set(re.findall(r"from (nbconvert)\.preprocessors import ExecutePreprocessor", inspect.getsource(jupytext.cli)))
+    assert needs == {"nbconvert"}, "jupytext no longer executes through nbconvert: revisit the [notebooks] extra"
+    extra = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]["notebooks"]
+    names = {re.match(r"[A-Za-z0-9_.-]+", req)[0].lower() for req in extra}
+    assert {"jupytext", "nbconvert", "ipykernel"} <= names

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from conftest import TOPOLOGIES
+from conftest import TOPOLOGIES, need_traces
 from netsim.errors import InputError
 import netsim.chakra.files as chakra
 from netsim.chakra import EtNode, read_et, read_et_table, write_et, write_workload
@@ -197,9 +197,7 @@ def test_metadata_inputs_survive_the_decoder(tmp_path, monkeypatch):
 
 def test_real_pytorch_metadata(traces, tmp_path):
     """The host ET of a 2-GPU ResNet run, converted as the Chakra converter does, gives the world group."""
-    host = traces / "facebookresearch__param/et_replay/tests/inputs/1.1.0-chakra.0.0.4/resnet_2gpu_et.json.gz"
-    if not host.is_file():
-        pytest.skip(f"{host} not found")
+    host = need_traces("facebookresearch__param/et_replay/tests/inputs/1.1.0-chakra.0.0.4/resnet_2gpu_et.json.gz")
     with gzip.open(host, "rt") as f:
         node = next(n for n in json.load(f)["nodes"] if "process_group:init" in n["name"])
     text = str(node["inputs"]["values"])  # pytorch_converter.py: protobuf_node.inputs.values = str(...)

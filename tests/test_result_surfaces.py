@@ -30,7 +30,7 @@ def test_bench_file_and_dataset_share_names_dtypes_and_units(tmp_path, capsys):
         if col != "run_id":
             assert fc[col].dtype == dc[col].dtype, col
     assert not {"size_bytes", "time_us", "nranks"} & set(fc.columns)
-    oop = fc[fc["placement"] == "out_of_place"].reset_index(drop=True)
+    oop = fc[~fc["in_place"]].reset_index(drop=True)
     assert oop["bytes"].tolist() == dc["bytes"].tolist() and oop["seq"].tolist() == dc["seq"].tolist()
     assert oop["end_ns"].tolist() == pytest.approx(dc["end_ns"].tolist(), rel=1e-12)
     # text and nccl-tests JSON are in µs (nccl-tests' convention), Parquet in ns
@@ -58,6 +58,8 @@ def test_open_results_reads_old_bench_files_and_refuses_others(tmp_path):
     c = res.collectives
     assert c["bytes"].tolist() == [1024, 1024, 2048, 2048] and c["group_size"].tolist() == [8] * 4
     assert c["end_ns"].tolist() == [1e4, 1.1e4, 2e4, 2.1e4] and c["seq"].tolist() == [0, 0, 1, 1]
+    assert c["in_place"].tolist() == [False, True] * 2 and "placement" not in c.columns  # the old column, renamed
+    assert (c["op"] + "/" + c["algorithm"] + " run " + c["run_id"]).tolist()[0] == "all_reduce/ring run file"
     assert res.run_ids == ["file"] and res.config("file") == {}
     pd.DataFrame({"a": [1]}).to_parquet(tmp_path / "other.parquet")
     with pytest.raises(InputError, match="bench --out x.parquet"):

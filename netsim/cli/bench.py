@@ -81,6 +81,21 @@ def _cmd_bench_or_moe(args: argparse.Namespace) -> int:
     return _cmd_bench(args)
 
 
+def _algorithms(rows) -> str:
+    """The title's word on algorithms: those that ran, in the order of the sizes that ran them."""
+    algos = list(dict.fromkeys(r.algorithm for r in rows))
+    return f"algorithm{'s' if len(algos) > 1 else ''} {', '.join(algos)}"
+
+
+def _size_notes(args: argparse.Namespace, sizes: list[int], maxb: int) -> list[str]:
+    """A note when the sweep stops short of ``-e`` (nccl-tests stops at the last size within it)."""
+    if not sizes or sizes[-1] >= maxb:
+        return []
+    step = f"-i {units.format_size(args.stepbytes)}" if args.stepbytes is not None else f"-f {args.stepfactor or 2}"
+    return [f"-e {units.format_size(maxb)} is not reached with {step} from -b {units.format_size(args.minbytes)}: "
+            f"the last size is {units.format_size(sizes[-1])} (as in nccl-tests, sizes stop at the last one within -e)"]
+
+
 def _check_outputs(args: argparse.Namespace) -> bool:
     """Check ``-J`` and ``--out`` before anything runs; returns whether ``--out`` is a dataset."""
     to_dataset = bool(args.out) and not str(args.out).endswith(".parquet")  # FILE.parquet: the one-table format
@@ -130,16 +145,15 @@ def _cmd_bench(args: argparse.Namespace) -> int:
             row, stats = run_one(topo, cfg, s, kept, watch=lambda net: now.update(net=net))
             rows.append(row)
             notes += [n for n in stats["notes"] if n not in notes]
-    algos = sorted({r.algorithm for r in rows})
     routing = topo.routing
     title = (f"netsim bench: {topo.name}, {cfg.gpus} GPUs, model {cfg.model}, "
-             + (f"routing {routing}, " if routing != "ecmp" else "") +
-             f"algorithm {', '.join(algos)} (simulated; nccl-tests table format)")
+             + (f"routing {routing}, " if routing != "ecmp" else "") + f"{_algorithms(rows)} "
+             "(simulated; nccl-tests table format, the algorithm of each size in the last column)")
     # the header names the sizes asked for, as nccl-tests prints them (-e 1G -f 4 from 8 ends at 512M)
     print(nt.format_table(cfg.op, rows, nranks=cfg.gpus, min_bytes=args.minbytes, max_bytes=maxb,
                           step_factor=args.stepfactor if args.stepbytes is None else None,
-                          step_bytes=args.stepbytes, title=title), end="")
-    for note in notes:
+                          step_bytes=args.stepbytes, title=title, algo_column=True), end="")
+    for note in _size_notes(args, sizes, maxb) + notes:
         print(f"# note: {note}")
     config = {"topology": str(args.topology), "gpus": cfg.gpus, "model": cfg.model, "op": cfg.op,
               "algo": cfg.algo, "channels": cfg.channels, "placement": cfg.placement, "engine": cfg.engine,

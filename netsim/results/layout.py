@@ -83,3 +83,22 @@ def arrow_problem(exc: BaseException) -> str:
     text = "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in text)  # no control bytes on a terminal
     text = f"{type(exc).__name__}: {text}"
     return text if len(text) <= MAX_PROBLEM else text[:MAX_PROBLEM - 3] + "..."
+
+
+def to_pandas(table):
+    """An Arrow table as a DataFrame whose text columns are strings, not categoricals.
+
+    The files keep text dictionary-encoded (small on disk); in pandas a categorical refuses
+    string arithmetic (``"rank " + df["host"]``, ``df["src"] + "->" + df["dst"]``), so those
+    columns come back as pandas' string type (pandas 3's ``str``; ``object`` under pandas 2).
+
+    >>> import pyarrow as pa
+    >>> t = pa.table({"host": pa.array(["a", "b"]).dictionary_encode()})
+    >>> ("node " + to_pandas(t)["host"]).tolist()
+    ['node a', 'node b']
+    """
+    import pyarrow as pa
+
+    fields = [pa.field(f.name, f.type.value_type, f.nullable, f.metadata)
+              if pa.types.is_dictionary(f.type) else f for f in table.schema]
+    return table.cast(pa.schema(fields, table.schema.metadata)).to_pandas()

@@ -313,13 +313,16 @@ def _device_block(nranks: int, device_lines: Sequence[str] | None, max_lines: in
 def format_table(op: str, rows: Sequence[BenchRow], *, nranks: int, min_bytes: int, max_bytes: int,
                  step_factor: int | None = None, step_bytes: int | None = None,
                  device_lines: Sequence[str] | None = None, title: str | None = None,
-                 iters: int = 1, warmup_iters: int = 0, max_device_lines: int = 8) -> str:
+                 iters: int = 1, warmup_iters: int = 0, max_device_lines: int = 8,
+                 algo_column: bool = False) -> str:
     """Full nccl-tests-like text: preamble, header, rows (``#wrong`` N/A) and footer.
 
     ``title`` replaces the netsim banner that stands where nccl-tests prints its
     version.  The step shows ``factor`` when ``step_factor > 1``, else bytes
     (nccl-tests' default 1 MiB).  Trailing spaces on header and footer lines
     match nccl-tests; the text ends with the final ``#`` line nccl-tests prints.
+    ``algo_column`` adds netsim's ``algorithm`` column after nccl-tests' columns (which stay
+    as they are): the algorithm and protocol each size ran.
 
     Examples
     --------
@@ -336,8 +339,13 @@ def format_table(op: str, rows: Sequence[BenchRow], *, nranks: int, min_bytes: i
         f"{step_bytes if step_bytes is not None else _DEFAULT_STEP_BYTES}(bytes)"
     lines = _preamble(op, min_bytes, max_bytes, step, iters, warmup_iters, title)
     lines += _device_block(nranks, device_lines, max_device_lines)
-    lines += header_lines()
-    lines += [format_row(r) for r in rows]
+    head = header_lines()
+    if algo_column:
+        head[2] += " algorithm"
+    lines += head
+    # the algorithm starts under its name (an N/A row is 2 characters short of a numbered one)
+    lines += [format_row(r).ljust(len(head[2]) - len(" algorithm") - 1) + _SEP + r.algorithm if algo_column
+              else format_row(r) for r in rows]
     lines += [f"# {'Out of bounds values':<{_FOOT_W}} : 0 OK",
               f"# {'Avg bus bandwidth':<{_FOOT_W}} : {'%g' % average_busbw(rows)} ",
               "#", f"# Collective test concluded: {op}_perf", "#"]
@@ -421,15 +429,16 @@ def write_nccl_json(path: str | os.PathLike[str], op: str, rows: Sequence[BenchR
 
 #: Columns of ``netsim bench --out x.parquet``: the dataset's ``collectives`` vocabulary (``bytes`` =
 #: nccl-tests size, ``group_size`` = ranks, times in ns from the size's start) plus nccl-tests' count,
-#: type, redop, root and the placement.  These were once ``size_bytes``, ``nranks`` and
-#: ``time_us``; :func:`netsim.results.bench_file.read_bench_file` still reads
-#: such files.
+#: type, redop, root and ``in_place`` (False: nccl-tests' out-of-place columns, True: in-place; not
+#: ``--placement``, which ``runs`` records).  These were once ``size_bytes``, ``nranks``, ``time_us`` and
+#: ``placement`` (``"out_of_place"``/``"in_place"``); :func:`netsim.results.bench_file.read_bench_file`
+#: still reads such files.
 FRAME_COLUMNS = ("seq", "op", "algorithm", "group", "group_size", "bytes", "count", "dtype", "redop", "root",
-                 "placement", "start_ns", "last_start_ns", "end_ns", "algbw_GBps", "busbw_GBps")
+                 "in_place", "start_ns", "last_start_ns", "end_ns", "algbw_GBps", "busbw_GBps")
 
 
 def rows_to_frame(op: str, rows: Sequence[BenchRow], nranks: int) -> pd.DataFrame:
-    """Long table for Parquet: one record per size and placement (out-of-place first), ns.
+    """Long table for Parquet: one record per size, out-of-place then in-place (``in_place``), ns.
 
     ``seq`` is the size's index (as in the dataset's ``collectives``); ``end_ns`` the
     size's time (``start_ns`` 0), from the same µs the printed table shows.
@@ -437,16 +446,16 @@ def rows_to_frame(op: str, rows: Sequence[BenchRow], nranks: int) -> pd.DataFram
     Examples
     --------
     >>> df = rows_to_frame("all_to_all", [make_row("alltoall", 4096, 4, 1e-6)], 4)
-    >>> list(df["placement"]), df["op"].iloc[0], df["end_ns"].tolist()
-    (['out_of_place', 'in_place'], 'alltoall', [1000.0, 1000.0])
+    >>> df["in_place"].tolist(), df["op"].iloc[0], df["end_ns"].tolist()
+    ([False, True], 'alltoall', [1000.0, 1000.0])
     """
     import pandas
 
     op, n = canonical_op(op), _check_nranks(nranks)
-    records = [(i, op, r.algorithm, "world", n, r.size_bytes, r.count, r.dtype, r.redop, r.root, place, 0.0,
+    records = [(i, op, r.algorithm, "world", n, r.size_bytes, r.count, r.dtype, r.redop, r.root, place == "in_place", 0.0,
                 0.0, t_us * 1e3, alg, bus)
                for i, r in enumerate(rows) for place, t_us, alg, bus in r.placements()]
     frame = pandas.DataFrame.from_records(records, columns=list(FRAME_COLUMNS))
-    return frame.astype({"seq": "int64", "group_size": "int32", "bytes": "int64", "count": "int64",
+    return frame.astype({"in_place": "bool", "seq": "int64", "group_size": "int32", "bytes": "int64", "count": "int64",
                          "root": "int64", "start_ns": "float64", "last_start_ns": "float64", "end_ns": "float64", "algbw_GBps": "float64",
                          "busbw_GBps": "float64"})

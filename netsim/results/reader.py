@@ -32,7 +32,8 @@ import os
 from pathlib import Path
 
 from netsim.errors import InputError, ResultsError
-from netsim.results.layout import COLUMNS, DICT, FAILURES, PART, STR, TABLES, arrow_problem, part_path, schema
+from netsim.results.layout import (COLUMNS, DICT, FAILURES, PART, STR, TABLES, arrow_problem, part_path, schema,
+                                   to_pandas)
 
 
 def _kind(arrow_type) -> str:
@@ -79,7 +80,7 @@ def read_part(path: str | os.PathLike, table: str | None = None):
 
     check_part(path, table)
     try:
-        return pq.read_table(path).to_pandas()
+        return to_pandas(pq.read_table(path))
     except Exception as exc:  # noqa: BLE001 - pages that do not decode
         raise ResultsError(f"cannot read Parquet ({arrow_problem(exc)})", source=str(path)) from None
 
@@ -156,7 +157,7 @@ class Results:
                     read_part(f, name)
                 raise ResultsError(f"cannot read table {name} ({arrow_problem(exc)})",
                                    source=str(self.path / name)) from None
-            self._frames[name] = tbl.to_pandas()
+            self._frames[name] = to_pandas(tbl)
         return self._frames[name]
 
     ops = property(lambda self: self.table("ops"), doc="One row per executed node per rank.")
@@ -211,8 +212,8 @@ def _unify(files: list[Path], schemas: list):
 
 def open_results(path: str | os.PathLike) -> Results:
     """Open a results directory written by ``--out`` (or a sweep), or the single Parquet file of
-    ``netsim bench --out x.parquet`` (its rows are the ``collectives`` table, one per size and
-    placement; the other tables are empty); see :class:`Results`.
+    ``netsim bench --out x.parquet`` (its rows are the ``collectives`` table, one per size
+    out-of-place and one in-place, told apart by ``in_place``; the other tables are empty); see :class:`Results`.
 
     Raises :class:`~netsim.errors.ResultsError` (naming the file and the problem) for a path
     that is no dataset, and, when a table is read, for a damaged or foreign file in it."""

@@ -240,7 +240,9 @@ class RunRecorder:
         ops = pa.Table.from_batches(list(self.iter_ops()))
         tables = {"ops": ops, "collectives": self.collectives(), "links": self.links(), "ranks": self.ranks(),
                   "runs": self.runs()}
-        return {k: dataset.conform_table(dataset.as_arrow(v), k, self.run_id).to_pandas() for k, v in tables.items()}
+        from netsim.results.layout import to_pandas
+
+        return {k: to_pandas(dataset.conform_table(dataset.as_arrow(v), k, self.run_id)) for k, v in tables.items()}
 
     def write(self, out_dir, *, overwrite: bool = False) -> str:
         """Write the dataset (ops streamed in row groups, runs last); returns the run id."""
