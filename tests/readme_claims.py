@@ -147,7 +147,9 @@ def _deepep() -> list[float]:
     gpn = topo("h100-superpod-1su").gpus_per_node
     for g in (16, 32):
         out += [rows[g]["rdma_GBps"], gpn, g // gpn]
-    return out + [bench_moe.DEEPEP[("moe_dispatch", 16)], bench_moe.DEEPEP[("moe_dispatch", 32)]]
+    from published import pair
+
+    return out + [pair("deepep_v2_sm90", 16, "moe_dispatch"), pair("deepep_v2_sm90", 32, "moe_dispatch")]
 
 
 def _kernel() -> list[float]:
@@ -233,8 +235,9 @@ def _superpods() -> list[float]:
 
 def _llama3_24k() -> list[float]:
     f = topo("llama3-24k").facts
-    assert f.oversubscription == {"leaf": 1.0, "spine": 7.0}
-    return [f.xgft[0].m, f.xgft[0].m * f.xgft[1].m, 1]
+    spine = next(t for t in f.switch_tiers if t.name == "spine")
+    assert f.oversubscription["leaf"] == 1.0 and spine.up_port_Bps == 400e9 / 8
+    return [f.xgft[0].m, f.xgft[0].m * f.xgft[1].m, 1, spine.uplinks, spine.down_ports, f.oversubscription["spine"]]
 
 
 def _megascale() -> list[float]:
@@ -305,7 +308,7 @@ CLAIMS = [
     Claim("and 4–12 % slower than the fluid drain on random batches (`tests/test_drain_alone.py`)", _drain_range,
           tol=[("at_least", None), ("at_most", None)]),
     Claim("chooses like NCCL 2.30**", lambda: [float(".".join(
-        __import__("netsim.collectives.nccl", fromlist=["x"]).NCCL_VERSION.split(".")[:2]))]),
+        __import__("netsim.ncclfacts", fromlist=["x"]).NCCL_VERSION.split(".")[:2]))]),
     Claim("NCCL's `topo.h`: 20.6 of 25 GB/s per H100 link, 20.0 A100, 40.1 of 50 B200; NDR ≈ 48 GB/s per 400G NIC",
           lambda: [*_nvlink("dgx-h100"), _nvlink("dgx-a100")[0], *_nvlink("gb200-nvl72"), _nic_GBps()]),
     Claim("8×H100 ring all-reduce 370 GB/s (≈370), 8×A100 240 (≈240), one NDR NIC 48.0 GB/s (47), 8×H100 "
@@ -369,7 +372,8 @@ CLAIMS = [
     Claim("2,048 DGX H100, rail-optimized 3-tier NDR", lambda: [
         topo("h100-fat-tree-16k").facts.nodes, len(topo("h100-fat-tree-16k").facts.xgft)]),
     Claim("Meta Llama 3 style", why="a model's name"),
-    Claim("16 GPUs per ToR, 3,072-GPU pods, 1:7 above pods", _llama3_24k),
+    Claim("16 GPUs per ToR, 3,072-GPU pods, 1:7 above pods (built as 28 × 400G uplinks per 192 down, 6.86:1)",
+          _llama3_24k),
     Claim("MegaScale style: 8×200G rail NICs per A100 server, 3-tier 1:1", _megascale),
     Claim("65,536 GPUs, the largest 3-tier radix-64", lambda: [
         topo("fat-tree-64k").n_gpus, len(topo("fat-tree-64k").facts.xgft)]),
