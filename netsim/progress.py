@@ -64,7 +64,7 @@ def _tqdm_class():
 
         def display(self, msg=None, pos=None):
             if msg == "":  # tqdm clearing its line on close: a log has nothing to clear
-                return True
+                return False
             self.fp.write(f"{self.__str__() if msg is None else msg}\n")
             self.fp.flush()
             return True
@@ -82,11 +82,13 @@ def bar(total: float | None, desc: str, unit: str, enabled: bool, **kw):
                     leave=False, **kw)
     kw.setdefault("delay", STATUS_AFTER_S)
     kw.setdefault("mininterval", STATUS_EVERY_S)
+    kw["smoothing"] = 0  # the rate over the whole run: a steadier ETA between lines far apart
+    kw.setdefault("miniters", 1)
     fmt = kw.pop("bar_format", None) or ("{desc}: {percentage:3.0f}% ({n_fmt}/{total_fmt} {unit}) "
                                          "[{elapsed}<{remaining}, {rate_fmt}]{postfix}" if total else None)
     fmt = fmt.replace("|{bar}|", " ").replace("{bar}", "") if fmt else None
     return lines(total=total, desc=desc, unit=unit, disable=not enabled, file=sys.stderr, leave=False,
-                 smoothing=0, bar_format=fmt, **kw)
+                 bar_format=fmt, **kw)
 
 
 class Poller:

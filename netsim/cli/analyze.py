@@ -7,8 +7,6 @@ import json
 import math
 from pathlib import Path
 
-import pandas as pd
-
 from netsim.errors import InputError
 from netsim.cli.options import float_arg, int_arg
 
@@ -43,6 +41,7 @@ def load_run(path: str, run_id: str | None = None) -> tuple[str, dict[str, pd.Da
     a netsim dataset, several runs without ``run_id``, or an unknown ``run_id``, and its
     subclass :class:`~netsim.errors.ResultsError` for a damaged or foreign part file.
     """
+    import pandas as pd  # here, not at import: every command's start builds this module's parser
     from netsim.results.dataset import open_results, part_path
     from netsim.results.reader import read_part
 
@@ -137,6 +136,8 @@ def analyze(tables: dict[str, pd.DataFrame], *, top: int = 5, z: float = 3.5, pc
 
 def _by_type(exposed: pd.DataFrame, n_ranks: int) -> pd.DataFrame:
     """Exposed communication per collective type, per rank of the run (all groups together)."""
+    import pandas as pd
+
     if exposed.empty:
         return pd.DataFrame(columns=["comm_type", "groups", "comm_ns", "exposed_ns", "exposed_pct",
                                      "exposed_ns_per_rank"])

@@ -197,13 +197,15 @@ def _long_note(topo, cfg: BenchConfig, sizes: list[int], est) -> str:
 
 
 class _Work:
-    """The bench's progress in estimated CPU seconds (sizes count 1 each without an estimate): sizes
-    done, plus the current size's share of its simulated transfers (read by the progress thread)."""
+    """The bench's progress in permille of its estimated CPU seconds (sizes weigh 1 each without an
+    estimate): sizes done, plus the current size's share of its simulated transfers (read by the
+    progress thread)."""
+
+    total = 1000
 
     def __init__(self, sizes: list[int], est):
         self.est, self.k, self.net, self.size = est, 0, None, None
         self.per = list(est.cpu_s) if est is not None else [1.0] * len(sizes)
-        self.total = sum(self.per) or None
         self.n_sizes = len(sizes)
 
     def start(self, size: int) -> None:
@@ -222,7 +224,7 @@ class _Work:
             expect = est.counts[k].simulated
             frac = min(net.stats.get("transfers", 0) / expect, 0.99) if expect > 0 else 0.0
             w += self.per[k] - est.sim_s[k] + est.sim_s[k] * frac  # routed when the network exists
-        return w
+        return round(self.total * w / sum(self.per)) if self.per else 0
 
     def status(self) -> str:
         net = self.net
