@@ -7,7 +7,7 @@ command has run :data:`DELAY_S` seconds.  Elsewhere they write the bar's text wi
 line at a time: the first after :data:`STATUS_AFTER_S` seconds, then one every
 :data:`STATUS_EVERY_S` seconds, so a short run prints nothing and a log gets a line per 30 s, e.g.::
 
-    bench:  42% [01:03<01:27] size 1GiB (1 of 1), 3,051.2 us simulated
+    bench:  42% [01:03<01:27, size 1GiB (1 of 1), 3,051.2 us simulated]
 
 The ETA is tqdm's: the work left over the rate so far.  Simulations are not slowed: :class:`Poller`
 reads a counter the simulation keeps anyway (ops executed, nodes done) from a background thread
@@ -86,7 +86,7 @@ def bar(total: float | None, desc: str, unit: str, enabled: bool, **kw):
     kw.setdefault("miniters", 1)
     fmt = kw.pop("bar_format", None) or ("{desc}: {percentage:3.0f}% ({n_fmt}/{total_fmt} {unit}) "
                                          "[{elapsed}<{remaining}, {rate_fmt}]{postfix}" if total else None)
-    fmt = fmt.replace("|{bar}|", " ").replace("{bar}", "") if fmt else None
+    fmt = fmt.replace("|{bar}| ", " ").replace("{bar}", "") if fmt else None
     return lines(total=total, desc=desc, unit=unit, disable=not enabled, file=sys.stderr, leave=False,
                  bar_format=fmt, **kw)
 

@@ -29,20 +29,22 @@ def ft16k():
     return load_topology(FT16K)
 
 
-def _warm_kernels(monkeypatch):
+@pytest.fixture(scope="module")
+def warm_kernels():
     """Load (or compile, once per checkout) the flow model's compiled kernels before timing."""
     from netsim.network import flow
 
-    monkeypatch.setattr(flow, "COMPILE_AFTER", 5)
-    topo = load_topology(SU)
-    run_one(topo, validated(BenchConfig("all_reduce", gpus=64, engine="event"), topo), 1 << 24)
+    keep, flow.COMPILE_AFTER = flow.COMPILE_AFTER, 5
+    try:
+        topo = load_topology(SU)
+        run_one(topo, validated(BenchConfig("all_reduce", gpus=64, engine="event"), topo), 1 << 24)
+    finally:
+        flow.COMPILE_AFTER = keep
 
 
 @pytest.mark.parametrize("op, gpus", [("all_reduce", 512),   # nvls_tree: pipelined, fast-forwarded
                                       ("all_gather", 1024)])  # rings of 16 channels
-def test_estimate_within_factor_of_cpu_time(ft16k, monkeypatch, op, gpus):
-    _warm_kernels(monkeypatch)
-    monkeypatch.undo()
+def test_estimate_within_factor_of_cpu_time(ft16k, warm_kernels, op, gpus):
     cfg = validated(BenchConfig(op, gpus=gpus), ft16k)
     est = cost.estimate(ft16k, cfg, [GiB])
     t0 = time.process_time()
@@ -114,3 +116,43 @@ def test_long_run_note_names_counts_and_quiet_hides_it(ft16k, capsys, monkeypatc
 def test_duration_text():
     assert [cost.duration(s) for s in (0.2, 30, 89, 90, 3000, 7200)] == ["1 s", "30 s", "89 s", "2 min", "50 min",
                                                                        "2.0 h"]
+
+
+def _progress_section() -> str:
+    text = (REPO / "README.md").read_text()
+    return " ".join(text[text.index("## Progress"):text.index("## Examples are tested")].split())
+
+
+def test_readme_states_the_model_and_its_constants():
+    from netsim import progress
+    from netsim.cli import bench as bench_cli
+
+    sec = _progress_section()
+    for phrase in (f"once a command has run for {progress.DELAY_S:g} s",
+                   f"the first after {progress.STATUS_AFTER_S:g} s and then one every {progress.STATUS_EVERY_S:g} s",
+                   f"estimated at {bench_cli.LONG_S:g} CPU-s or more",
+                   f"per size: {cost.SIZE_S:g} s, plus {cost.ROUTE_S * 1e6:g} µs per *routed* transfer",
+                   f"plus {cost.SIM_S * 1e6:g} µs per transfer the flow model *simulates*",
+                   f"fast-forwards it: {cost.FF_STEPS}, or {cost.RING_STEPS} for rings",
+                   f"at {cost.HASHED_SIM_S * 1e6:g} µs each",
+                   f"costs {cost.ANALYTICAL_S * 1e6:g} µs per routed transfer and {cost.STEP_S * 1e9:g} ns per "
+                   "transfer of every repetition",
+                   f"for at most {cost.MAX_PROBES} of the sizes", f"above {cost.EXACT_RANKS:,} GPUs",
+                   f"within {cost.FACTOR:g}× of the measured CPU time"):
+        assert phrase in sec, phrase
+
+
+def test_readme_estimates_are_the_model_s():
+    """The estimate column of the README's table is what the model gives today (measured columns are records)."""
+    from netsim import units
+
+    text = (REPO / "README.md").read_text()
+    table = text[text.index("| topology | op, size | GPUs | model | estimate"):]
+    rows = [ln.strip("|").split("|") for ln in table.splitlines()[2:] if ln.startswith("| ")]
+    assert len(rows) >= 8
+    for topo_name, op_size, gpus, model, estimate, *_ in (map(str.strip, r) for r in rows):
+        op, size = op_size.split()
+        topo = load_topology(TOPOLOGIES / f"{topo_name.split()[0]}.yaml")
+        cfg = validated(BenchConfig(op, gpus=int(gpus.replace(",", "")), model=model), topo)
+        got = cost.estimate(topo, cfg, [units.parse_size(size)]).total_s
+        assert abs(got / float(estimate) - 1) < 0.1, (topo_name, op_size, gpus, model, estimate, got)

@@ -123,7 +123,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     rows, notes = [], []
     work = _Work(sizes, est)
     with Poller(work.total, work.done, "bench", "size", wanted(args.quiet), postfix=work.status,
-                bar_format="{desc}: {percentage:3.0f}%|{bar}| [{elapsed}<{remaining}] {postfix}"):
+                bar_format="{desc}: {percentage:3.0f}%|{bar}| [{elapsed}<{remaining}{postfix}]"):
         for s in sizes:  # per size and, within a long size, its transfers simulated and simulated time
             work.start(s)
             row, stats = run_one(topo, cfg, s, kept, watch=work.watch)

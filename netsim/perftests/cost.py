@@ -14,17 +14,21 @@ A size costs the routing of its schedule's transfers plus their simulation::
   period is recognised after three equal advances), :data:`RING_STEPS` for rings (their ranks
   settle more slowly).  Every repetition counts (no fast-forward) with ``--engine event`` or
   ``reference`` and on hashed routing (ECMP, adaptive, spray) across nodes, where ranks do not
-  advance uniformly; hashed routing also makes flows finish one by one, hence :data:`HASHED_SIM_S`.
+  advance uniformly (:data:`HASHED_SIM_S` per transfer: measured where flows rarely collide).
+* Flow *events* are not counted: where hashed flows collide (ECMP on oversubscribed,
+  non-rail-optimized fabrics, all-to-alls) they finish one by one and a run takes up to 10x the
+  estimate (``llama3-24k.yaml``: 70 us per transfer).
 * **total**: every transfer of every repetition; the analytical model (and the flow model where
   it provably runs in lockstep) passes over them as numpy arrays, step by step, without events.
 * The flow model is costed as event-driven: where the executor proves a schedule contention-free
   or lockstep it evaluates it without events, in far less than the estimate.
-* Counts come from the bare schedule (:func:`netsim.collectives.plan.plan`, ``shaped=False``) of the
+* Counts come, for up to :data:`MAX_PROBES` sizes spread over the sweep (each other size takes its
+  nearest one's), from the bare schedule (:func:`netsim.collectives.plan.plan`, ``shaped=False``) of the
   algorithm, protocol and channels NCCL picks for the whole group
   (:func:`netsim.collectives.plan.choice`).  Above :data:`EXACT_RANKS` ranks, building it would
   take seconds, so the same algorithm is built at two smaller node-aligned scales (at most
   :data:`EXACT_RANKS` ranks, the second twice the first) and every count is extrapolated as a
-  power law of the rank count (within 6 % at 16,384 GPUs from 1,024 and 2,048 on the fat-tree).
+  power law of the rank count (within 10 % of counting whole at 4,096 GPUs, ``tests/test_cost.py``).
 * The constants are CPU seconds per transfer measured on ``h100-fat-tree-16k.yaml`` and
   ``h100-superpod-1024.yaml`` (256 to 4,096 GPUs, every op) on a shared 2-core machine; they scale
   with the machine's speed.  ``tests/test_cost.py`` checks the estimate within :data:`FACTOR` of the
@@ -52,11 +56,11 @@ SIZE_S = 0.01
 #: CPU seconds per routed transfer (routes, capacities and the exactness check).
 ROUTE_S = 1.2e-6
 #: CPU seconds per transfer the flow model simulates (its start, rate solves and completion events).
-SIM_S = 6e-6
+SIM_S = 8e-6
 #: The same on hashed routing across nodes, where colliding flows finish one by one.
-HASHED_SIM_S = 6e-6
+HASHED_SIM_S = 4e-6
 #: CPU seconds per routed transfer on the analytical model (each step's max-min drain alone) ...
-ANALYTICAL_S = 2.5e-6
+ANALYTICAL_S = 2e-6
 #: ... and per transfer of every repetition (the vectorized pass over the steps).
 STEP_S = 6e-9
 #: Repetitions of a phase simulated before the executor fast-forwards it ...
@@ -65,6 +69,8 @@ FF_STEPS = 5
 RING_STEPS = 24
 #: Ranks above which counts are extrapolated from smaller scales (building the schedule takes seconds).
 EXACT_RANKS = 1024
+#: Sizes whose schedules are counted (the others take the nearest one's counts).
+MAX_PROBES = 8
 #: The estimate is within this factor of the measured CPU time on the cases of ``tests/test_cost.py``.
 FACTOR = 3.0
 #: Hashed routing policies (ranks finish their steps at different instants).
@@ -111,10 +117,13 @@ def estimate(topo: Topology, cfg: BenchConfig, sizes: list[int]) -> Estimate:
     hashed = topo.routing in HASHED and n > topo.gpus_per_node and topo.facts.scaleout is not None
     flow = cfg.model == "flow"
     ff = cfg.engine == "auto" and not hashed
-    cpu, sim, per_size, extrapolated = [], [], [], False
-    for nbytes in sizes:
-        size = float(nt.size_and_count(cfg.op, nbytes, n, cfg.dtype)[0])
-        c, ext = counts(topo, cfg, ranks, size, ff)
+    probe = _probed(len(sizes))
+    cpu, sim, per_size, extrapolated, seen = [], [], [], False, {}
+    for i, nbytes in enumerate(sizes):
+        if probe[i] not in seen:
+            size = float(nt.size_and_count(cfg.op, sizes[probe[i]], n, cfg.dtype)[0])
+            seen[probe[i]] = counts(topo, cfg, ranks, size, ff)
+        c, ext = seen[probe[i]]
         extrapolated |= ext
         per_size.append(c)
         if flow:
@@ -124,6 +133,19 @@ def estimate(topo: Topology, cfg: BenchConfig, sizes: list[int]) -> Estimate:
             sim.append(0.0)
             cpu.append(SIZE_S + ANALYTICAL_S * c.routed + STEP_S * c.total)
     return Estimate(cfg.model, n, tuple(cpu), tuple(sim), tuple(per_size), hashed, extrapolated)
+
+
+def _probed(k: int) -> list[int]:
+    """For each of ``k`` sizes, the size whose schedule is counted for it: every size up to
+    :data:`MAX_PROBES`, else the nearest of :data:`MAX_PROBES` spread evenly (the largest included).
+
+    >>> _probed(3), _probed(9)
+    ([0, 1, 2], [0, 1, 2, 3, 3, 5, 6, 7, 8])
+    """
+    if k <= MAX_PROBES:
+        return list(range(k))
+    probes = np.unique(np.round(np.linspace(0, k - 1, MAX_PROBES)).astype(int))
+    return [int(probes[np.abs(probes - i).argmin()]) for i in range(k)]
 
 
 def counts(topo: Topology, cfg: BenchConfig, ranks: np.ndarray, size: float, ff: bool) -> tuple[Counts, bool]:

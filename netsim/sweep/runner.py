@@ -340,7 +340,7 @@ class _WorkBar:
             self._fill(time.monotonic())
         self._poller = Poller(self.SCALE, self._count, self.desc, "permille", self.enabled, postfix=self._postfix,
                               smoothing=0.1, bar_format="{desc}: {percentage:3.0f}% of the work|{bar}| "
-                                                        "[{elapsed}<{remaining}] {postfix}").__enter__()
+                                                        "[{elapsed}<{remaining}{postfix}]").__enter__()
 
     def _fill(self, now: float) -> None:
         while len(self.started) < self.slots and self.waiting:
