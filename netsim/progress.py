@@ -59,8 +59,8 @@ def _tqdm_class():
 
         def __init__(self, *args, **kw):
             super().__init__(*args, **kw)
-            # tqdm prints once mininterval has passed since the last print (at first: the start)
-            self.last_print_t = self.start_t - max(self.mininterval - STATUS_AFTER_S, 0.0)
+            if not self.disable:  # tqdm prints once mininterval has passed since the last print (at first: the start)
+                self.last_print_t = self.start_t - max(self.mininterval - STATUS_AFTER_S, 0.0)
 
         def display(self, msg=None, pos=None):
             if msg == "":  # tqdm clearing its line on close: a log has nothing to clear

@@ -55,3 +55,11 @@ def test_docs_state_the_sweep_eta_constants():
     assert f"at {eta.SECONDS_PER_UNIT * 1e3:g} ms per unit until a configuration finishes" in doc
     assert f"predicted at least {eta.RUNNING_MARGIN * 100:g} % beyond them" in doc
     assert f"the first after {progress.STATUS_AFTER_S:g} s and then one every {progress.STATUS_EVERY_S:g} s" in doc
+
+
+def test_a_disabled_bar_is_silent_on_and_off_a_terminal(monkeypatch, capsys):
+    for tty in (False, True):
+        monkeypatch.setattr(progress, "on_terminal", lambda stream=None, tty=tty: tty)
+        with progress.bar(5, "x", "op", False) as b:
+            b.update(3)
+    assert capsys.readouterr().err == ""

@@ -217,7 +217,8 @@ class _Work:
     def finished(self) -> None:
         self.k, self.net = self.k + 1, None
 
-    def done(self) -> float:
+    def done(self) -> int:
+        """Permille of the estimated work done."""
         k, net, est = self.k, self.net, self.est
         w = sum(self.per[:k])
         if net is not None and est is not None and k < len(self.per) and est.sim_s[k] > 0:
