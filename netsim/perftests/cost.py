@@ -16,8 +16,10 @@ A size costs the routing of its schedule's transfers plus their simulation::
   ``reference`` and on hashed routing (ECMP, adaptive, spray) across nodes, where ranks do not
   advance uniformly (:data:`HASHED_SIM_S` per transfer: measured where flows rarely collide).
 * Flow *events* are not counted: where hashed flows collide (ECMP on oversubscribed,
-  non-rail-optimized fabrics, all-to-alls) they finish one by one and a run takes up to 10x the
-  estimate (``llama3-24k.yaml``: 70 us per transfer).
+  non-rail-optimized fabrics, all-to-alls) they finish one by one and a run can take more than
+  10x the estimate (``llama3-24k.yaml``: about 70 us per transfer), and so can rings whose hops
+  cross tiers of different latency (16,384 GPUs of ``h100-fat-tree-16k.yaml``): they drift for
+  thousands of steps before the executor can fast-forward them.
 * **total**: every transfer of every repetition; the analytical model (and the flow model where
   it provably runs in lockstep) passes over them as numpy arrays, step by step, without events.
 * The flow model is costed as event-driven: where the executor proves a schedule contention-free
@@ -204,11 +206,6 @@ def _power(q1: float, q2: float, m1: int, m2: int, n: int) -> float:
     if q1 <= 0 or q2 <= 0:
         return q2 * n / m2
     return q2 * (n / m2) ** (math.log(q2 / q1) / math.log(m2 / m1))
-
-
-def analytical_alternative(topo: Topology, cfg: BenchConfig, sizes: list[int]) -> Estimate:
-    """The estimate of the same run on ``--model analytical``."""
-    return estimate(topo, replace(cfg, model="analytical"), sizes)
 
 
 def duration(seconds: float) -> str:
