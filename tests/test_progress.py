@@ -33,7 +33,7 @@ def test_bench_work_counts_transfers_within_a_size():
     from types import SimpleNamespace
 
     from netsim.cli.bench import _Work
-    from netsim.perftests.cost import Counts, Estimate
+    from netsim.perftests.estimate import Counts, Estimate
 
     est = Estimate("flow", 512, (1.0, 3.0), (0.5, 2.0), (Counts(10, 100, 100), Counts(30, 400, 400)), False, False)
     work = _Work([1 << 20, 1 << 30], est)

@@ -163,9 +163,9 @@ LONG_S = 20.0
 
 
 def _estimate(topo, cfg: BenchConfig, sizes: list[int], quiet: bool):
-    """The run's cost (:func:`netsim.perftests.cost.estimate`), or None if it cannot be told; a
+    """The run's cost (:func:`netsim.perftests.estimate.estimate`), or None if it cannot be told; a
     note on stderr before a run estimated at :data:`LONG_S` CPU seconds or more (not ``--quiet``)."""
-    from netsim.perftests import cost
+    from netsim.perftests import estimate as cost
 
     try:
         est = cost.estimate(topo, cfg, sizes)
@@ -180,7 +180,7 @@ def _long_note(topo, cfg: BenchConfig, sizes: list[int], est) -> str:
     """``netsim bench: estimate: ...``: the estimate, what it counts, and the faster alternative."""
     from dataclasses import replace
 
-    from netsim.perftests import cost
+    from netsim.perftests import estimate as cost
 
     what = (f"{est.simulated / 1e6:,.1f}M transfers simulated event by event" if cfg.model == "flow"
             else f"{sum(c.routed for c in est.counts) / 1e6:,.1f}M transfers routed")

@@ -105,7 +105,7 @@ def choice(topo: Topology, ranks, op: str, nbytes: float, algo: str = "auto", *,
     """``(algorithm, protocol, channels)`` that :func:`plan` would build, building no schedule;
     ``protocol`` is None for all-to-all and send/recv (chosen per send), ``("none", None, None)``
     for fewer than two ranks.  Passing them back to :func:`plan` for fewer ranks builds the same
-    algorithm at a smaller scale (:mod:`netsim.perftests.cost`)."""
+    algorithm at a smaller scale (:mod:`netsim.perftests.estimate`)."""
     d = _decide(topo, np.asarray(ranks, dtype=np.int64), op, nbytes, algo, channels, protocol)
     if d is None:
         return "none", None, None

@@ -34,7 +34,7 @@ MODEL_WEIGHT = {"flow": 4.0, "analytical": 1.0}
 #: Ranks assumed for a ``run`` configuration that names neither generator degrees nor GPUs.
 DEFAULT_RANKS = 64
 #: Seconds per prior unit before any configuration finished: a 1,024-GPU flow-model all-reduce of 1 GiB
-#: (4,096 units) takes about 4-5 CPU-s on a 2-core machine (``netsim.perftests.cost``).
+#: (4,096 units) takes about 4-5 CPU-s on a 2-core machine (``netsim.perftests.estimate``).
 SECONDS_PER_UNIT = 1e-3
 #: A running configuration is predicted to need at least this much more than it has run.
 RUNNING_MARGIN = 0.1

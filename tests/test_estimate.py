@@ -1,4 +1,4 @@
-"""The cost estimate of ``netsim bench`` (netsim.perftests.cost, issue 35): within its stated factor of
+"""The cost estimate of ``netsim bench`` (netsim.perftests.estimate, issue 35): within its stated factor of
 the measured CPU time on mid-size runs, printed with the analytical alternative within 5 s on the
 16k-GPU flow-model all-reduce, silent for short runs."""
 
@@ -14,7 +14,7 @@ from dataclasses import replace
 import pytest
 
 from conftest import REPO, TOPOLOGIES
-from netsim.perftests import cost
+from netsim.perftests import estimate
 from netsim.perftests.collective import BenchConfig, run_one, validated
 from netsim.cli import main
 from netsim.topology.spec import load_topology
@@ -46,30 +46,30 @@ def warm_kernels():
                                       ("all_gather", 1024)])  # rings of 16 channels
 def test_estimate_within_factor_of_cpu_time(ft16k, warm_kernels, op, gpus):
     cfg = validated(BenchConfig(op, gpus=gpus), ft16k)
-    est = cost.estimate(ft16k, cfg, [GiB])
+    est = estimate.estimate(ft16k, cfg, [GiB])
     t0 = time.process_time()
     _row, stats = run_one(ft16k, cfg, GiB)
     cpu = time.process_time() - t0
     assert stats["mode"] == "event"  # what the flow model is costed as
-    assert 1 / cost.FACTOR <= est.total_s / cpu <= cost.FACTOR, (est.total_s, cpu)
+    assert 1 / estimate.FACTOR <= est.total_s / cpu <= estimate.FACTOR, (est.total_s, cpu)
 
 
 def test_estimate_grows_with_the_work(ft16k):
     """A model of the cost, not a constant: more GPUs, more sizes, event engine cost more; analytical less."""
     cfg = validated(BenchConfig("all_reduce", gpus=2048), ft16k)
-    base = cost.estimate(ft16k, cfg, [GiB]).total_s
-    assert cost.estimate(ft16k, validated(replace(cfg, gpus=16384), ft16k), [GiB]).total_s > 5 * base
-    assert cost.estimate(ft16k, cfg, [GiB, GiB // 4]).total_s > base
-    assert cost.estimate(ft16k, replace(cfg, engine="event"), [GiB]).total_s > 1.5 * base  # nothing fast-forwarded
-    assert cost.estimate(ft16k, replace(cfg, model="analytical"), [GiB]).total_s < base / 3
+    base = estimate.estimate(ft16k, cfg, [GiB]).total_s
+    assert estimate.estimate(ft16k, validated(replace(cfg, gpus=16384), ft16k), [GiB]).total_s > 5 * base
+    assert estimate.estimate(ft16k, cfg, [GiB, GiB // 4]).total_s > base
+    assert estimate.estimate(ft16k, replace(cfg, engine="event"), [GiB]).total_s > 1.5 * base  # nothing fast-forwarded
+    assert estimate.estimate(ft16k, replace(cfg, model="analytical"), [GiB]).total_s < base / 3
 
 
 def test_extrapolated_counts_match_exact_ones(ft16k, monkeypatch):
     """Above EXACT_RANKS the counts come from two smaller scales; here within 10 % of counting whole."""
     cfg = validated(BenchConfig("all_reduce", gpus=4096), ft16k)
-    est = cost.estimate(ft16k, cfg, [GiB])
+    est = estimate.estimate(ft16k, cfg, [GiB])
     monkeypatch.setattr(cost, "EXACT_RANKS", 1 << 20)
-    exact = cost.estimate(ft16k, cfg, [GiB])
+    exact = estimate.estimate(ft16k, cfg, [GiB])
     assert est.extrapolated and not exact.extrapolated
     for a, b in ((est.counts[0].routed, exact.counts[0].routed), (est.counts[0].simulated, exact.counts[0].simulated)):
         assert abs(a / b - 1) < 0.1
@@ -114,7 +114,7 @@ def test_long_run_note_names_counts_and_quiet_hides_it(ft16k, capsys, monkeypatc
 
 
 def test_duration_text():
-    assert [cost.duration(s) for s in (0.2, 30, 89, 90, 3000, 7200)] == ["1 s", "30 s", "89 s", "2 min", "50 min",
+    assert [estimate.duration(s) for s in (0.2, 30, 89, 90, 3000, 7200)] == ["1 s", "30 s", "89 s", "2 min", "50 min",
                                                                        "2.0 h"]
 
 
@@ -131,14 +131,14 @@ def test_readme_states_the_model_and_its_constants():
     for phrase in (f"once a command has run for {progress.DELAY_S:g} s",
                    f"the first after {progress.STATUS_AFTER_S:g} s and then one every {progress.STATUS_EVERY_S:g} s",
                    f"estimated at {bench_cli.LONG_S:g} CPU-s or more",
-                   f"per size: {cost.SIZE_S:g} s, plus {cost.ROUTE_S * 1e6:g} µs per *routed* transfer",
-                   f"plus {cost.SIM_S * 1e6:g} µs per transfer the flow model *simulates*",
-                   f"fast-forwards it: {cost.FF_STEPS}, or {cost.RING_STEPS} for rings",
-                   f"at {cost.HASHED_SIM_S * 1e6:g} µs each",
-                   f"costs {cost.ANALYTICAL_S * 1e6:g} µs per routed transfer and {cost.STEP_S * 1e9:g} ns per "
+                   f"per size: {estimate.SIZE_S:g} s, plus {estimate.ROUTE_S * 1e6:g} µs per *routed* transfer",
+                   f"plus {estimate.SIM_S * 1e6:g} µs per transfer the flow model *simulates*",
+                   f"fast-forwards it: {estimate.FF_STEPS}, or {estimate.RING_STEPS} for rings",
+                   f"at {estimate.HASHED_SIM_S * 1e6:g} µs each",
+                   f"costs {estimate.ANALYTICAL_S * 1e6:g} µs per routed transfer and {estimate.STEP_S * 1e9:g} ns per "
                    "transfer of every repetition",
-                   f"for at most {cost.MAX_PROBES} of the sizes", f"above {cost.EXACT_RANKS:,} GPUs",
-                   f"within {cost.FACTOR:g}× of the measured CPU time"):
+                   f"for at most {estimate.MAX_PROBES} of the sizes", f"above {estimate.EXACT_RANKS:,} GPUs",
+                   f"within {estimate.FACTOR:g}× of the measured CPU time"):
         assert phrase in sec, phrase
 
 
@@ -154,5 +154,5 @@ def test_readme_estimates_are_the_model_s():
         op, size = op_size.split()
         topo = load_topology(TOPOLOGIES / f"{topo_name.split()[0]}.yaml")
         cfg = validated(BenchConfig(op, gpus=int(gpus.replace(",", "")), model=model), topo)
-        got = cost.estimate(topo, cfg, [units.parse_size(size)]).total_s
+        got = estimate.estimate(topo, cfg, [units.parse_size(size)]).total_s
         assert abs(got / float(estimate) - 1) < 0.1, (topo_name, op_size, gpus, model, estimate, got)

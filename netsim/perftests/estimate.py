@@ -30,10 +30,10 @@ A size costs the routing of its schedule's transfers plus their simulation::
   (:func:`netsim.collectives.plan.choice`).  Above :data:`EXACT_RANKS` ranks, building it would
   take seconds, so the same algorithm is built at two smaller node-aligned scales (at most
   :data:`EXACT_RANKS` ranks, the second twice the first) and every count is extrapolated as a
-  power law of the rank count (within 10 % of counting whole at 4,096 GPUs, ``tests/test_cost.py``).
+  power law of the rank count (within 10 % of counting whole at 4,096 GPUs, ``tests/test_estimate.py``).
 * The constants are CPU seconds per transfer measured on ``h100-fat-tree-16k.yaml`` and
   ``h100-superpod-1024.yaml`` (256 to 4,096 GPUs, every op) on a shared 2-core machine; they scale
-  with the machine's speed.  ``tests/test_cost.py`` checks the estimate within :data:`FACTOR` of the
+  with the machine's speed.  ``tests/test_estimate.py`` checks the estimate within :data:`FACTOR` of the
   measured CPU time.
 
 >>> from netsim.topology.spec import load_topology  # doctest: +SKIP
@@ -73,7 +73,7 @@ RING_STEPS = 24
 EXACT_RANKS = 1024
 #: Sizes whose schedules are counted (the others take the nearest one's counts).
 MAX_PROBES = 8
-#: The estimate is within this factor of the measured CPU time on the cases of ``tests/test_cost.py``.
+#: The estimate is within this factor of the measured CPU time on the cases of ``tests/test_estimate.py``.
 FACTOR = 3.0
 #: Hashed routing policies (ranks finish their steps at different instants).
 HASHED = ("ecmp", "adaptive", "spray")
