@@ -235,7 +235,7 @@ def test_interrupted_write_leaves_no_complete_workload(tmp_path, monkeypatch):
 def test_progress_bar_counts_ranks(tmp_path, monkeypatch, capsys):
     from netsim import progress
 
-    monkeypatch.setattr(progress, "DELAY_S", 0.0)
+    monkeypatch.setattr(progress, "STATUS_AFTER_S", 0.0)  # not a terminal: status lines, from the start
     real_bar = progress.bar
     monkeypatch.setattr(progress, "bar", lambda *a, **kw: real_bar(*a, mininterval=0, miniters=1, **kw))
     monkeypatch.setattr(writer, "BATCH", 4)

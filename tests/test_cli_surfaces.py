@@ -81,9 +81,9 @@ class _Tty(io.StringIO):
         return True
 
 
-def test_progress_only_on_a_tty_and_not_quiet():
-    assert progress.wanted(stream=_Tty()) and not progress.wanted(quiet=True, stream=_Tty())
-    assert not progress.wanted(stream=io.StringIO())
+def test_progress_unless_quiet_a_bar_only_on_a_tty():
+    assert progress.wanted() and not progress.wanted(quiet=True)
+    assert progress.on_terminal(_Tty()) and not progress.on_terminal(io.StringIO())
 
 
 def test_run_progress_bar_polls_ops(monkeypatch, capsys):
@@ -91,7 +91,7 @@ def test_run_progress_bar_polls_ops(monkeypatch, capsys):
         pytest.skip("workloads/ not present")
     import netsim
 
-    monkeypatch.setattr(progress, "DELAY_S", 0.0)
+    monkeypatch.setattr(progress, "STATUS_AFTER_S", 0.0)  # not a terminal: status lines, at once
     monkeypatch.setattr(progress, "INTERVAL_S", 0.001)
     real_bar = progress.bar
     monkeypatch.setattr(progress, "bar", lambda *a, **kw: real_bar(*a, mininterval=0, miniters=1, **kw))
@@ -106,14 +106,42 @@ def test_run_progress_bar_polls_ops(monkeypatch, capsys):
 def test_bench_progress_bar(monkeypatch, capsys):
     monkeypatch.setattr(progress, "DELAY_S", 0.0)
     monkeypatch.setattr(progress, "INTERVAL_S", 0.001)
-    monkeypatch.setattr(progress, "wanted", lambda quiet=False, stream=None: not quiet)
+    monkeypatch.setattr(progress, "on_terminal", lambda stream=None: True)
     real_bar = progress.bar
     monkeypatch.setattr(progress, "bar", lambda *a, **kw: real_bar(*a, mininterval=0, miniters=1, **kw))
     assert main(["bench", "--topology", SU, "--op", "all_reduce", "-b", "1M", "-e", "64M", "--gpus", "16"]) == 0
     err = capsys.readouterr().err
-    assert "bench:" in err and "7/7" in err and "size 64MiB" in err  # the final count
+    assert "bench:" in err and "100%" in err and "size 64MiB (7 of 7)" in err  # the final count
+    assert "<" in err  # tqdm's [elapsed<remaining]: the ETA
     assert main(["bench", "--topology", SU, "--op", "all_reduce", "-b", "1M", "--gpus", "16", "-q"]) == 0
     assert capsys.readouterr().err == ""
+
+
+def test_status_lines_off_a_terminal(monkeypatch, capsys):
+    """Not on a terminal: one whole line per STATUS_EVERY_S with the ETA, also while the count is stuck."""
+    import time
+
+    monkeypatch.setattr(progress, "STATUS_AFTER_S", 0.05)
+    monkeypatch.setattr(progress, "STATUS_EVERY_S", 0.05)
+    monkeypatch.setattr(progress, "INTERVAL_S", 0.005)
+    done = [0]
+    with progress.Poller(10, lambda: done[0], "demo", "op", True, postfix=lambda: "step x"):
+        for _ in range(4):
+            time.sleep(0.08)
+            done[0] += 1
+        time.sleep(0.2)  # the count stays at 4: lines go on
+    err = capsys.readouterr().err
+    lines = err.splitlines()
+    assert "\r" not in err and err.endswith("\n") and len(lines) >= 3, err
+    assert all(ln.startswith("demo: ") and "op" in ln and "<" in ln and "step x" in ln for ln in lines), err
+    assert sum("4/10" in ln for ln in lines) >= 2, err  # stuck at 4, still reported
+
+
+def test_no_status_line_for_a_short_run(capsys):
+    with progress.Poller(10, lambda: 5, "demo", "op", True):
+        pass
+    assert main(["bench", "--topology", SU, "--op", "all_reduce", "-b", "1M", "--gpus", "16"]) == 0
+    assert capsys.readouterr().err == ""  # not a terminal, shorter than STATUS_AFTER_S: nothing
 
 
 def test_help_lists_choices_and_subcommands(capsys):

@@ -18,7 +18,7 @@ def note(text: str) -> None:
 
 
 def run_from_args(args, opts):
-    """Run what the parsed flags describe (notes to stderr; a progress bar unless ``--quiet``)."""
+    """Run what the parsed flags describe (notes to stderr; progress unless ``--quiet``, :mod:`netsim.progress`)."""
     from netsim.astra.run import run_astra
     from netsim.progress import wanted
 

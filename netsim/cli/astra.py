@@ -79,7 +79,7 @@ def _astra_parser(prog: str, required: bool = True) -> _Parser:
     p.add_argument("--out", default=None, help="also write the results dataset (Parquet) to this folder")
     p.add_argument("--overwrite", action="store_true", help="replace this run in --out")
     p.add_argument("-q", "--quiet", action="store_true",
-                   help="no progress bar on stderr (shown after 2 s, only on a terminal)")
+                   help="no progress on stderr (on a terminal a bar after 2 s; elsewhere a status line every 30 s from 10 s on)")
     return p
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from netsim import units
 from netsim.perftests.collective import (ALGORITHMS, BenchConfig, placed_ranks, run_one, sweep_sizes,
@@ -134,16 +135,16 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         dataset.check_writable(args.out, dataset.run_id_for(run_config), args.overwrite)
         t0 = time.perf_counter()
     kept: list | None = [] if to_dataset else None  # per-size links and ranks for --out DIR
-    rows, now, notes = [], {}, []  # now: the size being simulated and its network (read by the progress thread)
-
-    def status() -> str:
-        net = now.get("net")
-        return f"size {now.get('size', '')}" + (f", {net.env.now * 1e6:,.1f} us simulated" if net else "")
-    with Poller(len(sizes), lambda: len(rows), "bench", "size", wanted(args.quiet), postfix=status):
-        for s in sizes:  # per size and, within a long size, its simulated time (after 2 s, on a TTY)
-            now.update(size=units.format_size(s), net=None)
-            row, stats = run_one(topo, cfg, s, kept, watch=lambda net: now.update(net=net))
+    est = _estimate(topo, cfg, sizes, args.quiet)
+    rows, notes = [], []
+    work = _Work(sizes, est)
+    with Poller(work.total, work.done, "bench", "size", wanted(args.quiet), postfix=work.status,
+                bar_format="{desc}: {percentage:3.0f}%|{bar}| [{elapsed}<{remaining}{postfix}]"):
+        for s in sizes:  # per size and, within a long size, its transfers simulated and simulated time
+            work.start(s)
+            row, stats = run_one(topo, cfg, s, kept, watch=work.watch)
             rows.append(row)
+            work.finished()
             notes += [n for n in stats["notes"] if n not in notes]
     routing = topo.routing
     title = (f"netsim bench: {topo.name}, {cfg.gpus} GPUs, model {cfg.model}, "
@@ -170,3 +171,78 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         from netsim.results.bench_tables import write_bench_file  # the dataset's column names, ns
         write_bench_file(args.out, nt.rows_to_frame(cfg.op, rows, cfg.gpus), config)
     return 0
+
+
+#: Estimated CPU seconds from which ``bench`` says, before it runs, how long it will take and what is faster.
+LONG_S = 20.0
+
+
+def _estimate(topo, cfg: BenchConfig, sizes: list[int], quiet: bool):
+    """The run's cost (:func:`netsim.perftests.estimate.estimate`), or None if it cannot be told; a
+    note on stderr before a run estimated at :data:`LONG_S` CPU seconds or more (not ``--quiet``)."""
+    from netsim.perftests import estimate as cost
+
+    try:
+        est = cost.estimate(topo, cfg, sizes)
+    except (InputError, ValueError, MemoryError):  # the run itself says what is wrong
+        return None
+    if not quiet and est.total_s >= LONG_S:
+        print(_long_note(topo, cfg, sizes, est), file=sys.stderr, flush=True)
+    return est
+
+
+def _long_note(topo, cfg: BenchConfig, sizes: list[int], est) -> str:
+    """``netsim bench: estimate: ...``: the estimate, what it counts, and the faster alternative."""
+    from dataclasses import replace
+
+    from netsim.perftests import estimate as cost
+
+    what = (f"{est.simulated / 1e6:,.1f}M transfers simulated event by event" if cfg.model == "flow"
+            else f"{sum(c.routed for c in est.counts) / 1e6:,.1f}M transfers routed")
+    text = (f"netsim bench: estimate: about {cost.duration(est.total_s)} of CPU time ({est.gpus:,} GPUs, "
+            f"{cfg.model} model: {what}; README.md#progress)")
+    if cfg.model == "flow":
+        try:
+            alt = cost.estimate(topo, replace(cfg, model="analytical"), sizes).total_s
+        except (InputError, ValueError, MemoryError):
+            return text
+        text += (f"; --model analytical takes about {cost.duration(alt)} (each step timed alone: no "
+                 "events, a bound on the flow model's time)")
+    return text
+
+
+class _Work:
+    """The bench's progress in permille of its estimated CPU seconds (sizes weigh 1 each without an
+    estimate): sizes done, plus the current size's share of its simulated transfers (read by the
+    progress thread)."""
+
+    total = 1000
+
+    def __init__(self, sizes: list[int], est):
+        self.est, self.k, self.net, self.size = est, 0, None, None
+        self.per = list(est.cpu_s) if est is not None else [1.0] * len(sizes)
+        self.n_sizes = len(sizes)
+
+    def start(self, size: int) -> None:
+        self.size, self.net = units.format_size(size), None
+
+    def watch(self, net) -> None:
+        self.net = net
+
+    def finished(self) -> None:
+        self.k, self.net = self.k + 1, None
+
+    def done(self) -> int:
+        """Permille of the estimated work done."""
+        k, net, est = self.k, self.net, self.est
+        w = sum(self.per[:k])
+        if net is not None and est is not None and k < len(self.per) and est.sim_s[k] > 0:
+            expect = est.counts[k].simulated
+            frac = min(net.stats.get("transfers", 0) / expect, 0.99) if expect > 0 else 0.0
+            w += self.per[k] - est.sim_s[k] + est.sim_s[k] * frac  # routed when the network exists
+        return round(self.total * w / sum(self.per)) if self.per else 0
+
+    def status(self) -> str:
+        net = self.net
+        return (f"size {self.size} ({min(self.k + 1, self.n_sizes)} of {self.n_sizes})"
+                + (f", {net.env.now * 1e6:,.1f} us simulated" if net is not None else ""))

@@ -27,9 +27,9 @@ def add_set_argument(parser) -> None:
 
 
 def add_quiet_argument(parser) -> None:
-    """``--quiet``: no progress bar (it is also off when stderr is not a terminal)."""
+    """``--quiet``: no progress on stderr (:mod:`netsim.progress`) and no estimate before a long run."""
     parser.add_argument("-q", "--quiet", action="store_true",
-                        help="no progress bar on stderr (shown after 2 s, only on a terminal)")
+                        help="no progress on stderr (on a terminal a bar after 2 s; elsewhere a status line every 30 s from 10 s on) and no cost estimate")
 
 
 def int_arg(key: str, what: str | None = None) -> Callable[[str], int]:

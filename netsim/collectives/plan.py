@@ -101,6 +101,19 @@ def check_plan(topo: Topology, ranks, op: str, nbytes: float, algo: str = "auto"
     _decide(topo, np.asarray(ranks, dtype=np.int64), op, nbytes, algo, channels, protocol)
 
 
+def choice(topo: Topology, ranks, op: str, nbytes: float, algo: str = "auto", *,
+           channels: int | None = None, protocol: str | None = None) -> tuple[str, str | None, int | None]:
+    """``(algorithm, protocol, channels)`` that :func:`plan` would build, building no schedule;
+    ``protocol`` is None for all-to-all and send/recv (chosen per send), ``("none", None, None)``
+    for fewer than two ranks.  Passing them back to :func:`plan` for fewer ranks builds the same
+    algorithm at a smaller scale (:mod:`netsim.perftests.estimate`)."""
+    d = _decide(topo, np.asarray(ranks, dtype=np.int64), op, nbytes, algo, channels, protocol)
+    if d is None:
+        return "none", None, None
+    _info, _g, chosen, name, nc = d
+    return name, None if chosen is None else chosen.protocol, nc
+
+
 #: Algorithms whose schedules need whole, node-aligned groups of ranks, with what they are called.
 WHOLE_NODES = {("all_to_all", "hierarchical"): "hierarchical all-to-all needs whole nodes",
                ("all_to_all", "node_limited"): "node_limited all-to-all needs whole nodes",

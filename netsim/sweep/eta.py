@@ -11,10 +11,14 @@ fraction of the predicted work that is done:
 2. **Measured**: a finished configuration's wall time (``wall_time_s`` from its worker) is its cost.
    An unfinished one is predicted as the mean wall time of finished *similar* ones (the same
    configuration except ``seed`` and ``size``), else as its prior times the seconds per prior
-   unit measured so far (sum of walls / sum of priors of the finished ones).
+   unit measured so far (sum of walls / sum of priors of the finished ones; before any finished,
+   :data:`SECONDS_PER_UNIT`).
+3. **Running**: a configuration that has run ``e`` seconds counts ``e`` as done work and is
+   predicted at least ``e * (1 + RUNNING_MARGIN)``, so the fraction (and the ETA) moves while
+   configurations run, not only when one ends.
 
-``fraction()`` = work done / (work done + predicted remaining work); the progress bar shows it and
-tqdm turns its rate into the ETA, so parallel workers are accounted for by the rate itself.
+``fraction(running)`` = work done / (work done + predicted remaining work); the progress bar shows
+it and tqdm turns its rate into the ETA, so parallel workers are accounted for by the rate itself.
 
 >>> est = WorkEstimate([{"kind": "bench", "gpus": 8}, {"kind": "bench", "gpus": 64}])
 >>> est.finished(0, 1.0); round(est.fraction(), 3)   # 8 GPUs took 1 s: 64 GPUs predicted 8 s
@@ -29,6 +33,11 @@ import json
 MODEL_WEIGHT = {"flow": 4.0, "analytical": 1.0}
 #: Ranks assumed for a ``run`` configuration that names neither generator degrees nor GPUs.
 DEFAULT_RANKS = 64
+#: Seconds per prior unit before any configuration finished: a 1,024-GPU flow-model all-reduce of 1 GiB
+#: (4,096 units) takes about 4-5 CPU-s on a 2-core machine (``netsim.perftests.estimate``).
+SECONDS_PER_UNIT = 1e-3
+#: A running configuration is predicted to need at least this much more than it has run.
+RUNNING_MARGIN = 0.1
 #: Keys ignored when deciding whether two configurations are similar.
 NOT_SHAPE = ("seed", "size")
 
@@ -95,19 +104,30 @@ class WorkEstimate:
         self._done_prior += prior
 
     def _rate(self) -> float:
-        """Seconds per prior unit measured so far (1 before anything finished)."""
-        return self._done_s / self._done_prior if self._done_prior > 0 else 1.0
+        """Seconds per prior unit measured so far (:data:`SECONDS_PER_UNIT` before anything finished)."""
+        return self._done_s / self._done_prior if self._done_prior > 0 else SECONDS_PER_UNIT
 
     def predict(self, i: int) -> float:
-        """Predicted cost of configuration ``i``: seconds once anything finished, else prior units."""
+        """Predicted seconds of configuration ``i``."""
         measured = self._measured.get(self.shape[i])
         if measured:
             return measured[1] / measured[0]
         return self.prior[i] * self._rate()
 
-    def fraction(self) -> float:
-        """Work done / total predicted work (0 before anything finished)."""
-        if not self.wall:
+    def fraction(self, running: dict[int, float] | None = None) -> float:
+        """Work done / total predicted work; ``running``: unfinished configuration -> seconds it
+        has run (done work, and a floor on its prediction).  0 before anything finished or ran.
+
+        >>> est = WorkEstimate([{"kind": "bench", "gpus": 8}, {"kind": "bench", "gpus": 8}])
+        >>> est.finished(0, 2.0); round(est.fraction(running={1: 1.0}), 3)   # 1 s of a predicted 2 s
+        0.75
+        """
+        running = {i: e for i, e in (running or {}).items() if i not in self.wall and e > 0}
+        if not self.wall and not running:
             return 0.0
         total = self._done_s + self._similar + max(self._unmeasured_prior, 0.0) * self._rate()
-        return self._done_s / total if total > 0 else 1.0
+        for i, e in running.items():  # a running configuration: at least a margin beyond what it has run
+            p = self.predict(i)
+            total += max(p, e * (1 + RUNNING_MARGIN)) - p
+        done = self._done_s + sum(running.values())
+        return min(done / total, 1.0) if total > 0 else 1.0

@@ -6,7 +6,8 @@
   Temporary files of killed writers are removed when the sweep starts and ends.
 * Stopping the driver (Ctrl-C, SIGTERM) stops its workers: local processes are terminated and
   die with the driver even on SIGKILL; a Dask LocalCluster is closed (:mod:`netsim.sweep.shutdown`).
-* Progress and ETA come from finished work, not counts (:mod:`netsim.sweep.eta`).
+* Progress and ETA come from predicted and measured work, not counts, and move while configurations
+  run (:mod:`netsim.sweep.eta`); a bar on a terminal, a status line every 30 s elsewhere.
 * A configuration whose worker dies, or that raises something other than a
   :class:`~netsim.errors.NetsimError`, is resubmitted up to ``retries`` times.  Dask itself
   reschedules tasks of a lost worker; :class:`distributed.KilledWorker` counts as an attempt.
@@ -88,7 +89,7 @@ class _LocalPool:
     rebuilt and tasks resubmitted."""
 
     def __init__(self, jobs: int | None):
-        self.jobs = jobs or os.cpu_count() or 1
+        self.jobs = self.slots = jobs or os.cpu_count() or 1  # slots: configurations run at once
         self.gen = 0
         self.pool = self._new_pool()
         self._pending: set = set()
@@ -160,6 +161,10 @@ class _DaskPool:
                 self.cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
                                             host="127.0.0.1", dashboard_address=None, silence_logs=logging.CRITICAL)
             self.client = Client(self.cluster)
+        try:  # configurations run at once: the workers' threads
+            self.slots = sum(self.client.nthreads().values()) or 1
+        except Exception:  # noqa: BLE001 - a scheduler that does not say: one at a time
+            self.slots = 1
         self._ac = None
         self._queued: list = []
 
@@ -257,6 +262,7 @@ def run_sweep(sweep: Sweep | str | os.PathLike, out_dir: str | os.PathLike, *, s
     try:
         if tasks:
             ex = executor or make_executor(scheduler, workers, jobs)
+            bar.begin(getattr(ex, "slots", 1))
             running = {}
             for task in tasks:
                 running[ex.submit(task)] = task
@@ -270,6 +276,7 @@ def run_sweep(sweep: Sweep | str | os.PathLike, out_dir: str | os.PathLike, *, s
                     task = {**task, "attempt": task["attempt"] + 1}
                     running[ex.submit(task)] = task
                     report.retried += 1
+                    bar.retried(task["run_id"])
                     continue
                 _account(report, summary, task, label, lost is not None)
                 bar.finished(task["run_id"], summary.get("wall_time_s"))
@@ -302,37 +309,76 @@ def _account(report: SweepReport, summary: dict, task: dict, label: dict, lost: 
 
 
 class _WorkBar:
-    """The sweep's progress bar: the fraction of predicted work done (:mod:`netsim.sweep.eta`), so the
-    ETA comes from finished work, not from counts; the counts are in its postfix."""
+    """The sweep's progress: the fraction of predicted work done (:mod:`netsim.sweep.eta`), so the ETA
+    comes from work, not from counts; the counts are in its postfix.  Read every
+    :data:`netsim.progress.INTERVAL_S` seconds with the running configurations' elapsed seconds, so it
+    moves within a configuration.  Configurations are taken to start in submission order, ``slots``
+    at a time (the executor's worker processes or threads).  A bar on a terminal, else a status
+    line every 30 s (:mod:`netsim.progress`)."""
 
     SCALE = 1000  # the bar counts permille of the work
 
     def __init__(self, tasks: list[dict], report: SweepReport, enabled: bool, desc: str):
-        from tqdm.auto import tqdm
+        import threading
 
         from netsim.sweep.eta import WorkEstimate
 
         self.report = report
         self.index = {t["run_id"]: i for i, t in enumerate(tasks)}
         self.work = WorkEstimate([t["config"] for t in tasks])
-        self.bar = tqdm(total=self.SCALE, disable=not enabled, desc=desc or "sweep", dynamic_ncols=True,
-                        smoothing=0.1, bar_format="{desc}: {percentage:3.0f}% of the work|{bar}| "
-                                                  "[{elapsed}<{remaining}] {postfix}")
-        self._postfix()
+        self.enabled, self.desc = enabled and bool(tasks), desc or "sweep"
+        self.waiting = list(range(len(tasks)))  # not started, in submission order
+        self.started: dict[int, float] = {}  # running: index -> when it started (monotonic)
+        self.slots = 1
+        self._lock = threading.Lock()
+        self._poller = None
 
-    def _postfix(self) -> None:
+    def begin(self, slots: int) -> None:
+        """The executor is up with ``slots`` parallel workers: the first configurations start."""
+        from netsim.progress import Poller
+
+        self.slots = max(int(slots or 1), 1)
+        with self._lock:
+            self._fill(time.monotonic())
+        self._poller = Poller(self.SCALE, self._count, self.desc, "permille", self.enabled, postfix=self._postfix,
+                              smoothing=0.1, bar_format="{desc}: {percentage:3.0f}% of the work|{bar}| "
+                                                        "[{elapsed}<{remaining}{postfix}]").__enter__()
+
+    def _fill(self, now: float) -> None:
+        while len(self.started) < self.slots and self.waiting:
+            self.started[self.waiting.pop(0)] = now
+
+    def _count(self) -> float:
+        with self._lock:
+            now = time.monotonic()
+            return round(self.work.fraction({i: now - t for i, t in self.started.items()}) * self.SCALE)
+
+    def _postfix(self) -> str:
         r = self.report
-        self.bar.set_postfix_str(f"{r.done + len(r.failed)}/{r.total - r.skipped} configurations "
-                                 f"(failed {len(r.failed)}, skipped {r.skipped})", refresh=False)
+        return (f"{r.done + len(r.failed)}/{r.total - r.skipped} configurations "
+                f"(failed {len(r.failed)}, skipped {r.skipped})")
+
+    def retried(self, run_id: str) -> None:
+        """A configuration was resubmitted: it waits again behind the others."""
+        with self._lock:
+            i = self.index[run_id]
+            self.started.pop(i, None)
+            self.waiting.append(i)
+            self._fill(time.monotonic())
 
     def finished(self, run_id: str, wall_s) -> None:
         """A configuration ended (done or failed) after ``wall_s`` seconds of its worker."""
-        self.work.finished(self.index[run_id], wall_s)
-        self._postfix()
-        self.bar.update(round(self.work.fraction() * self.SCALE) - self.bar.n)
+        with self._lock:
+            i = self.index[run_id]
+            self.started.pop(i, None)
+            if i in self.waiting:
+                self.waiting.remove(i)
+            self.work.finished(i, wall_s)
+            self._fill(time.monotonic())
 
     def close(self) -> None:
-        self.bar.close()
+        if self._poller is not None:
+            self._poller.__exit__(None, None, None)
 
 
 def failures(out_dir: str | os.PathLike):
