@@ -387,4 +387,82 @@ CLAIMS = [
     Claim("and must exit 0", why="the exit status a runnable example must end with (tests/test_docs_examples.py)"),
     Claim("the field and what was expected, and exit status 2:", _error_status),
     Claim("is refused, not read as 3", _refused_digit),
+    # ------------------------------------------------------------------ Progress
+    Claim("has run for 2 s. Elsewhere (a log, CI, a notebook): the same text as one line, the first after 10 s "
+          "and then one every 30 s", lambda: [_progress().DELAY_S, _progress().STATUS_AFTER_S,
+                                               _progress().STATUS_EVERY_S]),
+    Claim("bench:  42% [01:03<01:27, size 1GiB (1 of 1), 3,051.2 us simulated]",
+          why="an illustration of the status line's format (tests/test_cli_surfaces.py checks the real one)"),
+    Claim("differ 200x in cost", by_test="tests/test_progress.py::test_docs_state_the_sweep_eta_constants",
+          why="the ratio the sweep ETA is built for (docs/sweeps.md, checked there)"),
+    Claim("(estimated at 20 CPU-s or more) it prints, within 5 s of starting",
+          lambda: [_estimate_note_s(), 5.0]),
+    Claim("netsim bench: estimate: about 3 min of CPU time (16,384 GPUs, flow model: 19.4M transfers simulated "
+          "event by event; README.md#progress); --model analytical takes about 10 s",
+          by_test="tests/test_estimate.py::test_16k_flow_bench_prints_estimate_and_alternative_within_5s",
+          why="the line the 16k bench prints; the test checks its form and timing, the model's figures are "
+              "the table's"),
+    Claim("per size: 0.01 s, plus 1.2 µs per *routed* transfer (the transfers of the schedule's distinct steps: "
+          "a repeated step is routed once), plus 8 µs per transfer the flow model *simulates* (each phase's "
+          "transfers times the repetitions simulated before the executor fast-forwards it: 5, or 24 for rings; "
+          "every repetition with `--engine event`/`reference`, and on hashed routing across nodes at 4 µs each). "
+          "The analytical model costs 2 µs per routed transfer and 6 ns per transfer of every repetition. The "
+          "counts come from the bare schedule of the algorithm NCCL picks (for at most 8 of the sizes; the others "
+          "take the nearest one's); above 1,024 GPUs",
+          lambda: [_estimate().SIZE_S, _estimate().ROUTE_S * 1e6, _estimate().SIM_S * 1e6, _estimate().FF_STEPS,
+                   _estimate().RING_STEPS, _estimate().HASHED_SIM_S * 1e6, _estimate().ANALYTICAL_S * 1e6,
+                   _estimate().STEP_S * 1e9, _estimate().MAX_PROBES, _estimate().EXACT_RANKS]),
+    Claim("(within 10 % of counting whole at 4,096 GPUs)",
+          by_test="tests/test_estimate.py::test_extrapolated_counts_match_exact_ones"),
+    Claim("measured on a shared 2-core machine", why="the machine the constants were measured on"),
+    Claim("checks the estimate within 3× of the measured CPU time on a 512-GPU all-reduce and a 1,024-GPU "
+          "all-gather, and the 16k-GPU line above within 5 s of process start",
+          lambda: [_estimate().FACTOR, *_estimate_test_cases(), 5.0]),
+    Claim("(runs on the same 2-core machine", why="the machine the table was measured on"),
+    *[Claim(row, by_test="tests/test_estimate.py::test_readme_estimates_are_the_model_s",
+            why="the estimate column is recomputed by the test; the measured columns are records of runs on a "
+                "shared machine under different loads, as the text says")
+      for row in (
+        "| h100-fat-tree-16k | all_reduce 1G | 512 | flow | 3.3 | 2.1–6.0 | 0.54–1.6 |",
+        "| h100-fat-tree-16k | all_gather 1G | 1,024 | flow | 3.2 | 2.4–5.4 | 0.59–1.3 |",
+        "| h100-fat-tree-16k | alltoall 64M | 1,024 | flow | 9.6 | 11.0–22.1 | 0.44–0.87 |",
+        "| h100-superpod-1024 | all_reduce 1G | 1,024 | flow | 7.2 | 4.8–6.4 | 1.1–1.5 |",
+        "| h100-fat-tree-16k | all_reduce 1G | 4,096 | flow | 35.7 | 20.6–26.3 | 1.4–1.7 |",
+        "| h100-fat-tree-16k | all_reduce 1G | 16,384 | flow | 176 | 269 | 0.65 |",
+        "| h100-fat-tree-16k | all_reduce 1G | 2,048 | analytical | 0.7 | 0.6–0.8 | 0.85–1.1 |",
+        "| h100-fat-tree-16k | all_reduce 1G | 16,384 | analytical | 7.7 | 6.6–8.9 | 0.87–1.2 |",
+        "| megascale-12k (ECMP) | all_reduce 1G | 1,024 | flow | 9.5 | 7.1–8.4 | 1.1–1.3 |",
+        "| llama3-24k (ECMP) | all_reduce 1G | 256 | flow | 2.5 | 31.1–41.7 | 0.06–0.08 |")],
+    Claim("a run can take more than 10× the estimate (the `llama3-24k` row), and so can rings whose hops cross "
+          "tiers of different latency (all 16,384 GPUs",
+          why="the table's llama3-24k row (12x and more) and the 16k ring transient (issue 30) illustrate it"),
 ]
+
+
+def _progress():
+    from netsim import progress
+
+    return progress
+
+
+def _estimate_note_s() -> float:
+    """The CPU seconds from which ``bench`` prints its estimate before running."""
+    from netsim.cli import bench
+
+    return bench.LONG_S
+
+
+def _estimate():
+    from netsim.perftests import estimate
+
+    return estimate
+
+
+def _estimate_test_cases() -> list[int]:
+    """The GPU counts of the cases ``tests/test_estimate.py`` measures the estimate on."""
+    import ast
+
+    src = (REPO / "tests" / "test_estimate.py").read_text()
+    mark = next(d for n in ast.walk(ast.parse(src)) if isinstance(n, ast.FunctionDef)
+                and n.name == "test_estimate_within_factor_of_cpu_time" for d in n.decorator_list)
+    return [gpus for _, gpus in ast.literal_eval(mark.args[1])]

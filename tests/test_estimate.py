@@ -68,7 +68,7 @@ def test_extrapolated_counts_match_exact_ones(ft16k, monkeypatch):
     """Above EXACT_RANKS the counts come from two smaller scales; here within 10 % of counting whole."""
     cfg = validated(BenchConfig("all_reduce", gpus=4096), ft16k)
     est = estimate.estimate(ft16k, cfg, [GiB])
-    monkeypatch.setattr(cost, "EXACT_RANKS", 1 << 20)
+    monkeypatch.setattr(estimate, "EXACT_RANKS", 1 << 20)
     exact = estimate.estimate(ft16k, cfg, [GiB])
     assert est.extrapolated and not exact.extrapolated
     for a, b in ((est.counts[0].routed, exact.counts[0].routed), (est.counts[0].simulated, exact.counts[0].simulated)):
@@ -150,9 +150,9 @@ def test_readme_estimates_are_the_model_s():
     table = text[text.index("| topology | op, size | GPUs | model | estimate"):]
     rows = [ln.strip("|").split("|") for ln in table.splitlines()[2:] if ln.startswith("| ")]
     assert len(rows) >= 8
-    for topo_name, op_size, gpus, model, estimate, *_ in (map(str.strip, r) for r in rows):
+    for topo_name, op_size, gpus, model, quoted, *_ in (map(str.strip, r) for r in rows):
         op, size = op_size.split()
         topo = load_topology(TOPOLOGIES / f"{topo_name.split()[0]}.yaml")
         cfg = validated(BenchConfig(op, gpus=int(gpus.replace(",", "")), model=model), topo)
         got = estimate.estimate(topo, cfg, [units.parse_size(size)]).total_s
-        assert abs(got / float(estimate) - 1) < 0.1, (topo_name, op_size, gpus, model, estimate, got)
+        assert abs(got / float(quoted) - 1) < 0.1, (topo_name, op_size, gpus, model, quoted, got)
