@@ -38,6 +38,12 @@ from pathlib import Path
 import pandas as pd
 from IPython.display import Image, display
 
+# MegaScale (arXiv:2402.15627 §5): the share of machines that ran slower, and by how much
+MEGASCALE_SLOW_MACHINES_PCT, MEGASCALE_SLOWDOWN_PCT = 0.5, 10
+# the robust z-score's constant: 1/Φ⁻¹(0.75), so that MAD/0.6745 estimates σ for normal data
+# (Iglewicz and Hoaglin, 1993; netsim.analysis.stragglers.robust_z)
+MAD_TO_Z = 0.6745
+
 import netsim
 from netsim.analysis import (compute_heatmap, detection_scores, late_start_caveat, late_start_stragglers,
                              launch_skew, slow_hosts, slow_ranks, straggler_causes, temporal_breakdown)

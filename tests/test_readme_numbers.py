@@ -23,9 +23,8 @@ import readme_numbers as rn
 from conftest import REPO, need_traces
 
 README = REPO / "README.md"
-#: Notebooks whose prose this test holds to the rule.  notebooks/straggler_analysis.py is rewritten on
-#: its own branch (issue 35 item 5) and joins when it follows the rule.
-NOTEBOOKS = sorted(p for p in (REPO / "notebooks").glob("*.py") if not p.stem.startswith("straggler"))
+#: Notebooks whose prose this test holds to the rule: all of them.
+NOTEBOOKS = sorted((REPO / "notebooks").glob("*.py"))
 
 
 def _normalized(text: str) -> tuple[str, list[int]]:
