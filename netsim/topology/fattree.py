@@ -287,7 +287,7 @@ def fat_tree(node: Topology, n_nodes: int, tiers: list[Tier], *, nic_bw: float,
              rail_optimized: bool = True, pxn: bool | None = None, routing: str | None = None,
              fabric: str = "infiniband", qps_per_connection: int = 1, name: str = "fat-tree", nics_per_gpu: int = 1, gpus_per_nic: int = 1,
              gpus_per_switch: int | None = None, nic_pcie_bw: float | None = None,
-             switch_latency: float | None = None, intra_node: str = "nvlink") -> Topology:
+             switch_latency: float | None = None, intra_node: str = "nvlink", nic_attach: str = "pcie") -> Topology:
     """Replicate ``node`` ``n_nodes`` times under a fat-tree of ``tiers``.
 
     Parameters
@@ -356,7 +356,8 @@ def fat_tree(node: Topology, n_nodes: int, tiers: list[Tier], *, nic_bw: float,
     router = FatTreeRouter(node, n_nodes, pos, levels, link_base, level_base, node.n_links, pxn,
                            layout=lay, intra_node=intra_node)
     facts = _fat_tree_facts(node, n_nodes, tiers, levels, nic_bw, rail_optimized, bool(pxn), lay, pcie)
-    facts = replace(facts, intra_node=intra_node, fabric=fabric, qps_per_connection=int(qps_per_connection))
+    facts = replace(facts, intra_node=intra_node, fabric=fabric, qps_per_connection=int(qps_per_connection),
+                    nic_attach=nic_attach)
     gpus = (np.arange(H) // g) * node.n_nodes + node.gpus[np.arange(H) % g]
     topo = Topology(name=name, gpus=gpus.astype(np.int32), router=router, facts=facts,
                     node_kind=node_base, **arrays)

@@ -195,6 +195,13 @@ def _intra(v, src, f):
     return v
 
 
+def _attach(v, src, f):
+    from netsim.topology.facts import NIC_ATTACH
+    if v not in NIC_ATTACH:
+        raise InputError(f"expected one of {', '.join(NIC_ATTACH)}, got {v!r}", source=src, field=f)
+    return v
+
+
 @dataclass(frozen=True)
 class PcieSwitchSpec:
     """PCIe switches between GPUs and NICs (:mod:`netsim.topology.hostio`).
@@ -232,6 +239,8 @@ class ScaleOutSpec:
         or ``gen4x16``-style (the PCIe specification's rate).
     pcie_latency: seconds for the PCIe hop.
     pcie_switch: PCIe switches between GPUs and NICs (implied when a NIC is not one GPU's alone).
+    nic_attach: ``pcie`` (default) or ``c2c``: the NIC hangs off the CPU, reached over NVLink-C2C
+        (GB200/GB300; ``pcie_bw`` is then the CPU's PCIe link to the NIC).
     intra_node: ``nvlink`` (default) or ``nic``: GPUs of one node talk through their NICs
         and the fabric (pure-RDMA kernels).
     rail_optimized: NIC *i* of every node on the leaf of rail *i*.
@@ -253,6 +262,7 @@ class ScaleOutSpec:
     pcie_latency: float = _opt(_time, 100e-9)
     pcie_switch: PcieSwitchSpec | None = _opt(_pcie_switch)
     intra_node: str = _opt(_intra, "nvlink")
+    nic_attach: str = _opt(_attach, "pcie")
     rail_optimized: bool = _opt(_bool, True)
     pxn: bool | None = _opt(_bool)
     fabric: str = _opt(_fabric, "infiniband")
@@ -446,7 +456,7 @@ def _build(spec: TopologySpec, source: str) -> Topology:
                         name=spec.name,
                         nics_per_gpu=lay.nics_per_gpu, gpus_per_nic=lay.gpus_per_nic,
                         gpus_per_switch=lay.gpus_per_switch, nic_pcie_bw=sw.nic_bw,
-                        switch_latency=sw.latency, intra_node=so.intra_node)
+                        switch_latency=sw.latency, intra_node=so.intra_node, nic_attach=so.nic_attach)
     except ValueError as exc:
         raise InputError(f"cannot wire {spec.nodes} nodes: {exc}", source=source,
                          field="scale_out.tiers") from None
