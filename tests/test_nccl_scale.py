@@ -140,3 +140,13 @@ def test_ring_latency_sums_every_hop_of_the_chain(nodes):
         phys = float(su.path_latency(indptr, links).max())
         paid += (st.overhead_s + phys) * ph.repeat
     assert paid * 1e6 == pytest.approx(want, rel=1e-6)
+
+
+def test_tree_latencies_use_nccls_integer_log2(r20):
+    """tuning.cc:416-418 and 427-428 count log2i(nNodes) = floor(log2) tree levels (utils.h:56-57):
+    20 racks are 4 levels, not 4.32.  NVLS tree: 0 base + NVLink 25 + 2 x 4 x net 20.9 (tuning.cc:149-174)."""
+    info = nccl.CommInfo.from_topology(r20, np.arange(1440))
+    c = next(c for c in nccl.candidates("all_reduce", 1 << 30, info) if c.algorithm == "nvls_tree")
+    assert c.latency_us == pytest.approx(25 + 2 * 4 * 20.9)
+    t = next(c for c in nccl.candidates("all_reduce", 1 << 30, info) if c.label == "tree/Simple")
+    assert t.latency_us == pytest.approx(8.4 + 2 * (71 * 4.0 + 4 * 14.0))

@@ -277,6 +277,11 @@ def ring_channels(arch: str, nnodes: int, ppn: int, bw_intra: float, nic_line: f
     return int(nc)
 
 
+def _log2i(n: int) -> int:
+    """NCCL's ``log2i``: ``log2Down`` (utils.h:56-57, bitops.h:292), floor(log2 n)."""
+    return int(n).bit_length() - 1
+
+
 def _ll_max_bw(info: "CommInfo", idx: int) -> float:
     """llMaxBw: the GPU's row on one node, the CPU's row across nodes (tuning.cc:268-272)."""
     if info.nnodes == 1:
@@ -386,11 +391,12 @@ def candidates(op: str, nbytes: float, info: CommInfo) -> list[Choice]:
                     n_inter = 0 if nn == 1 else (2 * (nn - 1) if op == "all_reduce" else nn - 1)
                     lat += (nsteps - n_inter) * ilat + n_inter * inter_lat
             elif algo == "tree":
-                lat += 2 * ((ppn - 1) * intra_lat + math.log2(nn) * inter_lat) if nn > 1 else 2 * (ppn - 1) * intra_lat
+                # log2i is NCCL's floor(log2) (utils.h:56-57): tuning.cc:416-418
+                lat += 2 * ((ppn - 1) * intra_lat + _log2i(nn) * inter_lat) if nn > 1 else 2 * (ppn - 1) * intra_lat
             elif algo == "nvls":
                 lat += intra_lat + (inter_lat if nn > 1 else 0)
             else:
-                lat += intra_lat + 2 * math.log2(nn) * inter_lat
+                lat += intra_lat + 2 * _log2i(nn) * inter_lat  # tuning.cc:427-428
             # ncclTopoGetAlgoTime: plateau effect of ring (tuning.cc:647-650), only when
             # nBytes / (nChannels * nRanks) >= 64, x1.9 before SM80 and x1.4 from SM80 on
             if algo == "ring" and proto == "Simple" and nn > 1 and op == "all_reduce" and nbytes / (nch * n) >= 64:
