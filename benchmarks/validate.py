@@ -186,6 +186,21 @@ RECORDS = [
          "and NDR; fabric assumed full-bisection)", note="analytical"),
 ]
 
+# ---- held out (issue 33), settings written before the first run: GB200 NVL partitions across racks (NCCL #1801).
+# Each partition is one NCCL node (an MNNVL clique) of 4 or 8 GPUs with one 400G ConnectX-7 per GPU on Grace (the
+# gb200-nvl72-8rack topology cut to 3 nodes of 4 or 8 GPUs; the issue does not state the NIC: GB200 NVL72's CX-7
+# NDR assumed). NVLS off as measured (NCCL_NVLS_ENABLE=0): node.nvls=false. The run used NCCL 2.27.3, netsim
+# follows 2.30.7. 16 GiB, out-of-place busbw.
+NC1801 = source("nccl_1801")
+for gpn in (4, 8):
+    for algo in ("ring", "tree"):
+        RECORDS.append(_rec(
+            f"ar-gb200-nvl{gpn}x3-{algo}", "scale-out",
+            f"3 x GB200 NVL{gpn} partitions (3 racks, {3 * gpn} GPUs, IB) all-reduce 16 GiB, {algo}",
+            rows("nccl_1801")[f"nvl{gpn}_{algo}"], "GB/s busbw", NC1801,
+            _bench("gb200-nvl72-8rack.yaml", "all_reduce", 16 * G, 3 * gpn, algo,
+                   sets=["nodes=3", f"node.gpus={gpn}", "node.nvls=false"])))
+
 # ---- MoE dispatch/combine: DeepEP V1 normal (H800), low-latency (H800), V2 (SM90 CX7; SM100 NVLink)
 for ep, pubs in rows("deepep_v1_normal").items():
     for op, pub in zip(("moe_dispatch", "moe_combine"), pubs):

@@ -139,7 +139,9 @@ def test_nvls_efficiency_is_a_rate_cap_not_extra_bytes():
 
 def test_auto_never_picks_nvls_tree_for_ranks_that_are_not_whole_nodes():
     su = load_topology(SU)
-    ranks = np.array([g * 8 + k for g in range(8) for k in (0, 1)])  # 2 GPUs on each of 8 nodes
+    # 7 GPUs on each of 8 nodes (with 2 of 8, NVLS-tree's 2 heads cap it at 2 x perChMaxNVLSTreeBw,
+    # tuning.cc:320-322, below the ring: NCCL would not pick it)
+    ranks = np.array([g * 8 + k for g in range(8) for k in range(7)])
     info = nccl.CommInfo.from_topology(su, ranks)
     assert info.nvls and nccl.choose("all_reduce", 1 << 30, info).algorithm == "nvls_tree"  # NCCL's pick
     p = plan(su, ranks, "all_reduce", 1 << 30)  # but the schedule needs whole nodes: the next best runs

@@ -210,10 +210,17 @@ def hierarchical(op: str, n: int, nbytes: float, *, local_size: int, intra: str 
 
 
 def nvls_tree_all_reduce(n: int, nbytes: float, *, local_size: int, inter: str = "tree",
-                         chunks: int | None = None, channels: int = 1) -> Schedule:
+                         chunks: int | None = None, channels: int = 1, heads: int | None = None) -> Schedule:
     """NCCL NVLSTree-like all-reduce: NVLS reduce-scatter inside each node of ``local_size``
-    GPUs, an all-reduce of ``S/local_size`` among the GPUs of equal local index across nodes
-    (``inter`` = ``tree`` or ``ring``), then NVLS all-gather inside each node.
+    GPUs onto its ``heads`` NVLS heads (default: every GPU), an all-reduce of ``S/heads``
+    among the heads of equal index across nodes (``inter`` = ``tree`` or ``ring``), then NVLS
+    all-gather from the heads inside each node.
+
+    Heads are NCCL's: one per channel of the NVLS graph, each a GPU with its own NIC, at most
+    ``NCCL_MAX_NVLS_ARITY`` (:func:`netsim.collectives.nccl.nvls_heads`); only they cross nodes
+    (``all_reduce.h``, NVLS_TREE: the head rank reduces chunk ``headRank`` and sends it up its
+    tree, connect.cc ``connectNvls``: the trees join heads of equal index).  Heads are the
+    node's first ``heads`` GPUs.
 
     Stages run one after another (NCCL overlaps them); ``chunks`` is the pipeline depth of the
     NVLS and tree stages, ``channels`` applies to the inter-node stage.
@@ -221,5 +228,22 @@ def nvls_tree_all_reduce(n: int, nbytes: float, *, local_size: int, inter: str =
     k = check_nodes(n, local_size)
     if inter not in ("tree", "ring"):
         raise InputError(f"expected inter 'tree' or 'ring', got {inter!r}", source="argument", field="inter")
-    return _staged("all_reduce", "nvls_tree", n, nbytes, [(n // k, "nvls"), (k, inter)],
-                   channels=channels, chunks=chunks)
+    g = n // k
+    h = g if heads is None else check_int(heads, "heads")
+    if h > g:
+        raise InputError(f"{h} NVLS heads in a node of {g} GPUs", source="argument", field="heads")
+    if h == g:
+        return _staged("all_reduce", "nvls_tree", n, nbytes, [(g, "nvls"), (k, inter)],
+                       channels=channels, chunks=chunks)
+    S = float(nbytes)
+    nodes = np.arange(n, dtype=np.int64).reshape(k, g)
+    whole = np.tile(np.arange(h, dtype=np.int64), (k, 1))
+    rs = nvls.nvls_reduce_scatter(g, S, chunks=chunks, owners=h)
+    ag = nvls.nvls_all_gather(g, S, chunks=chunks, owners=h)
+    stages = [on_groups("all_reduce", "nvls_tree", n, S, rs, nodes, whole, h)]
+    if k > 1:
+        mid = block("all_reduce", inter, k, S / h, channels=channels, chunks=chunks)
+        rails = nodes[:, :h].T  # head j of every node
+        stages.append(on_groups("all_reduce", "nvls_tree", n, S, mid, rails, np.arange(h)[:, None], h))
+    stages.append(on_groups("all_reduce", "nvls_tree", n, S, ag, nodes, whole, h))
+    return concat("all_reduce", "nvls_tree", n, S, *stages)

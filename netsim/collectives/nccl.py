@@ -83,6 +83,9 @@ _NET_OVERHEAD_US = {"intel": 1.0, "amd": 2.0, "arm": 1.0, "mixed": 1.0}
 #: tuning.cc:593) and threads per channel (device.h:95-114; tuning.cc:245-256).
 _THREAD_THRESHOLD = {"LL": 8, "LL128": 8, "Simple": 64}
 _MAX_THREADS = {"LL": 512, "LL128": 640, "Simple": 512}
+#: NCCL_MAX_NVLS_ARITY (device.h:213): the NVLS graph has at most this many channels, hence heads
+#: (search.cc:1127 ``maxChannels = min(NCCL_MAX_NVLS_ARITY, nGPUs)``).
+MAX_NVLS_ARITY = 32
 #: NVLS channels (nvls.cc:155-157, 210-213): 16 on Hopper; Blackwell 24 on one node, 32 across.
 _NVLS_CHANNELS = {"hopper": (16, 16), "blackwell": (24, 32)}
 #: Ring graph search speeds (GB/s per channel), search.cc:1051-1065: (intra-node, inter-node).
@@ -119,6 +122,9 @@ class CommInfo:
     cpu: str = "intel"  # host CPU vendor (NCCL's multi-node llMaxBw row and net overhead)
     nvls_channels: int = 16  # NCCL's nvlsChannels (nvls.cc:155-157)
     nvlinks: int | None = None  # NVLinks per GPU, as the topology's builder wired them (None: not known)
+    nvls_heads: int = 0  # NVLS heads per node across nodes (:func:`nvls_heads`; 0: min(ppn, 32))
+    head_nic: float = 0.0  # achievable GB/s of one head's NIC (0: bw_inter)
+    nvls_tree_chunk: int = 128 << 10  # min(nvlsChunkSize, nvlsTreeMaxChunkSize) (:func:`nvls_tuning`)
 
     @classmethod
     def from_topology(cls, topo: Topology, ranks: np.ndarray, channels: int | None = None) -> "CommInfo":
@@ -145,9 +151,97 @@ class CommInfo:
             nvl = links * nvlink_gbps(model) if links and bw_intra > 0 else bw_intra
             channels = ring_channels(arch, int(nodes.size), ppn, nvl, nic_line)
         cpu = str(topo.facts.cpu_vendor or DEFAULT_CPU.get(model, "intel"))
-        nvls_ch = _NVLS_CHANNELS.get(arch, (16, 16))[int(nodes.size > 1)]
+        port = float(topo.facts.nic_port_Bps or 0.0) / 1e9  # one NIC port: minNetBw; a head crosses on one
+        near = topo.facts.nic_attach != "c2c"  # GPU-NIC path PIX/PXB, or P2C through the CPU (GB200)
+        nvls_ch, tree_chunk = nvls_tuning(arch, int(nodes.size), ppn, port or nic_line, near)
+        gpn = int(topo.facts.gpus_per_nic or 1)
+        heads = nvls_heads(ppn, ppn // gpn if topo.facts.scaleout else 0)
+        head_nic = min(port, pcie) if 0 < pcie else port
         return cls(int(ranks.size), int(nodes.size), ppn, arch, bw_intra, nic, nvls, int(channels), g, cpu, nvls_ch,
-                   links)
+                   links, heads, head_nic * eff.get("ib", 1.0), tree_chunk)
+
+
+def nvls_tuning(arch: str, nnodes: int, ppn: int, nic_line: float, nic_near: bool = True) -> tuple[int, int]:
+    """``ncclNvlsTuning`` (nvls.cc:200-244): (``nvlsChannels``, NVLS-tree chunk bytes =
+    ``min(nvlsChunkSize, nvlsTreeMaxChunkSize)``, enqueue.cc:2281).
+
+    Channels (NVLS compute channels, one thread block each): 16 on Hopper, Blackwell 24 on one
+    node and 32 across (nvls.cc:155-157, 203-208).  Chunk 128 KiB (``NCCL_NVLS_CHUNKSIZE``,
+    nvls.cc:160); the tree's maximum, when no rule sets it, 64 KiB from 4 nodes on, else the chunk
+    (nvls.cc:227-229).  Across nodes on SM100, ``ncclNvlsTreeSm100Tuning`` (nvls.cc:165-198) sets
+    them by the NIC's line rate (GB/s, ``minNetBw``), GPUs per node and whether the NIC is near
+    the GPU (``nic_near``: path PIX/PXB, a PCIe switch; not on GB200, where it hangs off Grace):
+
+    * 2 nodes, NIC >= 48: 32 channels, tree max 128 KiB; <= 4 GPUs per node: chunk and max 256 KiB;
+      >= 16 GPUs, or <= 8 with a near NIC below 96: max 64 KiB;
+    * NIC >= 96: <= 8 GPUs: 24 channels, chunk and max 256 KiB; else 32, max 128 KiB (< 32 GPUs)
+      or 64 KiB;
+    * NIC >= 48: 24 channels, max 128 KiB (64 KiB with a near NIC).
+
+    >>> nvls_tuning("hopper", 32, 8, 50.0), nvls_tuning("blackwell", 1, 72, 0.0)
+    ((16, 65536), (24, 131072))
+    >>> nvls_tuning("blackwell", 2, 72, 50.0, False), nvls_tuning("blackwell", 20, 72, 50.0, False)
+    ((32, 65536), (24, 131072))
+    """
+    chunk, tree_max = 128 << 10, 0
+    nch = _NVLS_CHANNELS.get(arch, (16, 16))[int(nnodes > 1)]
+    if arch == "blackwell" and nnodes > 1:
+        if nnodes == 2 and nic_line >= 48.0:
+            nch, tree_max = 32, 128 << 10
+            if ppn <= 4:
+                chunk = tree_max = 256 << 10
+            elif ppn >= 16 or (ppn <= 8 and nic_near and nic_line < 96.0):
+                tree_max = 64 << 10
+        elif nic_line >= 96.0:
+            if ppn <= 8:
+                nch, chunk, tree_max = 24, 256 << 10, 256 << 10
+            else:
+                nch, tree_max = 32, (128 << 10) if ppn < 32 else (64 << 10)
+        elif nic_line >= 48.0:
+            nch, tree_max = 24, (64 << 10) if nic_near else (128 << 10)
+    if tree_max == 0:
+        tree_max = (64 << 10) if nnodes >= 4 else chunk
+    return int(nch), int(min(chunk, tree_max))
+
+
+def nvls_tree_chunk(nbytes: float, channels: int, heads: int, chunk: int) -> int:
+    """The NVLS-tree chunk for ``nbytes`` (enqueue.cc:2273-2285): with ``ops = channels x heads``
+    chunks in flight, 256 KiB if ``nBytes < 32·ops·chunk``, 128 KiB below 16x, 64 KiB below 4x,
+    32 KiB below 1x (each only lowering).
+
+    >>> nvls_tree_chunk(1 << 30, 24, 32, 128 << 10), nvls_tree_chunk(64 << 20, 24, 32, 128 << 10)
+    (131072, 65536)
+    """
+    ops = channels * heads
+    for mult, cut in ((32, 256 << 10), (16, 128 << 10), (4, 64 << 10), (1, 32 << 10)):
+        if nbytes < mult * ops * chunk and chunk > cut:
+            chunk = cut
+    return int(chunk)
+
+
+def nvls_tree_pieces(nbytes: float, info: "CommInfo", limit: int = 64) -> int:
+    """Pipeline pieces of an NVLS-tree all-reduce: one piece is one loop of NCCL's kernel, a chunk
+    per head per channel (all_reduce.h NVLS_TREE: ``loopCount = nHeads * chunkCount`` per channel,
+    the tree store-and-forwards whole chunks), so ``ceil(nBytes / (nvlsChannels·nHeads·chunk))``,
+    1 .. ``limit``."""
+    heads = info.nvls_heads or min(MAX_NVLS_ARITY, info.ppn)
+    chunk = nvls_tree_chunk(nbytes, info.nvls_channels, heads, info.nvls_tree_chunk)
+    return int(max(1, min(limit, math.ceil(nbytes / (info.nvls_channels * heads * chunk)))))
+
+
+def nvls_heads(ppn: int, gpus_with_nic: int) -> int:
+    """NCCL's NVLS heads per node across nodes: the NVLS graph's channels (init.cc:980-981,
+    ``graphs[NVLS_TREE]`` is the NVLS graph), one per head (connect.cc:75-90, duplicates dropped).
+
+    The graph search gives each channel a NIC whose local GPU is not yet a head (search.cc:754-771:
+    ``net.localGpu``, ``duplicate``), up to ``min(NCCL_MAX_NVLS_ARITY, nGPUs)`` channels
+    (search.cc:1127, device.h:213): so ``min(32, ppn, GPUs with a NIC of their own)``.  A GB200
+    NVL72 rack (72 GPUs, 72 NICs) has 32 heads: 32 of its 72 NICs carry NVLS-tree traffic.
+
+    >>> nvls_heads(8, 8), nvls_heads(72, 72), nvls_heads(8, 4)
+    (8, 32, 4)
+    """
+    return int(max(1, min(MAX_NVLS_ARITY, ppn, gpus_with_nic if gpus_with_nic > 0 else ppn)))
 
 
 def ring_channels(arch: str, nnodes: int, ppn: int, bw_intra: float, nic_line: float) -> int:
@@ -181,6 +275,11 @@ def ring_channels(arch: str, nnodes: int, ppn: int, bw_intra: float, nic_line: f
     if sm90 and nnodes > 1 and speed > 45.0 and nc < 16:
         nc *= 2
     return int(nc)
+
+
+def _log2i(n: int) -> int:
+    """NCCL's ``log2i``: ``log2Down`` (utils.h:56-57, bitops.h:292), floor(log2 n)."""
+    return int(n).bit_length() - 1
 
 
 def _ll_max_bw(info: "CommInfo", idx: int) -> float:
@@ -258,11 +357,13 @@ def candidates(op: str, nbytes: float, info: CommInfo) -> list[Choice]:
                 continue
             bus = bw_node
             if algo in ("nvls", "nvls_tree"):  # tuning.cc:307-322
-                nvls_graph = min(32, ppn)  # NVLS graph: one channel per GPU head (search.cc:1127, device.h:213)
-                intra = info.bw_intra * NVLS_EFFICIENCY[arch] * (nvls_graph - 1) / nvls_graph
+                # busBw = nChannels (the NVLS graph's: one per head, :func:`nvls_heads`) x min(intra, inter, cap)
+                heads = (info.nvls_heads or min(MAX_NVLS_ARITY, ppn)) if nn > 1 else min(MAX_NVLS_ARITY, ppn)
+                intra = info.bw_intra * NVLS_EFFICIENCY[arch] * (heads - 1) / heads
                 intra *= 2.0 if op == "all_reduce" else (ppn - 1) / ppn
-                inter = info.bw_inter * ppn * (2 if nn <= 2 and algo == "nvls_tree" else 1) if nn > 1 else math.inf
-                cap = _PER_CH_NVLS_TREE[arch][idx] * nch if algo == "nvls_tree" else math.inf
+                per_nic = info.head_nic or info.bw_inter
+                inter = per_nic * heads * (2 if nn <= 2 and algo == "nvls_tree" else 1) if nn > 1 else math.inf
+                cap = _PER_CH_NVLS_TREE[arch][idx] * heads if algo == "nvls_tree" else math.inf
                 bus = min(intra, inter, cap)
             if algo == "ring" and proto == "LL":  # tuning.cc:327
                 bus = min(ll_max, bus * .5)
@@ -290,11 +391,12 @@ def candidates(op: str, nbytes: float, info: CommInfo) -> list[Choice]:
                     n_inter = 0 if nn == 1 else (2 * (nn - 1) if op == "all_reduce" else nn - 1)
                     lat += (nsteps - n_inter) * ilat + n_inter * inter_lat
             elif algo == "tree":
-                lat += 2 * ((ppn - 1) * intra_lat + math.log2(nn) * inter_lat) if nn > 1 else 2 * (ppn - 1) * intra_lat
+                # log2i is NCCL's floor(log2) (utils.h:56-57): tuning.cc:416-418
+                lat += 2 * ((ppn - 1) * intra_lat + _log2i(nn) * inter_lat) if nn > 1 else 2 * (ppn - 1) * intra_lat
             elif algo == "nvls":
                 lat += intra_lat + (inter_lat if nn > 1 else 0)
             else:
-                lat += intra_lat + 2 * math.log2(nn) * inter_lat
+                lat += intra_lat + 2 * _log2i(nn) * inter_lat  # tuning.cc:427-428
             # ncclTopoGetAlgoTime: plateau effect of ring (tuning.cc:647-650), only when
             # nBytes / (nChannels * nRanks) >= 64, x1.9 before SM80 and x1.4 from SM80 on
             if algo == "ring" and proto == "Simple" and nn > 1 and op == "all_reduce" and nbytes / (nch * n) >= 64:

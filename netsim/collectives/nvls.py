@@ -43,6 +43,7 @@ import numpy as np
 
 from netsim.collectives.compose import COPY, REDUCE, Flow, check_int, pipeline_chunks, traced
 from netsim.collectives.schedule import DOWN, UP, Phase, Schedule, Step
+from netsim.errors import InputError
 
 # stage: (step offset, hop, carries "all" shards of the piece or the GPU's "own", kind)
 _STAGES = {
@@ -52,15 +53,19 @@ _STAGES = {
 }
 
 
-def _nvls(op: str, algorithm: str, n: int, nbytes: float, chunks: int | None) -> Schedule:
+def _nvls(op: str, algorithm: str, n: int, nbytes: float, chunks: int | None, owners: int | None = None) -> Schedule:
+    """The NVLS collective; ``owners`` (default ``n``): GPUs ``0 .. owners-1`` own the shards
+    (the reduce-scatter's outputs, the all-gather's inputs), one each, ``piece/owners`` bytes."""
     n = check_int(n, "n")
     S = float(nbytes)
     if n < 2:
         return Schedule(op, algorithm, n, S, ())
+    h = n if owners is None else check_int(owners, "owners")
+    if h > n:
+        raise InputError(f"{h} shard owners among {n} GPUs", source="argument", field="owners")
     c = pipeline_chunks(S) if chunks is None else check_int(chunks, "chunks")
     stages = _STAGES[op]
     piece = S / c
-    size = {"all": piece, "own": piece / n}
     last = max(s[0] for s in stages)
     bounds = np.unique([b for s in stages for b in (s[0], s[0] + c)])
     gpu = np.arange(n, dtype=np.int64)
@@ -70,28 +75,31 @@ def _nvls(op: str, algorithm: str, n: int, nbytes: float, chunks: int | None) ->
         live = [s for s in stages if s[0] <= lo < s[0] + c]
         src, dst, nb, hop = [], [], [], []
         per_dir = {}
-        for h in (UP, DOWN):
-            mine = [s for s in live if s[1] == h]
+        for d in (UP, DOWN):
+            mine = [s for s in live if s[1] == d]
             if mine:
-                per_dir[h] = (len(src), mine)
-                src.append(gpu if h == UP else peer)
-                dst.append(peer if h == UP else gpu)
-                nb.append(np.full(n, sum(size[s[2]] for s in mine)))
-                hop.append(np.full(n, h, dtype=np.int64))
+                # a direction that carries only owners' shards has transfers on the owners alone
+                who = gpu if any(s[2] == "all" for s in mine) else gpu[:h]
+                per_dir[d] = (sum(a.size for a in src), mine)
+                src.append(who if d == UP else peer[who])
+                dst.append(peer[who] if d == UP else who)
+                nb.append(sum(np.full(who.size, piece) if s[2] == "all" else np.where(who < h, piece / h, 0.0)
+                              for s in mine))
+                hop.append(np.full(who.size, d, dtype=np.int64))
         st = Step(np.concatenate(src), np.concatenate(dst), np.concatenate(nb),
                   reduce=any(s[3] == REDUCE for s in live), hop=np.concatenate(hop))
         phases.append(Phase(st, hi - lo))
 
         def fl(rep, lo=lo, per_dir=per_dir):
             tids, units, kinds = [], [], []
-            for block, mine in per_dir.values():
+            for base, mine in per_dir.values():
                 for off, _, which, kind in mine:
                     p = lo + rep - off
-                    if which == "own":  # GPU i: unit (shard i, piece p)
-                        tid, unit = block * n + gpu, gpu * c + p
+                    if which == "own":  # owner j: unit (shard j, piece p)
+                        tid, unit = base + gpu[:h], gpu[:h] * c + p
                     else:  # every shard of piece p
-                        tid = block * n + np.repeat(gpu, n)
-                        unit = np.tile(gpu * c + p, n)
+                        tid = base + np.repeat(gpu, h)
+                        unit = np.tile(gpu[:h] * c + p, n)
                     tids.append(tid)
                     units.append(unit)
                     kinds.append(np.full(tid.size, kind))
@@ -99,7 +107,7 @@ def _nvls(op: str, algorithm: str, n: int, nbytes: float, chunks: int | None) ->
         fns.append(fl)
     assert sum(p.repeat for p in phases) == c + last
     sched = Schedule(op, algorithm, n, S, tuple(phases))
-    return traced(sched, lambda: Flow(n * c, tuple(fns)))
+    return traced(sched, lambda: Flow(h * c, tuple(fns)))
 
 
 def nvls_all_reduce(n: int, nbytes: float, *, chunks: int | None = None) -> Schedule:
@@ -107,11 +115,14 @@ def nvls_all_reduce(n: int, nbytes: float, *, chunks: int | None = None) -> Sche
     return _nvls("all_reduce", "nvls", n, nbytes, chunks)
 
 
-def nvls_reduce_scatter(n: int, nbytes: float, *, chunks: int | None = None) -> Schedule:
-    """NVLS reduce-scatter (ld_reduce only); ``nbytes`` is the total input, GPU j gets shard j."""
-    return _nvls("reduce_scatter", "nvls", n, nbytes, chunks)
+def nvls_reduce_scatter(n: int, nbytes: float, *, chunks: int | None = None,
+                        owners: int | None = None) -> Schedule:
+    """NVLS reduce-scatter (ld_reduce only); ``nbytes`` is the total input, GPU j gets shard j
+    (of ``owners`` shards, default ``n``: NVLS-tree's heads, :func:`netsim.collectives.hierarchical.nvls_tree_all_reduce`)."""
+    return _nvls("reduce_scatter", "nvls", n, nbytes, chunks, owners)
 
 
-def nvls_all_gather(n: int, nbytes: float, *, chunks: int | None = None) -> Schedule:
-    """NVLS all-gather (multicast store only); ``nbytes`` is the total output."""
-    return _nvls("all_gather", "nvls", n, nbytes, chunks)
+def nvls_all_gather(n: int, nbytes: float, *, chunks: int | None = None, owners: int | None = None) -> Schedule:
+    """NVLS all-gather (multicast store only); ``nbytes`` is the total output, held by GPUs
+    ``0 .. owners-1`` (default ``n``) in equal shards."""
+    return _nvls("all_gather", "nvls", n, nbytes, chunks, owners)

@@ -84,7 +84,8 @@ def plan(topo: Topology, ranks, op: str, nbytes: float, algo: str = "auto", *,
     info, g, choice, name, nc = d
     if choice is None:
         return _p2p_plan(topo, ranks, op, nbytes, algo, info, g, matrix, protocol, shaped)
-    sched, depth, sched_channels = _build(op, name, n, nbytes, g, nc if split_channels else 1, choice.protocol)
+    sched, depth, sched_channels = _build(op, name, n, nbytes, g, nc if split_channels else 1, choice.protocol,
+                                          info.nvls_heads, nccl.nvls_tree_pieces(nbytes, info, MAX_PIECES))
     if not shaped:
         return Plan(sched, name, "none", sched_channels, None)
     sched = shape(sched, topo, ranks, choice, depth, nc, sched_channels, f"{name}/{choice.protocol}")
@@ -170,13 +171,17 @@ def _with_protocol(choice, op, nbytes, info, protocol):
     raise InputError(f"{choice.algorithm} has no {protocol} protocol in NCCL", source="--proto")
 
 
-def _build(op: str, name: str, n: int, nbytes: float, g: int | None, nc: int, proto: str):
+def _build(op: str, name: str, n: int, nbytes: float, g: int | None, nc: int, proto: str, heads: int = 0,
+           tree_pieces: int = 0):
     """(schedule, steps that share NCCL's latency, channels inside the schedule); ``g`` (ranks per
     node) is set for the algorithms that need whole nodes (:data:`WHOLE_NODES`, checked by :func:`_decide`).
 
     NCCL's latency (base + per-hop terms) is spread over every step of the schedule, so the
     shaped run pays exactly NCCL's latency and pipelined schedules keep their bandwidth:
-    (pieces + depth - 1) steps of one piece each approach S/B as pieces grow."""
+    (pieces + depth - 1) steps of one piece each approach S/B as pieces grow.  ``heads``: NCCL's
+    NVLS heads per node (:func:`netsim.collectives.nccl.nvls_heads`; 0: every GPU), the only GPUs
+    whose NICs carry nvls_tree's inter-node stage; ``tree_pieces``: its pipeline pieces, NCCL's
+    loops (:func:`netsim.collectives.nccl.nvls_tree_pieces`; 0: one chunk per channel per piece)."""
     from netsim.collectives import chain, ring
     if name == "ring":
         if op == "broadcast":
@@ -217,10 +222,11 @@ def _build(op: str, name: str, n: int, nbytes: float, g: int | None, nc: int, pr
     if name == "nvls_tree":
         from netsim.collectives.compose import pipeline
         from netsim.collectives.hierarchical import nvls_tree_all_reduce
-        k = _pieces(nbytes, nc, proto)
-        piece = nvls_tree_all_reduce(n, nbytes / k, local_size=g, chunks=1, channels=max(1, min(nc, g)))
+        k = tree_pieces or _pieces(nbytes, nc, proto)
+        h = min(heads, g) if heads > 0 else g
+        piece = nvls_tree_all_reduce(n, nbytes / k, local_size=g, chunks=1, channels=max(1, min(nc, h)), heads=h)
         s = pipeline("nvls_tree", piece, k, nbytes)
-        return s, s.n_steps, max(1, min(nc, g))
+        return s, s.n_steps, max(1, min(nc, h))
     raise InputError(f"unknown algorithm {name!r}", source="--algo")
 
 

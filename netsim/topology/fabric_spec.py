@@ -43,7 +43,7 @@ def build_fabric(node: Topology, n_nodes: int, so, name: str, source: str) -> To
                         nics_per_gpu=lay.nics_per_gpu, gpus_per_nic=lay.gpus_per_nic,
                         gpus_per_switch=lay.gpus_per_switch, nic_pcie_bw=sw.nic_bw if sw else None,
                         switch_latency=sw.latency if sw else None, intra_node=so.intra_node,
-                        planes=planes, rail_only=so.kind == "rail_only")
+                        planes=planes, rail_only=so.kind == "rail_only", nic_attach=so.nic_attach)
     except ValueError as exc:
         what = "every plane" if planes > 1 else f"{n_nodes} nodes"
         raise InputError(f"cannot wire {what}: {exc}", source=source, field="scale_out.tiers") from None

@@ -32,6 +32,11 @@ SCALEUP_KINDS: tuple[str, ...] = ("nvswitch", "nvlink_mesh", "astra_multidim")
 SCALEOUT_KINDS: tuple[str, ...] = ("fat_tree",)
 #: Values of :attr:`TopologyFacts.intra_node`: how GPUs of one node reach each other.
 INTRA_NODE_ROUTES: tuple[str, ...] = ("nvlink", "nic")
+#: Where a GPU's NIC hangs: ``pcie`` (on the GPU's PCIe link or PCIe switch: NCCL path PIX/PXB) or
+#: ``c2c`` (on the CPU, which the GPU reaches over NVLink-C2C, as on GB200/GB300: NCCL path P2C,
+#: ``src/graph/paths.cc:206, 794-806``, v2.30.7-1; GPU Direct RDMA stays on, ``NCCL_NET_GDR_C2C=1``,
+#: paths.cc:465, 511).
+NIC_ATTACH: tuple[str, ...] = ("pcie", "c2c")
 
 
 @dataclass(frozen=True)
@@ -136,6 +141,8 @@ class TopologyFacts:
     #: How GPUs of one node reach each other, one of :data:`INTRA_NODE_ROUTES`: ``nvlink`` (the
     #: scale-up network) or ``nic`` (through their NICs and the fabric: pure-RDMA kernels).
     intra_node: str = "nvlink"
+    #: Fat-tree: where each GPU's NIC hangs, one of :data:`NIC_ATTACH` (NCCL's GPU-to-NIC path type).
+    nic_attach: str = "pcie"
     #: Smallest one-direction capacity across a balanced cut of the GPUs (``nan``: not computed).
     bisection_Bps: float = float("nan")
     #: Longest shortest route between two GPUs, in links.
@@ -201,6 +208,8 @@ class TopologyFacts:
         object.__setattr__(self, "dims", tuple(self.dims))
         if self.scaleup is not None and self.scaleup not in SCALEUP_KINDS:
             raise ValueError(f"scaleup must be one of {', '.join(SCALEUP_KINDS)}, got {self.scaleup!r}")
+        if self.nic_attach not in NIC_ATTACH:
+            raise ValueError(f"nic_attach must be one of {', '.join(NIC_ATTACH)}, got {self.nic_attach!r}")
         if self.intra_node not in INTRA_NODE_ROUTES:
             raise ValueError(f"intra_node must be one of {', '.join(INTRA_NODE_ROUTES)}, got {self.intra_node!r}")
         if self.scaleout is not None and self.scaleout not in SCALEOUT_KINDS:

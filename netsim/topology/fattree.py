@@ -322,7 +322,7 @@ def fat_tree(node: Topology, n_nodes: int, tiers: list[Tier], *, nic_bw: float,
              fabric: str = "infiniband", qps_per_connection: int = 1, name: str = "fat-tree", nics_per_gpu: int = 1, gpus_per_nic: int = 1,
              gpus_per_switch: int | None = None, nic_pcie_bw: float | None = None,
              switch_latency: float | None = None, intra_node: str = "nvlink", planes: int = 1,
-             rail_only: bool = False) -> Topology:
+             rail_only: bool = False, nic_attach: str = "pcie") -> Topology:
     """Replicate ``node`` ``n_nodes`` times under a fat-tree of ``tiers``.
 
     Parameters
@@ -403,7 +403,7 @@ def fat_tree(node: Topology, n_nodes: int, tiers: list[Tier], *, nic_bw: float,
     facts = fat_tree_facts(node, n_nodes, tiers, levels, nic_bw, rail_optimized, bool(pxn), lay, pcie, planes)
     facts = replace(facts, intra_node=intra_node, fabric=fabric, qps_per_connection=int(qps_per_connection),
                     planes=int(planes), rail_only=bool(rail_only),
-                    diameter_hops=facts.diameter_hops + (2 if relay and n_nodes > 1 else 0))
+                    diameter_hops=facts.diameter_hops + (2 if relay and n_nodes > 1 else 0), nic_attach=nic_attach)
     gpus = (np.arange(H) // g) * node.n_nodes + node.gpus[np.arange(H) % g]
     topo = Topology(name=name, gpus=gpus.astype(np.int32), router=router, facts=facts,
                     node_kind=node_base, **arrays)

@@ -30,8 +30,8 @@ from netsim.topology.efficiency import DEFAULT_EFFICIENCY, NVLINK_EFFICIENCY, ap
 from netsim.topology.efficiency import nvlink_efficiency
 from netsim.topology.efficiency import parse_efficiency as _efficiency
 from netsim.topology.fabric_spec import build_fabric
-from netsim.topology.facts import TopologyFacts
-from netsim.topology.model import LINK_KINDS, MAX_GPUS, MAX_LINKS, Topology  # noqa: F401 (re-exported)
+from netsim.topology.facts import INTRA_NODE_ROUTES, NIC_ATTACH, TopologyFacts
+from netsim.topology.model import FABRICS, LINK_KINDS, MAX_GPUS, MAX_LINKS, Topology  # noqa: F401 (re-exported)
 from netsim.topology.multidim import DIM_KINDS, Dim, check_dims_size, multi_dim
 from netsim.topology.planes import MAX_PLANES
 
@@ -96,11 +96,13 @@ def _routing(v, src, f):
     return check_routing(v, source=src, field=f)
 
 
-def _fabric(v, src, f):
-    from netsim.topology.model import FABRICS
-    if v not in FABRICS:
-        raise InputError(f"expected one of {', '.join(FABRICS)}, got {v!r}", source=src, field=f)
-    return v
+def _one_of(choices: tuple[str, ...]) -> Callable:
+    """A field that takes one of ``choices``."""
+    def check(v, src, f):
+        if v not in choices:
+            raise InputError(f"expected one of {', '.join(choices)}, got {v!r}", source=src, field=f)
+        return v
+    return check
 
 
 def _ratio(v, src, f):
@@ -188,13 +190,6 @@ class TierSpec:
     model: str | None = _opt(_str)
 
 
-def _intra(v, src, f):
-    from netsim.topology.facts import INTRA_NODE_ROUTES
-    if v not in INTRA_NODE_ROUTES:
-        raise InputError(f"expected one of {', '.join(INTRA_NODE_ROUTES)}, got {v!r}", source=src, field=f)
-    return v
-
-
 @dataclass(frozen=True)
 class PcieSwitchSpec:
     """PCIe switches between GPUs and NICs (:mod:`netsim.topology.hostio`).
@@ -234,6 +229,7 @@ class ScaleOutSpec:
         or ``gen4x16``-style (the PCIe specification's rate).
     pcie_latency: seconds for the PCIe hop.
     pcie_switch: PCIe switches between GPUs and NICs (implied when a NIC is not one GPU's alone).
+    nic_attach: ``pcie`` (default) or ``c2c``: the NIC on the CPU, over NVLink-C2C (GB200; pcie_bw: CPU->NIC).
     intra_node: ``nvlink`` (default) or ``nic``: GPUs of one node talk through their NICs
         and the fabric (pure-RDMA kernels).
     rail_optimized: NIC *i* of every node on the leaf of rail *i*.
@@ -255,10 +251,11 @@ class ScaleOutSpec:
     pcie_bw: float = _opt(_pcie, 63e9)
     pcie_latency: float = _opt(_time, 100e-9)
     pcie_switch: PcieSwitchSpec | None = _opt(_pcie_switch)
-    intra_node: str = _opt(_intra, "nvlink")
+    intra_node: str = _opt(_one_of(INTRA_NODE_ROUTES), "nvlink")
+    nic_attach: str = _opt(_one_of(NIC_ATTACH), "pcie")
     rail_optimized: bool = _opt(_bool, True)
     pxn: bool | None = _opt(_bool)
-    fabric: str = _opt(_fabric, "infiniband")
+    fabric: str = _opt(_one_of(FABRICS), "infiniband")
     qps_per_connection: int = _opt(_int_in(1, 128, "NCCL_IB_QPS_PER_CONNECTION's range"), 1)
     routing: str | None = _opt(_routing)
     tiers: tuple = _opt(_tiers, ())
