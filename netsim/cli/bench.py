@@ -207,7 +207,7 @@ def _long_note(topo, cfg: BenchConfig, sizes: list[int], est) -> str:
         except (InputError, ValueError, MemoryError):
             return text
         text += (f"; --model analytical takes about {cost.duration(alt)} (each step timed alone: no "
-                 "events, a bound on the flow model's time)")
+                 "events; README, netsim bench)")
     return text
 
 
