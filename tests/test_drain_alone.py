@@ -56,3 +56,48 @@ def test_shrinking_rounds_close_most_of_the_truncation_gap(seed, n):
     shrinking = drain_alone(ip, lk, nb, cap, max_rounds=8, shrink_rounds=16)[0].max()
     assert truncated > 1.6 * exact
     assert 1.04 * exact <= shrinking <= 1.12 * exact
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 10_000), kinds=st.integers(1, 40), copies=st.integers(2, 12),
+       exact=st.integers(1, 8), shrink=st.integers(0, 8), capped=st.booleans())
+def test_identical_flows_drained_as_one_weighted_flow_equal_the_unmerged_drain(seed, kinds, copies, exact, shrink,
+                                                                             capped):
+    """The merge of identical flows (same links in order, bytes and cap) into one weighted flow
+    is exact: every flow's drain, the completion flag and the solves equal those of the drain
+    with every flow on its own, exact and shrinking rounds alike (shrinking counts flows by
+    weight).  Repeats are shuffled among distinct flows, some sharing links but not order."""
+    from netsim.network import maxmin
+
+    ip, lk, nb, cap = _instance(seed, kinds)
+    rng = np.random.default_rng(seed + 1)
+    rows = rng.permutation(np.concatenate([np.arange(kinds)] * copies + [np.arange(kinds)[: kinds // 3]]))
+    lengths = np.diff(ip)[rows]
+    indptr = np.concatenate(([0], np.cumsum(lengths)))
+    links = np.concatenate([lk[ip[r]:ip[r + 1]] for r in rows])
+    nbytes = nb[rows]
+    caps = np.where(rng.random(kinds) < 0.3, rng.uniform(0.5, 5.0, kinds), np.inf)[rows] if capped else None
+    flows = rows.size
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(maxmin, "MERGE_MIN_FLOWS", 1)  # merge however few
+        assert maxmin.identical_flows(indptr, links, nbytes, np.full(flows, np.inf) if caps is None else caps,
+                                      np.arange(flows)) is not None
+        merged = drain_alone(indptr, links, nbytes, cap, caps, exact, shrink)
+    alone = maxmin._drain(indptr, links, nbytes, cap, np.full(flows, np.inf) if caps is None else caps, None,
+                          exact, shrink)
+    np.testing.assert_allclose(merged[0], alone[0], rtol=1e-12, atol=0)
+    assert merged[1:] == alone[1:]
+
+
+def test_identical_flows_refuse_a_hash_collision(monkeypatch):
+    """Flows that hash alike but differ are never merged (checked entry by entry)."""
+    from netsim.network import maxmin
+
+    n = maxmin.MERGE_MIN_FLOWS
+    indptr = np.arange(n + 1)
+    links = np.arange(n) % 2  # two different routes
+    monkeypatch.setattr(maxmin, "mix_hash", lambda *a: np.zeros(np.broadcast(*a).shape, dtype=np.uint64))
+    assert maxmin.identical_flows(indptr, links, np.ones(n), np.full(n, np.inf), np.arange(n)) is None
+    monkeypatch.undo()
+    rep, which, weight = maxmin.identical_flows(indptr, links, np.ones(n), np.full(n, np.inf), np.arange(n))
+    assert sorted(weight.tolist()) == [n // 2, n // 2] and (links[rep[which]] == links).all()

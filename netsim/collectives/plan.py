@@ -65,16 +65,13 @@ def check_algorithm(op: str, algo: str) -> None:
 
 def plan(topo: Topology, ranks, op: str, nbytes: float, algo: str = "auto", *,
          channels: int | None = None, protocol: str | None = None, matrix: np.ndarray | None = None,
-         shaped: bool = True, split_channels: bool = True) -> Plan:
+         shaped: bool = True) -> Plan:
     """The schedule for ``op`` of nccl-tests size ``nbytes`` over ``ranks`` (topology ranks).
 
     channels: NCCL channels (default: NCCL's count for the group, reduced for small sizes).
     protocol: force LL / LL128 / Simple (default: NCCL's choice).
     matrix: per-pair bytes for all-to-all (alltoallv).
     shaped: apply protocol effects (False: the bare algorithm on the bare network).
-    split_channels: one flow per channel (False: one flow carrying every channel, which the
-        analytical model uses to time channels times fewer transfers; the channels then take
-        one ECMP path instead of one each).
     """
     ranks = np.asarray(ranks, dtype=np.int64)
     n = int(ranks.size)
@@ -84,7 +81,7 @@ def plan(topo: Topology, ranks, op: str, nbytes: float, algo: str = "auto", *,
     info, g, choice, name, nc = d
     if choice is None:
         return _p2p_plan(topo, ranks, op, nbytes, algo, info, g, matrix, protocol, shaped)
-    sched, depth, sched_channels = _build(op, name, n, nbytes, g, nc if split_channels else 1, choice.protocol,
+    sched, depth, sched_channels = _build(op, name, n, nbytes, g, nc, choice.protocol,
                                           info.nvls_heads, nccl.nvls_tree_pieces(nbytes, info, MAX_PIECES))
     if not shaped:
         return Plan(sched, name, "none", sched_channels, None)
@@ -302,8 +299,8 @@ def shape_p2p(sched: Schedule, topo: Topology, ranks: np.ndarray, info: nccl.Com
     if name != "node_limited":  # DeepEP's kernels are not NCCL's channels
         sched = p2p.channel_caps(sched, ranks, info.local_size, setup)
     # NCCL's own peer schedule: its channel ids pick NICs and paths.  Network sends are split per
-    # channel even for the analytical model (split_channels=False): one transfer per send would put
-    # every send of a GPU with 2 NICs on its first channel's NIC; at scale sends have 1-2 parts.
+    # channel: one transfer per send would put every send of a GPU with 2 NICs on its first
+    # channel's NIC; at scale sends have 1-2 parts.
     if name in ("direct", "p2p"):
         sched = p2p.key_by_channel(sched, ranks, info.local_size, setup, topo.facts.nics_per_gpu,
                                    topo.facts.intra_node == "nic")

@@ -35,6 +35,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from netsim.topology.model import mix_hash
+
 __all__ = ["compress_links", "drain_alone", "link_loads", "max_min_rates", "solve_compressed"]
 
 
@@ -63,7 +65,8 @@ def compress_links(links: np.ndarray, n_total: int) -> tuple[np.ndarray, np.ndar
 
 def _round(rem, n, ent, lens, cap, rtol):
     """One round: which unfrozen flows freeze (mask), at what rate (see the module docstring), and
-    which links are local bottlenecks (mask over links; None when no flow has a link)."""
+    which links are local bottlenecks (mask over links; None when no flow has a link).  ``n``:
+    the unfrozen flows on each link (a weighted flow counts as its weight)."""
     share = np.divide(rem, n, out=np.full(rem.size, np.inf), where=n > 0)
     nonempty = lens > 0
     starts = (np.cumsum(lens) - lens)[nonempty]
@@ -154,7 +157,7 @@ def max_min_rates(
 
 
 def solve_compressed(lengths: np.ndarray, inv: np.ndarray, cap_used: np.ndarray, rate_cap: np.ndarray,
-           rtol: float, bneck: np.ndarray | None = None) -> np.ndarray:
+           rtol: float, bneck: np.ndarray | None = None, weight: np.ndarray | None = None) -> np.ndarray:
     """Max-min rates of flows with ``lengths[f]`` consecutive entries of ``inv`` (compressed link
     ids into ``cap_used``, capacities >= 0): the rounds of :func:`max_min_rates` on checked input.
 
@@ -166,16 +169,19 @@ def solve_compressed(lengths: np.ndarray, inv: np.ndarray, cap_used: np.ndarray,
     if bneck is not None:
         bneck[:] = -1
     rem = cap_used.copy()
-    n = np.bincount(inv, minlength=rem.size)
+    w_ent = None if weight is None else np.repeat(np.asarray(weight, dtype=np.float64), lengths)
+    n = np.bincount(inv, weights=w_ent, minlength=rem.size)
     free = (lengths == 0) & ~np.isfinite(rate_cap)  # empty path, no cap: unconstrained
     rates[free] = np.inf
     act = np.flatnonzero(~free)
     lens, cap = lengths[act], rate_cap[act]
+    wts = None if weight is None else np.asarray(weight, dtype=np.float64)[act]
     if act.size == n_flows:
         ent = inv
     else:
         starts = np.concatenate(([0], np.cumsum(lengths)))
         ent = _gather(starts, inv, act)
+        w_ent = None if w_ent is None else _gather(starts, w_ent, act)
     while act.size:
         freeze, rate, local = _round(rem, n, ent, lens, cap, rtol)
         if not freeze.any():  # defensive: the smallest share is always a local bottleneck
@@ -186,9 +192,12 @@ def solve_compressed(lengths: np.ndarray, inv: np.ndarray, cap_used: np.ndarray,
         gone = np.repeat(freeze, lens)
         if gone.any():
             e = ent[gone]
-            rem = np.maximum(rem - np.bincount(e, weights=np.repeat(rate, lens)[gone], minlength=rem.size), 0.0)
-            n = n - np.bincount(e, minlength=rem.size)
+            used = np.repeat(rate if wts is None else rate * wts, lens)[gone]
+            rem = np.maximum(rem - np.bincount(e, weights=used, minlength=rem.size), 0.0)
+            n = n - np.bincount(e, weights=None if w_ent is None else w_ent[gone], minlength=rem.size)
         act, lens, cap, ent = act[~freeze], lens[~freeze], cap[~freeze], ent[~gone]
+        if wts is not None:
+            wts, w_ent = wts[~freeze], w_ent[~gone]
     return rates
 
 
@@ -256,12 +265,33 @@ def drain_alone(indptr: np.ndarray, links: np.ndarray, nbytes: np.ndarray, capac
     """
     nbytes = np.asarray(nbytes, dtype=np.float64)
     drain = np.zeros(nbytes.size)
-    rem = nbytes.copy()
     lengths_all = np.diff(indptr)
     active = np.flatnonzero((lengths_all > 0) & (nbytes > 0))
     if not active.size:
         return drain, True, 0
     indptr, links, capacity, caps = _validate(indptr, links, capacity, rate_cap, 0.0)
+    same = identical_flows(indptr, links, nbytes, caps, active)
+    if same is not None:  # drain each set of identical flows once, as one weighted flow
+        rep, which, weight = same
+        sub = _gather(indptr, links, rep)
+        ip = np.concatenate(([0], np.cumsum(lengths_all[rep])))
+        d, complete, solves = _drain(ip, sub, nbytes[rep], capacity, caps[rep], weight, max_rounds, shrink_rounds)
+        drain[active] = d[which]
+        return drain, complete, solves
+    ip = np.concatenate(([0], np.cumsum(lengths_all[active])))
+    d, complete, solves = _drain(ip, _gather(indptr, links, active), nbytes[active], capacity, caps[active], None,
+                                 max_rounds, shrink_rounds)
+    drain[active] = d
+    return drain, complete, solves
+
+
+def _drain(indptr, links, nbytes, capacity, caps, weight, max_rounds, shrink_rounds):
+    """:func:`drain_alone` on flows that all have links and bytes, ``weight[f]`` identical flows
+    standing behind flow ``f`` (None: one each)."""
+    drain = np.zeros(nbytes.size)
+    rem = nbytes.copy()
+    lengths_all = np.diff(indptr)
+    active = np.arange(nbytes.size)
     inv, used = compress_links(links, capacity.size)  # once: every solve reuses the compression
     cap_used = capacity[used].astype(np.float64)
     if not np.all(cap_used > 0):
@@ -269,15 +299,15 @@ def drain_alone(indptr: np.ndarray, links: np.ndarray, nbytes: np.ndarray, capac
     t, solves = 0.0, 0
     while active.size:
         ent = inv if active.size == nbytes.size else _gather(indptr, inv, active)
-        rates = solve_compressed(lengths_all[active], ent, cap_used, caps[active], 1e-9)
+        w = None if weight is None else weight[active]
+        rates = solve_compressed(lengths_all[active], ent, cap_used, caps[active], 1e-9, weight=w)
         solves += 1
         left = rem[active] / rates
         dt = float(left.min())
         shrinking = solves > max_rounds
         if shrinking:  # hold the rates until the flows left shrink by the same factor each round
             rounds_left = max_rounds + shrink_rounds - solves + 1
-            k = left.size - max(1, int(left.size ** (1 - 1 / rounds_left)))  # flows that drain now
-            dt = float(np.partition(left, k)[k]) if k < left.size else float(left.max())
+            dt = _shrink_step(left, w, rounds_left)
         done = left <= dt * (1 + 1e-9)
         if solves >= max_rounds + shrink_rounds and not done.all():
             drain[active] = t + left
@@ -287,3 +317,53 @@ def drain_alone(indptr: np.ndarray, links: np.ndarray, nbytes: np.ndarray, capac
         rem[active] -= rates * dt
         active = active[~done]
     return drain, True, solves
+
+
+def _shrink_step(left: np.ndarray, weight: np.ndarray | None, rounds_left: int) -> float:
+    """The time by which all but ``m**(1 - 1/rounds_left)`` of the ``m`` flows left drain (the
+    ``k``-th smallest of ``left``, each value counted ``weight`` times)."""
+    m = left.size if weight is None else int(weight.sum())
+    k = m - max(1, int(m ** (1 - 1 / rounds_left)))  # flows that drain now
+    if k >= m:
+        return float(left.max())
+    if weight is None:
+        return float(np.partition(left, k)[k])
+    order = np.argsort(left, kind="stable")
+    return float(left[order[np.searchsorted(np.cumsum(weight[order]), k, side="right")]])
+
+
+#: Fewest flows worth looking for identical ones (:func:`identical_flows`).
+MERGE_MIN_FLOWS = 256
+
+
+def identical_flows(indptr: np.ndarray, links: np.ndarray, nbytes: np.ndarray, caps: np.ndarray,
+                    rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """Sets of identical flows among ``rows`` (same links in the same order, bytes and cap):
+    ``(representative rows, each row's set, set sizes)``, or None when there are too few rows or
+    too few repeats (under a quarter) to gain.  Max-min gives identical flows identical rates
+    and the fluid drain ends them together, so one weighted flow per set is exact.  Sets are
+    found by a 64-bit hash and then checked entry by entry (a collision returns None).
+
+    >>> ip = np.array([0, 1, 2, 4])
+    >>> identical_flows(ip, np.array([3, 3, 3, 4]), np.ones(3), np.full(3, np.inf), np.arange(3))  # too few
+    """
+    if rows.size < MERGE_MIN_FLOWS:
+        return None
+    lengths = np.diff(indptr)[rows]
+    ent = _gather(indptr, links, rows)
+    starts = np.concatenate(([0], np.cumsum(lengths)[:-1]))
+    pos = np.arange(ent.size) - np.repeat(starts, lengths)
+    with np.errstate(over="ignore"):  # a route's hash: sum of link * an odd constant per position
+        odd = mix_hash(np.arange(int(lengths.max()) + 1)) | np.uint64(1)
+        per = (ent.astype(np.uint64) + np.uint64(1)) * odd[pos]
+        h = mix_hash(np.add.reduceat(per, starts), lengths, nbytes[rows].view(np.uint64),
+                     caps[rows].view(np.uint64))
+    uniq, first, which, counts = np.unique(h, return_index=True, return_inverse=True, return_counts=True)
+    if uniq.size > 0.75 * rows.size:
+        return None
+    rep = first[which]
+    if not (np.array_equal(lengths[rep], lengths) and np.array_equal(nbytes[rows[rep]], nbytes[rows])
+            and np.array_equal(caps[rows[rep]], caps[rows])
+            and np.array_equal(ent[np.repeat(starts[rep], lengths) + pos], ent)):
+        return None
+    return rows[first], which.reshape(-1), counts.astype(np.float64)

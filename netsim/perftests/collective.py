@@ -142,7 +142,7 @@ def build_plan(topo: Topology, cfg: BenchConfig, size_bytes: float) -> plan_mod.
         else:
             matrix = skew.skewed_matrix(n, size_bytes, cfg.skew, seed=cfg.seed)
     return plan_mod.plan(topo, placed_ranks(topo, cfg), cfg.op, size_bytes, cfg.algo, channels=cfg.channels,
-                         protocol=cfg.protocol, matrix=matrix, split_channels=cfg.model != "analytical")
+                         protocol=cfg.protocol, matrix=matrix)
 
 
 def check_plan(topo: Topology, cfg: BenchConfig, size_bytes: float) -> None:

@@ -175,7 +175,7 @@ def counts(topo: Topology, cfg: BenchConfig, ranks: np.ndarray, size: float, ff:
 
 def _count(topo: Topology, cfg: BenchConfig, ranks: np.ndarray, size: float, keep: int | None) -> Counts:
     p = plan_mod.plan(topo, ranks, cfg.op, size, cfg.algo, channels=cfg.channels, protocol=cfg.protocol,
-                      shaped=False, split_channels=cfg.model != "analytical")
+                      shaped=False)
     phases = [(ph.step.n_transfers, ph.repeat) for ph in p.schedule.phases]
     return Counts(float(sum(t for t, _ in phases)),
                   float(sum(t * (r if keep is None else min(r, keep)) for t, r in phases)),

@@ -186,6 +186,14 @@ class FatTreeRouter:
         other.policy = policy
         return other
 
+    @property
+    def keyless(self) -> bool:
+        """Routes depend on the pair alone (see :meth:`Router.routes
+        <netsim.topology.model.Router.routes>`): destination-digit (``ftree``) or sprayed fabric
+        choices, one NIC per GPU, and a scale-up network with one path per pair."""
+        return (self.policy in ("ftree", "spray") and (self.layout.switches == 0 or self.layout.nics_per_gpu == 1)
+                and bool(getattr(self.node.router, "keyless", False)))
+
     def spray_classes(self, n_links: int) -> np.ndarray:
         """Representative link id of every link's spray class (see :mod:`netsim.topology.policy`)."""
         cls = np.arange(n_links, dtype=np.int64)

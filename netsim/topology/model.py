@@ -62,6 +62,10 @@ def link_kind_id(name: str) -> int:
     return LINK_KINDS.index(name)
 
 
+#: Fewest pairs :meth:`Topology.routes` looks for repeated pairs among (routing each distinct pair once).
+DEDUP_PAIRS = 1024
+
+
 class Router(Protocol):
     """Turns rank pairs into paths: the only routing contract the network uses."""
 
@@ -73,7 +77,8 @@ class Router(Protocol):
         ``key`` is an optional per-pair integer mixed into the ECMP hash (e.g. a
         channel id) so that flows of one pair can spread over equal-cost paths.
         A pair with ``src == dst`` gets an empty path.  Routers with a true
-        ``load_aware`` attribute also take ``load=`` (see :meth:`Topology.routes`).
+        ``load_aware`` attribute also take ``load=`` (see :meth:`Topology.routes`); routers with a
+        true ``keyless`` attribute never read ``key`` (their routes depend on the pair alone).
         """
         ...
 
@@ -157,6 +162,18 @@ class Topology:
             raise ValueError(f"rank out of range [0, {n})")
         if key is not None:
             key = np.broadcast_to(np.asarray(key, dtype=np.int64), src.shape)
+        if src.size >= DEDUP_PAIRS and self.routing != "adaptive" \
+                and (key is None or getattr(self.router, "keyless", False)):
+            # the route depends on the pair alone: route each distinct pair once (channels and
+            # repeats of a pair are common: a collective's channels, a step's copies)
+            uniq, first, which = np.unique(src * n + dst, return_index=True, return_inverse=True)
+            if 2 * uniq.size <= src.size:
+                ip, lk = self._routes(src[first], dst[first], None, load)
+                return csr_gather(ip, lk, which.reshape(-1))
+        return self._routes(src, dst, key, load)
+
+    def _routes(self, src, dst, key, load):
+        """:meth:`routes` on checked input, every pair routed."""
         if self.routing in ("ecmp", "ftree"):  # static: the router's own tables (fault detours included)
             return self.router.routes(src, dst, key)
         if not getattr(self.router, "load_aware", False):

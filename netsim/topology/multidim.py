@@ -57,6 +57,9 @@ def _lines(N: int, stride: int, k: int) -> tuple[np.ndarray, np.ndarray]:
 class MultiDimRouter:
     """Dimension-ordered routes; see the module docstring."""
 
+    #: routes depend on the pair alone (see :meth:`Router.routes <netsim.topology.model.Router.routes>`)
+    keyless = True
+
     def __init__(self, dims: list[Dim], bases: list[int]):
         self.dims, self.bases = dims, bases
         self.k = np.array([d.npus for d in dims], dtype=np.int64)

@@ -65,6 +65,8 @@ class TableRouter:
                 count[si * g + di] = len(found)
                 paths.extend(found)
         self._start, self._count = start, count
+        #: one path per pair: routes never depend on the key (see Router.routes)
+        self.keyless = bool((count <= 1).all())
         lengths = np.array([len(p) for p in paths], dtype=np.int64)
         self._indptr = np.concatenate(([0], np.cumsum(lengths)))
         self._links = np.array([lk for p in paths for lk in p], dtype=np.int64)

@@ -86,8 +86,8 @@ class NcclSchedules:
     (:func:`netsim.collectives.plan.plan`).  Plans are cached per (type, size, group shape):
     groups laid out alike on the topology (every TP group, every DP group...) share one."""
 
-    def __init__(self, topo: Topology, split_channels: bool = True):
-        self.topo, self.split = topo, split_channels
+    def __init__(self, topo: Topology):
+        self.topo = topo
         self.g = topo.gpus_per_node
         self._cache: dict = {}
 
@@ -106,7 +106,7 @@ class NcclSchedules:
         key = (op, size, n, int(ranks[0]) % self.g, np.diff(ranks).tobytes())
         sched = self._cache.get(key)
         if sched is None:
-            sched = self._cache[key] = plan(self.topo, ranks, op, float(size), split_channels=self.split).schedule
+            sched = self._cache[key] = plan(self.topo, ranks, op, float(size)).schedule
         return sched
 
 

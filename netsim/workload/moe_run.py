@@ -223,7 +223,7 @@ def default_schedules(topo, model: str):
 
     if topo.facts.astra_network:
         return lambda ct, size, members: collective_schedule(ct, size, len(members))
-    return NcclSchedules(topo, split_channels=model != "analytical")
+    return NcclSchedules(topo)
 
 
 def schedules_factory(spec, cfg: MoERunConfig, dtype_bytes: int):

@@ -157,7 +157,7 @@ class WorkloadRun:
         # schedule_fn(comm_type, comm_size, members) -> Schedule; network(env, topo) -> Network
         if schedule_fn is None:
             schedule_fn = (lambda ct, size, members: collective_schedule(ct, size, len(members))) \
-                if topo.facts.astra_network else NcclSchedules(topo, split_channels=model != "analytical")
+                if topo.facts.astra_network else NcclSchedules(topo)
         self.schedule_fn = schedule_fn
         self._network = network or MODELS[model]
         self.topo, self.groups = topo, groups
