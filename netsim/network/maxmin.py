@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from netsim.topology.model import mix_hash
+from netsim.topology.model import equal_groups, mix_hash
 
 __all__ = ["compress_links", "drain_alone", "link_loads", "max_min_rates", "solve_compressed"]
 
@@ -358,12 +358,12 @@ def identical_flows(indptr: np.ndarray, links: np.ndarray, nbytes: np.ndarray, c
         per = (ent.astype(np.uint64) + np.uint64(1)) * odd[pos]
         h = mix_hash(np.add.reduceat(per, starts), lengths, nbytes[rows].view(np.uint64),
                      caps[rows].view(np.uint64))
-    uniq, first, which, counts = np.unique(h, return_index=True, return_inverse=True, return_counts=True)
-    if uniq.size > 0.75 * rows.size:
+    first, which = equal_groups(h)
+    if first.size > 0.75 * rows.size:
         return None
     rep = first[which]
     if not (np.array_equal(lengths[rep], lengths) and np.array_equal(nbytes[rows[rep]], nbytes[rows])
             and np.array_equal(caps[rows[rep]], caps[rows])
             and np.array_equal(ent[np.repeat(starts[rep], lengths) + pos], ent)):
         return None
-    return rows[first], which.reshape(-1), counts.astype(np.float64)
+    return rows[first], which, np.bincount(which, minlength=first.size).astype(np.float64)

@@ -166,10 +166,10 @@ class Topology:
                 and (key is None or getattr(self.router, "keyless", False)):
             # the route depends on the pair alone: route each distinct pair once (channels and
             # repeats of a pair are common: a collective's channels, a step's copies)
-            uniq, first, which = np.unique(src * n + dst, return_index=True, return_inverse=True)
-            if 2 * uniq.size <= src.size:
+            first, which = equal_groups(src * n + dst)
+            if 2 * first.size <= src.size:
                 ip, lk = self._routes(src[first], dst[first], None, load)
-                return csr_gather(ip, lk, which.reshape(-1))
+                return csr_gather(ip, lk, which)
         return self._routes(src, dst, key, load)
 
     def _routes(self, src, dst, key, load):
@@ -326,10 +326,8 @@ def csr_gather(indptr: np.ndarray, data: np.ndarray, rows: np.ndarray) -> tuple[
     total = int(new_indptr[-1])
     if total == 0:
         return new_indptr, data[:0].copy()
-    # position of each output element inside its source row
-    row_of = np.repeat(np.arange(rows.size), lengths)
-    offset = np.arange(total) - new_indptr[:-1][row_of]
-    return new_indptr, data[indptr[rows][row_of] + offset]
+    # each output element's source: its row's start there, shifted by its place in the output
+    return new_indptr, data[np.repeat(indptr[rows] - new_indptr[:-1], lengths) + np.arange(total)]
 
 
 def csr_merge(n: int, lengths: np.ndarray, parts, offsets=None) -> tuple[np.ndarray, np.ndarray]:
@@ -364,6 +362,26 @@ def csr_from_columns(columns: np.ndarray, valid: np.ndarray) -> tuple[np.ndarray
     indptr = np.zeros(columns.shape[0] + 1, dtype=np.int64)
     np.cumsum(valid.sum(axis=1), out=indptr[1:])
     return indptr, columns[valid]
+
+
+def equal_groups(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Groups of equal entries of a 1-D array: ``(one index per group, each entry's group)``.
+    Like ``np.unique(values, return_index=True, return_inverse=True)[1:]`` with groups in sorted
+    order, but one unstable sort (a group's representative is any of its entries, the same one
+    for the same input).
+
+    >>> rep, which = equal_groups(np.array([5, 3, 5, 3, 9]))
+    >>> which.tolist(), sorted(np.array([5, 3, 5, 3, 9])[rep].tolist())
+    ([1, 0, 1, 0, 2], [3, 5, 9])
+    """
+    order = np.argsort(values)
+    v = values[order]
+    new = np.empty(v.size, dtype=bool)
+    new[:1] = True
+    np.not_equal(v[1:], v[:-1], out=new[1:])
+    which = np.empty(v.size, dtype=np.int64)
+    which[order] = np.cumsum(new) - 1
+    return order[new], which
 
 
 def mix_hash(*parts: np.ndarray) -> np.ndarray:
