@@ -105,8 +105,9 @@ class Ring(Algorithm):
             return False
         dst, src, size = self.packets[0]
         s = self.stream
-        s.sys.coll_send(dst, s, size)
-        s.sys.coll_recv(src, s, size)
+        sys = s.sys
+        sys._send(sys.id, dst, s.ctag, size, None)
+        sys._recv(src, sys.id, s.ctag, size, s.consume)
         self.stream_count -= 1
         self.packets.popleft()
         self.free -= 1
@@ -146,14 +147,15 @@ class Direct(Ring):
         self.iterate()
 
     def release(self, processed: bool, to_ma: bool) -> None:
-        super().release(processed, to_ma)
-        t = self.topo
-        self.dst = t.receiver(self.dst, self.direction)
+        s = self.stream
+        s.sys.bundle(s, processed, self.msg, self.fast)
+        nxt, prv = self.topo.step(self.direction), self.topo.step(1 - self.direction)
+        self.dst = nxt[self.dst]
         if self.dst == self.rank:
-            self.dst = t.receiver(self.dst, self.direction)
-        self.src = t.sender(self.src, self.direction)
+            self.dst = nxt[self.dst]
+        self.src = prv[self.src]
         if self.src == self.rank:
-            self.src = t.sender(self.src, self.direction)
+            self.src = prv[self.src]
 
 
 class HalvingDoubling(Algorithm):
@@ -183,10 +185,8 @@ class HalvingDoubling(Algorithm):
     def _partner(self) -> None:
         t = self.topo
         direction = CW if self.offset == 0 or (t.index(self.rank) // self.offset) % 2 == 0 else CCW
-        node = self.rank
-        for _ in range(self.offset):
-            node = t.receiver(node, direction)
-        self.peer = node
+        # ``offset`` steps in that direction
+        self.peer = t.node((t.index(self.rank) + (self.offset if direction == CW else -self.offset)) % t.n)
 
     def run(self, event: int) -> None:
         if event == GENERAL:
