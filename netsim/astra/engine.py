@@ -19,6 +19,7 @@ store-and-forward model in :mod:`netsim.astra.congestion`, or netsim's max-min
 
 from __future__ import annotations
 
+import gc
 import heapq
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,18 +52,36 @@ class HeapClock:
 
     def run(self) -> None:
         """Process events until none are left; ``at_zero`` counts those at t = 0 (ASTRA-sim's
-        event queue asserts that every event list is later than its start time, 0)."""
+        event queue asserts that every event list is later than its start time, 0).
+
+        The cyclic garbage collector is paused meanwhile (as :mod:`netsim.chakra.files` does while
+        it builds tables): it would rescan every pending event and live stream each time, and what
+        the engine drops per message is acyclic (matched messages leave :class:`Fabric`, a finished
+        stream lets go of its phase), so reference counting frees it."""
+        was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            self._run()
+        finally:
+            if was_enabled:
+                gc.enable()
+
+    def _run(self) -> None:
         q, pop = self._q, heapq.heappop
         while q and q[0][0] == 0:
             _, _, fn = pop(q)
             self.events += 1
             self.at_zero += 1
             fn()
-        while q:
-            t, _, fn = pop(q)
-            self.now = t
-            self.events += 1
-            fn()
+        events = self.events
+        try:
+            while q:
+                t, _, fn = pop(q)
+                self.now = t
+                events += 1
+                fn()
+        finally:
+            self.events = events
 
 
 class SimPyClock:

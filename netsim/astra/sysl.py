@@ -312,6 +312,7 @@ class Sys:
                     del lst[i]
                     break
         if not stream.phases:
+            stream.phase = None  # no event reaches a finished stream; this frees it without the cyclic GC
             if previous >= 0:
                 self._removed(previous)
             return
