@@ -127,6 +127,7 @@ class Direct(Ring):
         super().__init__(op, rank, topo, size, direction)
         self.middle = self.p - 1
         self.parallel = self.p - 1 if window == -1 else min(window, self.p - 1)
+        self._next, self._prev = topo.step(direction), topo.step(1 - direction)
         if op == A2A:
             self.stream_count = self.p - 1
 
@@ -140,8 +141,9 @@ class Direct(Ring):
         if self.op == AR and self.stream_count <= self.middle:
             if self.received < self.middle:
                 return
-            for _ in range(self.parallel):
-                self.ready()
+            for _ in range(self.parallel):  # up to ``parallel`` sends; once one cannot go, none can
+                if not self.ready():
+                    break
         else:
             self.ready()
         self.iterate()
@@ -149,7 +151,7 @@ class Direct(Ring):
     def release(self, processed: bool, to_ma: bool) -> None:
         s = self.stream
         s.sys.bundle(s, processed, self.msg, self.fast)
-        nxt, prv = self.topo.step(self.direction), self.topo.step(1 - self.direction)
+        nxt, prv = self._next, self._prev
         self.dst = nxt[self.dst]
         if self.dst == self.rank:
             self.dst = nxt[self.dst]

@@ -26,6 +26,7 @@ layer; :class:`StoreAndForwardNetwork` puts the same model behind netsim's
 from __future__ import annotations
 
 from collections import deque
+from functools import partial
 from typing import Callable
 
 import numpy as np
@@ -58,7 +59,7 @@ class _Link:
         if t is None:
             t = self.times[size] = (arith.link_ns(size, self.lat, self.bw), arith.serialization_ns(size, self.bw))
         at = self.clock.at
-        at(now + t[0], lambda: self.owner._arrived(chunk))
+        at(now + t[0], partial(self.owner._arrived, chunk))
         at(now + t[1], self._free)
 
     def _free(self) -> None:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import gc
 import heapq
+import itertools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -41,14 +42,13 @@ class HeapClock:
     def __init__(self) -> None:
         self.now = 0
         self._q: list = []
-        self._seq = 0
+        self._seq = itertools.count(1)
         self.events = 0
         self.at_zero = 0
 
     def at(self, t, fn: Callable[[], None]) -> None:
         """Run ``fn`` at absolute time ``t`` (ns, not earlier than now)."""
-        self._seq += 1
-        heapq.heappush(self._q, (t, self._seq, fn))
+        heapq.heappush(self._q, (t, next(self._seq), fn))
 
     def run(self) -> None:
         """Process events until none are left; ``at_zero`` counts those at t = 0 (ASTRA-sim's
