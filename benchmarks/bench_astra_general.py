@@ -106,7 +106,8 @@ def timed(cmd: list[str], env: dict) -> dict:
     peak RSS (MB), stdout, stderr and exit status."""
     t0 = time.perf_counter()
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=err, env=env, text=True)
+        # outside any checkout: ``python -m`` puts the working directory first on sys.path
+        proc = subprocess.Popen(cmd, stdout=out, stderr=err, env=env, text=True, cwd=tempfile.gettempdir())
         _pid, status, ru = os.wait4(proc.pid, 0)
         proc.returncode = os.waitstatus_to_exitcode(status)
         wall = time.perf_counter() - t0
