@@ -105,8 +105,9 @@ class Ring(Algorithm):
             return False
         dst, src, size = self.packets[0]
         s = self.stream
-        s.sys.coll_send(dst, s, size)
-        s.sys.coll_recv(src, s, size)
+        sys = s.sys
+        sys._send(sys.id, dst, s.ctag, size, None)
+        sys._recv(src, sys.id, s.ctag, size, s.consume)
         self.stream_count -= 1
         self.packets.popleft()
         self.free -= 1
@@ -126,6 +127,7 @@ class Direct(Ring):
         super().__init__(op, rank, topo, size, direction)
         self.middle = self.p - 1
         self.parallel = self.p - 1 if window == -1 else min(window, self.p - 1)
+        self._next, self._prev = topo.step(direction), topo.step(1 - direction)
         if op == A2A:
             self.stream_count = self.p - 1
 
@@ -139,21 +141,23 @@ class Direct(Ring):
         if self.op == AR and self.stream_count <= self.middle:
             if self.received < self.middle:
                 return
-            for _ in range(self.parallel):
-                self.ready()
+            for _ in range(self.parallel):  # up to ``parallel`` sends; once one cannot go, none can
+                if not self.ready():
+                    break
         else:
             self.ready()
         self.iterate()
 
     def release(self, processed: bool, to_ma: bool) -> None:
-        super().release(processed, to_ma)
-        t = self.topo
-        self.dst = t.receiver(self.dst, self.direction)
+        s = self.stream
+        s.sys.bundle(s, processed, self.msg, self.fast)
+        nxt, prv = self._next, self._prev
+        self.dst = nxt[self.dst]
         if self.dst == self.rank:
-            self.dst = t.receiver(self.dst, self.direction)
-        self.src = t.sender(self.src, self.direction)
+            self.dst = nxt[self.dst]
+        self.src = prv[self.src]
         if self.src == self.rank:
-            self.src = t.sender(self.src, self.direction)
+            self.src = prv[self.src]
 
 
 class HalvingDoubling(Algorithm):
@@ -183,10 +187,8 @@ class HalvingDoubling(Algorithm):
     def _partner(self) -> None:
         t = self.topo
         direction = CW if self.offset == 0 or (t.index(self.rank) // self.offset) % 2 == 0 else CCW
-        node = self.rank
-        for _ in range(self.offset):
-            node = t.receiver(node, direction)
-        self.peer = node
+        # ``offset`` steps in that direction
+        self.peer = t.node((t.index(self.rank) + (self.offset if direction == CW else -self.offset)) % t.n)
 
     def run(self, event: int) -> None:
         if event == GENERAL:

@@ -26,6 +26,7 @@ layer; :class:`StoreAndForwardNetwork` puts the same model behind netsim's
 from __future__ import annotations
 
 from collections import deque
+from functools import partial
 from typing import Callable
 
 import numpy as np
@@ -37,12 +38,13 @@ from netsim.network.base import Network
 
 
 class _Link:
-    __slots__ = ("clock", "lat", "bw", "busy", "pending", "owner")
+    __slots__ = ("clock", "lat", "bw", "busy", "pending", "owner", "times")
 
     def __init__(self, clock, lat: float, bw: float, owner: "StoreAndForward"):
         self.clock, self.lat, self.bw, self.owner = clock, lat, bw, owner
         self.busy = False
         self.pending: deque = deque()
+        self.times = owner.times  # {size: (arrival ns, busy ns)}, shared by the links of one network
 
     def send(self, chunk: list) -> None:
         if self.busy:
@@ -53,8 +55,12 @@ class _Link:
     def _transmit(self, chunk: list) -> None:
         self.busy = True
         now, size = self.clock.now, chunk[2]
-        self.clock.at(now + arith.link_ns(size, self.lat, self.bw), lambda: self.owner._arrived(chunk))
-        self.clock.at(now + arith.serialization_ns(size, self.bw), self._free)
+        t = self.times.get(size)
+        if t is None:
+            t = self.times[size] = (arith.link_ns(size, self.lat, self.bw), arith.serialization_ns(size, self.bw))
+        at = self.clock.at
+        at(now + t[0], partial(self.owner._arrived, chunk))
+        at(now + t[1], self._free)
 
     def _free(self) -> None:
         self.busy = False
@@ -75,6 +81,8 @@ class StoreAndForward:
         self.bw = d.bw  # GiB/s, as written (netsim.astra_arith converts)
         self.lat = d.latency
         self.links: dict[tuple[int, int], _Link] = {}
+        self.times: dict[int, tuple[int, int]] = {}
+        self._paths: dict[tuple[int, int], list[_Link]] = {}  # the links of each route, built on first use
 
     def route(self, src: int, dst: int) -> list[int]:
         """Device ids from ``src`` to ``dst`` (the switch of a Switch network is device ``n``)."""
@@ -97,17 +105,20 @@ class StoreAndForward:
         return link
 
     def __call__(self, src: int, dst: int, size: int, on_arrival: Callable[[], None]) -> None:
-        route = self.route(src, dst)
-        chunk = [route, 0, size, on_arrival]
-        self._link(route[0], route[1]).send(chunk)
+        path = self._paths.get((src, dst))
+        if path is None:
+            route = self.route(src, dst)
+            path = self._paths[(src, dst)] = [self._link(a, b) for a, b in zip(route, route[1:])]
+        chunk = [path, 0, size, on_arrival]
+        path[0].send(chunk)
 
     def _arrived(self, chunk: list) -> None:
         chunk[1] += 1
-        route, i = chunk[0], chunk[1]
-        if i == len(route) - 1:
+        path, i = chunk[0], chunk[1]
+        if i == len(path):
             chunk[3]()
         else:
-            self._link(route[i], route[i + 1]).send(chunk)
+            path[i].send(chunk)
 
 
 class StoreAndForwardNetwork(Network):

@@ -19,8 +19,9 @@ store-and-forward model in :mod:`netsim.astra.congestion`, or netsim's max-min
 
 from __future__ import annotations
 
+import gc
 import heapq
-from collections import deque
+import itertools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -41,29 +42,46 @@ class HeapClock:
     def __init__(self) -> None:
         self.now = 0
         self._q: list = []
-        self._seq = 0
+        self._seq = itertools.count(1)
         self.events = 0
         self.at_zero = 0
 
     def at(self, t, fn: Callable[[], None]) -> None:
         """Run ``fn`` at absolute time ``t`` (ns, not earlier than now)."""
-        self._seq += 1
-        heapq.heappush(self._q, (t, self._seq, fn))
+        heapq.heappush(self._q, (t, next(self._seq), fn))
 
     def run(self) -> None:
         """Process events until none are left; ``at_zero`` counts those at t = 0 (ASTRA-sim's
-        event queue asserts that every event list is later than its start time, 0)."""
+        event queue asserts that every event list is later than its start time, 0).
+
+        The cyclic garbage collector is paused meanwhile (as :mod:`netsim.chakra.files` does while
+        it builds tables): it would rescan every pending event and live stream each time, and what
+        the engine drops per message is acyclic (matched messages leave :class:`Fabric`, a finished
+        stream lets go of its phase), so reference counting frees it."""
+        was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            self._run()
+        finally:
+            if was_enabled:
+                gc.enable()
+
+    def _run(self) -> None:
         q, pop = self._q, heapq.heappop
         while q and q[0][0] == 0:
             _, _, fn = pop(q)
             self.events += 1
             self.at_zero += 1
             fn()
-        while q:
-            t, _, fn = pop(q)
-            self.now = t
-            self.events += 1
-            fn()
+        events = self.events
+        try:
+            while q:
+                t, _, fn = pop(q)
+                self.now = t
+                events += 1
+                fn()
+        finally:
+            self.events = events
 
 
 class SimPyClock:
@@ -105,14 +123,17 @@ class Ticker:
         t = self.clock.now + delay
         lst = self._lists.get(t)
         if lst is None:
-            lst = self._lists[t] = deque()
+            lst = self._lists[t] = [fn]
             self.clock.at(t, lambda: self._run(t))
-        lst.append(fn)
+        else:
+            lst.append(fn)
 
     def _run(self, t) -> None:
         lst = self._lists[t]
-        while lst:
-            lst.popleft()()
+        i = 0
+        while i < len(lst):  # work registered meanwhile for this instant joins the end
+            lst[i]()
+            i += 1
         del self._lists[t]
 
 
@@ -239,9 +260,11 @@ class Fabric:
 
     def __init__(self, clock, transmit):
         self.clock, self.transmit = clock, transmit
-        self._sent: dict = {}
-        self._recvd: dict = {}
-        self._entries: dict = {}
+        # per (tag, src, dst, size): [sends so far, receives so far, {sequence number: entry}] where an
+        # entry [send callback, receive callback, landed] waits for its partner.  A key whose every
+        # send met its receive is dropped: counting again from 0 pairs the same messages (the n-th
+        # send with the n-th receive), and memory stays bounded by the messages in flight.
+        self._slots: dict = {}
         self.messages = 0
 
     def send(self, src: int, dst: int, tag, size: int, cb: Callable[[], None] | None = None) -> None:
@@ -249,20 +272,21 @@ class Fabric:
             raise InputError(f"a {size}-byte message from NPU {src} to NPU {dst}: ASTRA-sim asserts that every "
                              "message has at least 1 byte")
         k = (tag, src, dst, size)
-        n = self._sent[k] = self._sent.get(k, 0) + 1
-        key = (k, n)
-        e = self._entries.get(key)
+        slot = self._slots.get(k)
+        if slot is None:
+            slot = self._slots[k] = [0, 0, {}]
+        n = slot[0] = slot[0] + 1
+        e = slot[2].get(n)
         if e is None:
-            self._entries[key] = [cb, None, False]
+            e = slot[2][n] = [cb, None, False]
         else:
             e[0] = cb
         self.messages += 1
-        self.transmit(src, dst, size, lambda: self._arrive(key))
+        self.transmit(src, dst, size, lambda: self._arrive(k, slot, n, e))
 
-    def _arrive(self, key) -> None:
-        e = self._entries[key]
+    def _arrive(self, k, slot: list, n: int, e: list) -> None:
         if e[1] is not None:
-            del self._entries[key]
+            self._done(k, slot, n)
             if e[0] is not None:
                 e[0]()
             e[1]()
@@ -271,27 +295,36 @@ class Fabric:
             if e[0] is not None:
                 e[0]()
 
+    def _done(self, k, slot: list, n: int) -> None:
+        waiting = slot[2]
+        del waiting[n]
+        if not waiting:  # every send of the key met its receive
+            del self._slots[k]
+
     def recv(self, src: int, dst: int, tag, size: int, cb: Callable[[], None]) -> None:
         k = (tag, src, dst, size)
-        n = self._recvd[k] = self._recvd.get(k, 0) + 1
-        key = (k, n)
-        e = self._entries.get(key)
+        slot = self._slots.get(k)
+        if slot is None:
+            slot = self._slots[k] = [0, 0, {}]
+        n = slot[1] = slot[1] + 1
+        e = slot[2].get(n)
         if e is None:
-            self._entries[key] = [None, cb, False]
+            slot[2][n] = [None, cb, False]
         elif e[2]:
-            del self._entries[key]
+            self._done(k, slot, n)
             self.clock.at(self.clock.now, cb)
         else:
             e[1] = cb
 
     def pending(self) -> int:
         """Sends or receives still waiting for their partner."""
-        return len(self._entries)
+        return sum(len(slot[2]) for slot in self._slots.values())
 
     def unmatched(self) -> list[tuple]:
         """``(kind, tag, src, dst, size)`` of each send (``"send"``) or receive (``"recv"``) still
         without its partner (after a run: nothing is in flight, so a receive's entry is unmatched)."""
-        return [("recv" if e[1] is not None else "send", *k) for (k, _n), e in self._entries.items()]
+        return [("recv" if e[1] is not None else "send", *k) for k, slot in self._slots.items()
+                for e in slot[2].values()]
 
 
 class MirrorFabric(Fabric):
@@ -306,6 +339,8 @@ class MirrorFabric(Fabric):
     def __init__(self, clock, net: AstraNetwork, mirror: Callable[[int], int], me: int = 0):
         super().__init__(clock, None)
         self.net, self.mirror, self.me = net, mirror, me
+        self._sent: dict = {}
+        self._recvd: dict = {}
         self._times: dict = {}
         self._waiting: dict = {}
 

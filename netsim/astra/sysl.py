@@ -29,12 +29,13 @@ class RingTopo:
     """A logical ring: ``n`` NPUs ``base + i * offset`` (a dimension line), or an explicit
     member list (a sub-group; ``local`` = ASTRA-sim's Local dimension, 10 ns bundles)."""
 
-    __slots__ = ("n", "base", "offset", "members", "pos", "local")
+    __slots__ = ("n", "base", "offset", "members", "pos", "local", "_next")
 
     def __init__(self, n: int, base: int = 0, offset: int = 1, members=None, local: bool = False):
         self.n, self.base, self.offset, self.local = n, base, offset, local
         self.members = list(members) if members is not None else None
         self.pos = {m: i for i, m in enumerate(self.members)} if members is not None else None
+        self._next: list | None = None
 
     def index(self, node: int) -> int:
         return self.pos[node] if self.pos is not None else (node - self.base) // self.offset
@@ -42,11 +43,18 @@ class RingTopo:
     def node(self, i: int) -> int:
         return self.members[i] if self.members is not None else self.base + i * self.offset
 
+    def step(self, direction: int) -> dict[int, int]:
+        """``{node: its neighbour in direction}`` (CW: the receiver, CCW: the sender), built once."""
+        if self._next is None:
+            nodes = [self.node(i) for i in range(self.n)]
+            self._next = [dict(zip(nodes, nodes[1:] + nodes[:1])), dict(zip(nodes, nodes[-1:] + nodes[:-1]))]
+        return self._next[direction]
+
     def receiver(self, node: int, direction: int) -> int:
-        return self.node((self.index(node) + (1 if direction == CW else -1)) % self.n)
+        return self.step(direction)[node]
 
     def sender(self, node: int, direction: int) -> int:
-        return self.node((self.index(node) + (-1 if direction == CW else 1)) % self.n)
+        return self.step(1 - direction)[node]
 
 
 class LogicalTopology:
@@ -117,10 +125,12 @@ class DataSet:
 class Stream:
     """One chunk: ``phases`` still to run, the current ``phase``, its queue and priority."""
 
-    __slots__ = ("sys", "id", "tag", "priority", "phases", "phase", "queue", "initialized", "steps", "dataset")
+    __slots__ = ("sys", "id", "tag", "ctag", "priority", "phases", "phase", "queue", "initialized", "steps",
+                 "dataset")
 
     def __init__(self, sys, sid: int, tag, phases: list, priority: int, dataset: DataSet):
         self.sys, self.id, self.tag, self.priority = sys, sid, tag, priority
+        self.ctag = ("c", tag)  # the message tag of its collective messages
         self.phases, self.phase, self.queue = deque(phases), None, -1
         self.initialized, self.steps, self.dataset = False, 0, dataset
         for ph in phases:
@@ -152,6 +162,10 @@ class Sys:
         self.running = {q: 0 for q in self.queues}
         self.threshold = math.ceil(self.cfg.active_chunks_per_dimension / nq)
         self.e = ctx.endpoint_delay
+        self._red: dict[int, int] = {}  # reduction ns per message size
+        # messages go straight to the matching fabric unless the rendezvous handshake wraps them
+        self._send = ctx.send if ctx.rendezvous else ctx.fabric.send
+        self._recv = ctx.recv if ctx.rendezvous else ctx.fabric.recv
         self.priority_counter = 0
         self.numbering = Numbering(getattr(ctx, "stream_matching", ASTRA))  # stream ids and tags (streams.py)
         log = ctx.log if rank == 0 else None
@@ -166,16 +180,19 @@ class Sys:
     def bundle(self, stream: Stream, processed: bool, size: int, fast: bool) -> None:
         """A PacketBundle: endpoint delay (10 ns on a local ring), then the reduction if any."""
         if processed:
-            red = self.ctx.reduction_ns(size)
-            self.register(10 if fast else self.e, lambda: self.register(red, stream.call))
+            red = self._red.get(size)
+            if red is None:
+                red = self._red[size] = self.ctx.reduction_ns(size)
+            register = self.register
+            register(10 if fast else self.e, lambda: register(red, stream.call))
         else:
             self.register(10 if fast else self.e, stream.call)
 
     def coll_send(self, dst: int, stream: Stream, size: int) -> None:
-        self.ctx.send(self.id, dst, ("c", stream.tag), size, None)
+        self._send(self.id, dst, stream.ctag, size, None)
 
     def coll_recv(self, src: int, stream: Stream, size: int) -> None:
-        self.ctx.recv(src, self.id, ("c", stream.tag), size, stream.consume)
+        self._recv(src, self.id, stream.ctag, size, stream.consume)
 
     # ----------------------------------------------------- collectives
     def priority(self, explicit: int) -> int:
@@ -295,6 +312,7 @@ class Sys:
                     del lst[i]
                     break
         if not stream.phases:
+            stream.phase = None  # no event reaches a finished stream; this frees it without the cyclic GC
             if previous >= 0:
                 self._removed(previous)
             return
