@@ -76,6 +76,10 @@ def test_answer_ties_go_to_the_faster_then_are_named_together():
     best_tie = _pts([("b2", 10.0, 9), ("b1", 10.0, 9)])
     row = cheapest_within(best_tie).iloc[0]
     assert row["fabric"] == row["best_fabric"] == "b1 = b2" and row["saving"] == 0
+    fast_tie = _pts([("dear", 10.0, 9), ("cheap", 10.0, 4), ("slow", 10.3, 3)])
+    row = cheapest_within(fast_tie).iloc[0]  # the fastest is the cheaper of the two equally fast rows
+    assert (row["fabric"], row["best_fabric"], row["saving"]) == ("slow", "cheap", pytest.approx(0.25))
+    assert pareto_answer(fast_tie[fast_tie["fabric"] != "slow"]).endswith("w: cheap (cost 4 USD, the fastest)")
 
 
 def test_answer_text_per_workload_cost_and_power():

@@ -151,9 +151,9 @@ def cheapest_within(points, tolerance: float = 0.05, time: str = "time_s", metri
     """Per ``by`` group, the row of least ``metric`` among those whose ``time`` is within
     ``tolerance`` (a fraction: 0.05 is 5 %) of the group's best time; equal metrics go to the faster
     row; rows equal in both are named together (``fabric``: ``"a = b"``).  Columns: the group,
-    ``fabric``, ``time``, ``metric``, ``best_fabric`` (the fastest; ties named together),
-    ``best_time``, ``slower`` (time / best time - 1), ``saving`` (1 - metric / the fastest's metric,
-    its least metric among equally fast rows), ``candidates`` (rows within the tolerance)."""
+    ``fabric``, ``time``, ``metric``, ``best_fabric`` (the fastest: of equally fast rows those of
+    least metric, named together), ``best_time``, ``slower`` (time / best time - 1), ``saving``
+    (1 - metric / the fastest's metric), ``candidates`` (rows within the tolerance)."""
     import pandas as pd
     from netsim.errors import InputError
 
@@ -168,6 +168,7 @@ def cheapest_within(points, tolerance: float = 0.05, time: str = "time_s", metri
             continue
         t_best = g[time].min()
         fastest = g[g[time] == t_best]
+        fastest = fastest[fastest[metric] == fastest[metric].min()]  # the cheapest of equally fast rows
         ok = g[g[time] <= t_best * (1 + tolerance)]
         m_min = ok[metric].min()
         pick = ok[ok[metric] == m_min]
@@ -176,7 +177,7 @@ def cheapest_within(points, tolerance: float = 0.05, time: str = "time_s", metri
         row.update({"fabric": " = ".join(sorted(pick["fabric"].astype(str))), time: float(pick[time].iloc[0]),
                     metric: float(m_min), "best_fabric": " = ".join(sorted(fastest["fabric"].astype(str))),
                     "best_time": float(t_best), "slower": float(pick[time].iloc[0] / t_best - 1),
-                    "saving": float(1 - m_min / fastest[metric].min()) if fastest[metric].min() else 0.0,
+                    "saving": float(1 - m_min / fastest[metric].iloc[0]) if fastest[metric].iloc[0] else 0.0,
                     "candidates": int(len(ok))})
         rows.append(row)
     return pd.DataFrame(rows)
@@ -193,7 +194,7 @@ def pareto_answer(points, tolerance: float = 0.05, time: str = "time_s", metric:
     lines = []
     for r in ans.to_dict(orient="records"):
         where = f"{r[by]}: " if by is not None else ""
-        rel = "the fastest" if r["fabric"] == r["best_fabric"] else \
+        rel = "the fastest" if r["slower"] <= 0 else \
             f"{_pct(r['slower'])} % slower than the fastest, {r['best_fabric']}"
         lines.append(f"{where}{r['fabric']} ({what} {r[metric]:,.0f}{' ' + unit if unit else ''}, {rel})")
     if not lines:
