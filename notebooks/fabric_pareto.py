@@ -62,7 +62,8 @@ doc = yaml.safe_load(STUDY.read_text())
 if SIZE == "small":
     # every fabric, on 8 nodes (64 GPUs); the dense job a Llama 3 8B step on all 64, the all-to-all
     # on 32 of them, 16 MiB per GPU
-    doc["zip"]["nodes"] = [8] * len(doc["zip"]["nodes"])
+    for part in doc["parts"]:
+        part["zip"]["nodes"] = [8] * len(part["zip"]["nodes"])
     doc["parts"][0]["base"].update({"llm.model": "llama3-8b", "llm.pp": 2, "llm.dp": 4, "llm.microbatches": 4})
     doc["parts"][1]["base"].update({"gpus": 32, "size": "16M"})
     OUT = Path(tempfile.mkdtemp(prefix="fabric_pareto_"))
@@ -135,6 +136,9 @@ for row, job in enumerate(jobs):
         ax.axhspan(best, best * (1 + tol), color="C2", alpha=0.12, label=f"within {TOLERANCE_PCT} % of the best")
         off = sub[~sub["on_front"]]
         ax.scatter(off[per_gpu], off["time_ms"], color="0.6", s=22, label="dominated")
+        for r in off.itertuples():
+            ax.annotate(r.fabric, (getattr(r, per_gpu), r.time_ms), fontsize=5.5, color="0.45", xytext=(3, -7),
+                        textcoords="offset points")
         on = sub[sub["on_front"]].sort_values(per_gpu)
         ax.step(on[per_gpu], on["time_ms"], where="post", color="C0", lw=1.2)
         ax.scatter(on[per_gpu], on["time_ms"], color="C0", s=34, zorder=3, label="Pareto front")
