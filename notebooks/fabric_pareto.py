@@ -103,6 +103,16 @@ mine = runs[runs["run_id"].astype(str).isin(set(study.run_ids))]
 print(f"simulated in {mine['wall_time_s'].sum():.0f} s of worker time")
 
 # %% [markdown]
+# Which model each part ran, and, for the generated step, whether one data-parallel replica stood
+# exactly for all (the run's notes; `approximate` where ECMP hashing gives replicas paths of their own).
+
+# %%
+print(mine.groupby("kind")["model"].unique().to_string())
+dense = mine[mine["kind"] == "run"].set_index("name")
+replica = dense["notes"].astype(str).str.findall(r"replica symmetry[^\n]*").str.join(" | ").str.slice(0, 240)
+replica.rename("replica run").to_frame()
+
+# %% [markdown]
 # ## Design points
 #
 # One row per (job, fabric): the time (the iteration of the dense step, the all-to-all's time),

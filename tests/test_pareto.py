@@ -52,6 +52,17 @@ def test_front_per_workload_and_by_power():
     assert pareto_front(pts, by=None)["fabric"].tolist() == ["x", "y", "y"]  # one front over all rows (y ties itself)
 
 
+def test_times_equal_to_the_last_bits_are_ties():
+    """The same schedule timed on two fabrics differs in the last bits of its sums: such times tie."""
+    t = 5.008976e-3
+    pts = _pts([("dear", t, 9), ("cheap", t * (1 + 3e-12), 4), ("slower", t * 1.001, 1)])
+    assert pareto_front(pts)["fabric"].tolist() == ["cheap", "slower"]  # "dear" is no faster than "cheap"
+    row = cheapest_within(pts, 0.0).iloc[0]
+    assert (row["fabric"], row["best_fabric"], row["slower"]) == ("cheap", "cheap", 0.0)
+    assert row["time_s"] == t * (1 + 3e-12)  # the row's own time is reported
+    assert "cheap (cost 4 USD, the fastest)" in pareto_answer(pts, 0.0)
+
+
 def test_front_skips_rows_without_a_time_or_cost():
     pts = _pts([("a", 1.0, 10), ("b", float("nan"), 1), ("c", 2.0, float("nan"))])
     assert pareto_front(pts)["fabric"].tolist() == ["a"]

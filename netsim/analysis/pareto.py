@@ -82,7 +82,10 @@ def _fabric_labels(df):
 
 
 def _num(v) -> bool:
-    return isinstance(v, (int, float)) and not (isinstance(v, float) and math.isnan(v))
+    """A real number that is not NaN (numpy scalars included, booleans not)."""
+    import numbers
+
+    return isinstance(v, numbers.Real) and not isinstance(v, bool) and not math.isnan(v)
 
 
 def _size(nbytes) -> str:
@@ -92,6 +95,25 @@ def _size(nbytes) -> str:
             return f"{n:g} {unit}"
         n /= 1024
     return f"{n:g} GiB"
+
+
+#: Times within this relative distance of each other count as equal (the same schedule timed on two
+#: topologies differs in the last bits of its floating-point sums).
+RTOL = 1e-9
+
+
+def _snapped(times, rtol: float = RTOL):
+    """``times`` with each value within ``rtol`` (relative) of the smallest value of its run of close
+    values replaced by that value, so near-equal times compare equal (NaN stays NaN)."""
+    import pandas as pd
+
+    out = pd.Series(times, dtype=float).copy()
+    start = None
+    for idx, t in out.dropna().sort_values(kind="stable").items():
+        if start is None or t > start * (1 + rtol):
+            start = t
+        out.loc[idx] = start
+    return out
 
 
 def _check(points, time: str, metric: str, by: str | None) -> None:
@@ -114,15 +136,17 @@ def _groups(points, by: str | None):
 def pareto_front(points, time: str = "time_s", metric: str = "cost_usd", by: str | None = "workload"):
     """The rows of ``points`` on the Pareto front of (``time``, ``metric``), both minimised, per ``by``
     group (None: one front): a row is on it unless another row is no worse in both and better in
-    one.  Rows equal in both are all kept (neither dominates the other).  Rows with a missing time
-    or metric are left out.  Sorted by group, then time, then metric."""
+    one.  Rows equal in both are all kept (neither dominates the other); times within :data:`RTOL`
+    of each other count as equal.  Rows with a missing time or metric are left out.  Sorted by group,
+    then time, then metric (the rows' own times are returned)."""
     import pandas as pd
 
     _check(points, time, metric, by)
     points = points.reset_index(drop=True)  # labels are positions (a concatenated frame repeats labels)
     keep = []
     for _, g in _groups(points, by):
-        g = g.dropna(subset=[time, metric]).sort_values([time, metric], kind="stable")
+        g = g.dropna(subset=[time, metric])
+        g = g.assign(**{time: _snapped(g[time])}).sort_values([time, metric], kind="stable")
         best = math.inf  # lowest metric of the rows faster than the current time
         prev, prev_kept = None, False
         for idx, t, m in zip(g.index, g[time].to_numpy(), g[metric].to_numpy()):
@@ -166,6 +190,8 @@ def cheapest_within(points, tolerance: float = 0.05, time: str = "time_s", metri
         g = g.dropna(subset=[time, metric])
         if g.empty:
             continue
+        own = g[time]
+        g = g.assign(**{time: _snapped(own)})  # near-equal times compare equal (RTOL)
         t_best = g[time].min()
         fastest = g[g[time] == t_best]
         fastest = fastest[fastest[metric] == fastest[metric].min()]  # the cheapest of equally fast rows
@@ -174,7 +200,7 @@ def cheapest_within(points, tolerance: float = 0.05, time: str = "time_s", metri
         pick = ok[ok[metric] == m_min]
         pick = pick[pick[time] == pick[time].min()]
         row = {} if by is None else {by: key}
-        row.update({"fabric": " = ".join(sorted(pick["fabric"].astype(str))), time: float(pick[time].iloc[0]),
+        row.update({"fabric": " = ".join(sorted(pick["fabric"].astype(str))), time: float(own[pick.index[0]]),
                     metric: float(m_min), "best_fabric": " = ".join(sorted(fastest["fabric"].astype(str))),
                     "best_time": float(t_best), "slower": float(pick[time].iloc[0] / t_best - 1),
                     "saving": float(1 - m_min / fastest[metric].iloc[0]) if fastest[metric].iloc[0] else 0.0,
