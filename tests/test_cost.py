@@ -52,6 +52,29 @@ def test_every_default_line_cites_its_source():
     assert set(table.lines) == set(raw) and all(ln.source for ln in table.lines.values())
 
 
+def test_every_estimate_says_what_it_is_estimated_from():
+    """An ``estimate: true`` line says what its figures come from: another line of the table that it
+    names in quotes (derived: parity, a share), figures it says were reported, or -- where nothing
+    dated was at hand -- that its price is a placeholder estimated from no dated quote or listing."""
+    raw = yaml.safe_load(DEFAULT_PRICES.read_text())["lines"]
+    kinds = {}
+    for key, line in raw.items():
+        if not line.get("estimate"):
+            continue
+        text = f"{line['source']} {line['reason']}"
+        named = {other for other in raw if other != key and f"'{other}'" in text}
+        if named:
+            kinds[key] = "derived"
+        elif "reported" in line["reason"]:
+            kinds[key] = "reported"
+        else:
+            assert "placeholder" in line["reason"] and "estimated from no dated quote or listing" in line["reason"], \
+                f"{key}: an estimate names its basis (a line, a report) or says it is a placeholder"
+            kinds[key] = "placeholder"
+    assert kinds["switch port infiniband 400G"] == "derived" and kinds["switch QM9700"] == "placeholder"
+    assert kinds["gpu GB200"] == "reported" and set(kinds.values()) == {"derived", "reported", "placeholder"}
+
+
 def test_derived_lines_follow_their_stated_derivation(default):
     """The figures the table derives from others (its sources say how) equal that derivation."""
     qm_usd, qm_w = _price(default, "switch QM9700")

@@ -154,6 +154,7 @@ def test_notebook_runs_installed(installed, path, tmp_path, monkeypatch):
     for key in ("PATH", "VIRTUAL_ENV", "MPLBACKEND"):
         monkeypatch.setenv(key, installed["env"][key])
     monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jupyter"))
+    monkeypatch.setenv("NETSIM_NOTEBOOK_SIZE", "small")  # studies that have a full size run their small one
     nb = jupytext.read(path)
     nb.cells.append(new_code_cell("import netsim; print(netsim.__file__)"))
     client = nbclient.NotebookClient(nb, timeout=600, kernel_name="netsim-installed",

@@ -20,6 +20,7 @@ def test_notebook_executes(path, tmp_path, monkeypatch):
     # the kernel imports this checkout of netsim, whatever is installed
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
     monkeypatch.setenv("MPLBACKEND", "Agg")
+    monkeypatch.setenv("NETSIM_NOTEBOOK_SIZE", "small")  # a study with a full size (fabric_pareto) runs its small one
     client = nbclient.NotebookClient(nb, timeout=300, kernel_name="python3",
                                      resources={"metadata": {"path": str(tmp_path)}})
     t = time.perf_counter()

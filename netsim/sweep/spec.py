@@ -27,7 +27,9 @@ from netsim.shipped import nearest, resolve
 from netsim.results.dataset import run_id_for
 
 KINDS = ("bench", "run")
-TOP_KEYS = ("kind", "name", "description", "base", "grid", "zip", "seeds")
+TOP_KEYS = ("kind", "name", "description", "base", "grid", "zip", "seeds", "parts")
+#: Keys of one entry of ``parts`` (a study of several kinds: each part is a sweep sharing the top level's axes).
+PART_KEYS = ("kind", "name", "description", "base", "grid", "zip", "seeds")
 #: First components of dotted paths that address the topology file (netsim and ASTRA-sim YAML).
 TOPOLOGY_ROOTS = ("name", "description", "node", "nodes", "scale_out", "dims", "npus_count", "bandwidth",
                   "latency")
@@ -158,6 +160,8 @@ def parse_sweep(data: Any, source: str = "<sweep>", root: str | Path = ".") -> S
     unknown = sorted(set(data) - set(TOP_KEYS))
     if unknown:
         raise InputError(f"unknown key; expected one of {', '.join(TOP_KEYS)}", source=source, field=unknown[0])
+    if "parts" in data:
+        return _parse_parts(data, source, root)
     kind = data.get("kind")
     if kind not in KINDS:
         raise InputError(f"expected bench or run, got {kind!r}", source=source, field="kind")
@@ -198,6 +202,55 @@ def parse_sweep(data: Any, source: str = "<sweep>", root: str | Path = ".") -> S
         ids.append(rid)
         paths.append({k: p.resolved[(k, cfg[k])] for k in PATH_KEYS + ("llm.model", "placement")
                       if isinstance(cfg.get(k), str) and (k, cfg[k]) in p.resolved})
+    return Sweep(kind, source, configs, ids, paths, swept, str(data.get("name") or Path(source).stem))
+
+
+def _parse_parts(data: dict, source: str, root: str | Path) -> Sweep:
+    """A study of several parts (docs/sweeps.md, "Parts"): each entry of ``parts`` is a sweep of its
+    own kind whose base, grid and zip groups are added to the top level's (a key may not be swept in
+    both); the configurations are the parts' in order, each run once."""
+    parts = data["parts"]
+    if "kind" in data:
+        raise InputError("give kind in every part, not at the top level", source=source, field="kind")
+    if not isinstance(parts, list) or not parts or not all(isinstance(x, dict) for x in parts):
+        raise InputError(f"expected a non-empty list of mappings (kind, base, grid, zip), got {_short(parts)}",
+                         source=source, field="parts")
+    top_zip = data.get("zip")
+    top_zips = [] if top_zip is None else top_zip if isinstance(top_zip, list) else [top_zip]
+    merged = []
+    for i, part in enumerate(parts):
+        where = f"parts[{i}]"
+        unknown = sorted(set(part) - set(PART_KEYS))
+        if unknown:
+            raise InputError(f"unknown key; expected one of {', '.join(PART_KEYS)}", source=source,
+                             field=f"{where}.{unknown[0]}")
+        for key in ("base", "grid"):
+            for name, block in ((key, data.get(key)), (f"{where}.{key}", part.get(key))):
+                if block is not None and not isinstance(block, dict):
+                    raise InputError(f"expected a mapping, got {type(block).__name__}", source=source, field=name)
+        zips = part.get("zip")
+        doc = {"kind": part.get("kind"), "base": {**(data.get("base") or {}), **(part.get("base") or {})},
+               "grid": {**(data.get("grid") or {}), **(part.get("grid") or {})},
+               "zip": top_zips + ([] if zips is None else zips if isinstance(zips, list) else [zips])}
+        both = sorted(set(data.get("grid") or {}) & set(part.get("grid") or {}))
+        if both:
+            raise InputError("swept at the top level and in the part", source=source, field=f"{where}.grid.{both[0]}")
+        if part.get("seeds", data.get("seeds")) is not None:
+            doc["seeds"] = part.get("seeds", data.get("seeds"))
+        try:
+            merged.append(parse_sweep(doc, source, root))
+        except InputError as exc:
+            raise InputError(exc.message, source=source, field=f"{where}: {exc.field}" if exc.field else where) from None
+    configs, ids, paths, swept, seen = [], [], [], [], set()
+    for sub in merged:
+        for cfg, rid, pth in zip(sub.configs, sub.run_ids, sub.paths):
+            if rid not in seen:
+                seen.add(rid)
+                configs.append(cfg)
+                ids.append(rid)
+                paths.append(pth)
+        swept += [k for k in sub.swept if k not in swept]
+    kind = "+".join(dict.fromkeys(sub.kind for sub in merged))
     return Sweep(kind, source, configs, ids, paths, swept, str(data.get("name") or Path(source).stem))
 
 
