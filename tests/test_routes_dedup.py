@@ -60,3 +60,25 @@ def test_keyless_only_where_routes_ignore_the_key():
     assert not load_topology(REPO / "topologies" / "gb300-nvl72-2x400g.yaml").router.keyless
     mesh = load_topology(REPO / "topologies" / "dgx1-v100-nvlink.yaml")
     assert getattr(mesh.router, "keyless", False) == bool((mesh.router._count <= 1).all())
+
+
+@pytest.mark.parametrize("routing", ["ftree", "ecmp"])
+def test_step_latency_is_the_longest_route_of_the_step(routing):
+    """:func:`step_latency` (distinct pairs routed once where the key cannot matter) equals the
+    longest of the step's routes, cut as the executor cuts them, on a plan's every step: NVLS
+    UP/DOWN transfers and every channel of a 4-node all-reduce, both routings."""
+    from netsim.collectives.fastpath import step_latency, step_routes
+    from netsim.collectives.plan import plan
+
+    topo = with_routing(load_topology(REPO / "topologies" / "h100-superpod-1su.yaml"), routing)
+    ranks = np.arange(32)
+    steps = 0
+    for algo in ("nvls_tree", "ring", "tree"):
+        for ph in plan(topo, ranks, "all_reduce", float(1 << 28), algo).schedule.phases:
+            st = ph.step
+            ip, lk = step_routes(topo, ranks, st)
+            want = float(topo.path_latency(ip, lk).max()) if lk.size else 0.0
+            # path_latency sums along one cumulative sum: where a route sits moves the last bits
+            assert step_latency(topo, ranks, st) == pytest.approx(want, rel=1e-12, abs=0)
+            steps += 1
+    assert steps > 10

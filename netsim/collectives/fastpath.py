@@ -44,6 +44,7 @@ import numpy as np
 from netsim.collectives.lockstep import Lockstep, StepShare, contended_links
 from netsim.collectives.schedule import PATH, UP, DOWN, Schedule, Step
 from netsim.network.base import Network
+from netsim.topology.model import equal_groups
 
 #: Longest step period (in steps) the skip-ahead looks for.
 MAX_PERIOD = 4
@@ -56,6 +57,27 @@ def step_routes(topo, ranks: np.ndarray, step: Step) -> tuple[np.ndarray, np.nda
     if step.hop is None or not (step.hop != PATH).any():
         return indptr, links
     return cut_routes(indptr, links, step.hop)
+
+
+def step_latency(topo, ranks: np.ndarray, step: Step) -> float:
+    """The longest path latency among the transfers of ``step`` (0 for none): :func:`step_routes`'
+    paths, each distinct (src, dst, hop) routed once where the key cannot change a path (a keyless
+    router, or no key)."""
+    src, dst = ranks[step.src], ranks[step.dst]
+    if not src.size:
+        return 0.0
+    rows = None
+    if topo.routing != "adaptive" and (step.key is None or getattr(topo.router, "keyless", False)):
+        hop = np.zeros(src.size, dtype=np.int64) if step.hop is None else step.hop.astype(np.int64)
+        rows, _ = equal_groups((src * topo.n_gpus + dst) * 3 + hop)
+    if rows is not None and 2 * rows.size <= src.size:
+        key = None if step.key is None else step.key[rows]
+        indptr, links = topo.routes(src[rows], dst[rows], key)
+        if step.hop is not None and (step.hop[rows] != PATH).any():
+            indptr, links = cut_routes(indptr, links, step.hop[rows])
+    else:
+        indptr, links = step_routes(topo, ranks, step)
+    return float(topo.path_latency(indptr, links).max()) if links.size else 0.0
 
 
 def cut_routes(indptr: np.ndarray, links: np.ndarray, hop: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

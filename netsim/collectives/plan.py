@@ -21,7 +21,7 @@ import numpy as np
 from netsim.collectives.qps import split_connections
 from netsim.collectives import nccl, p2p
 from netsim.collectives.compose import MAX_PIECES
-from netsim.collectives.fastpath import step_routes
+from netsim.collectives.fastpath import step_latency
 from netsim.collectives.schedule import Phase, Schedule, Step
 from netsim.errors import InputError
 from netsim.topology.model import Topology
@@ -320,8 +320,7 @@ def shape(sched: Schedule, topo: Topology, ranks: np.ndarray, choice: nccl.Choic
         info = nccl.CommInfo.from_topology(topo, ranks)
         cap = min(cap, nccl.NVLS_EFFICIENCY[info.arch] * info.bw_intra * 1e9 * wire)
     def shaped(st):
-        indptr, links = step_routes(topo, ranks, st)
-        phys = float(topo.path_latency(indptr, links).max()) if links.size else 0.0
+        phys = step_latency(topo, ranks, st)
         return replace(st, overhead_s=st.overhead_s + max(0.0, per_step - phys), wire=wire,
                        rate_cap=np.minimum(st.rate_cap, cap) if np.ndim(st.rate_cap) else min(st.rate_cap, cap))
 
