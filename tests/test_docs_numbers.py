@@ -1,0 +1,97 @@
+"""Every number docs/*.md states in prose is what the code produces, or is no statement (issue 35).
+
+The rule README.md follows (tests/test_readme_numbers.py), applied to the docs pages: every prose
+number (:mod:`readme_numbers`: outside code spans and fenced blocks) lies in a snippet of the page's
+claims module (``tests/doc_claims/<page>.py``) or in a :data:`doc_claims.SHARED` phrase, or is exempt
+by one of the rules of :func:`readme_numbers.docs_exempt` (list ordinals, citations, names, versions,
+dates, ``N-D``).  Each claim's numbers are recomputed (``slow`` ones with ``-m slow``), or checked by
+the test it names, or said not to be results (``why``).  Output shown in a fenced block must be a
+runnable example's (tests/test_docs_examples.py compares it).
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+import pytest
+
+import doc_claims
+import readme_numbers as rn
+from conftest import REPO
+from test_readme_numbers import check_claim
+
+#: The pages under the rule, each with its claims module ``doc_claims.<page>``.
+PAGES = ["faults"]
+#: Pages not yet under the rule (issue 35: to be claimed or cut).
+UNFINISHED = ["architecture", "astra", "collectives", "cost", "sweeps", "topology", "validation", "workloads"]
+
+
+def _claims(page: str) -> list:
+    return importlib.import_module(f"doc_claims.{page}").CLAIMS
+
+
+def _page(page: str) -> Path:
+    return REPO / "docs" / f"{page}.md"
+
+
+def test_every_page_is_listed():
+    assert sorted(PAGES + UNFINISHED) == sorted(p.stem for p in (REPO / "docs").glob("*.md"))
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_every_docs_number_is_claimed(page):
+    missing, loose = rn.unclaimed(_page(page).read_text(encoding="utf-8"), _claims(page), doc_claims.SHARED,
+                                  rn.docs_exempt)
+    assert not missing, f"claims whose text is not in docs/{page}.md (reworded?): {missing}"
+    assert not loose, (f"numbers in docs/{page}.md that no claim in tests/doc_claims/{page}.py checks "
+                       f"(line, number): {loose}")
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_docs_output_is_shown_only_under_runnable_examples(page):
+    shown = [(line, body) for line, _, body, runnable in rn.fence_lines(_page(page).read_text(encoding="utf-8"))
+             if not runnable and rn.NUMBER.search(body)]
+    assert not shown, f"docs/{page}.md: output with numbers under a block that does not run: {shown}"
+
+
+def _all_claims() -> list:
+    return [c for page in PAGES for c in _claims(page)] + doc_claims.SHARED
+
+
+def test_every_docs_claim_says_how_it_is_checked():
+    for claim in _all_claims():
+        nums = rn.numbers(claim.text)
+        assert nums, f"{claim.id}: no number in the claim"
+        assert claim.check or claim.by_test or claim.why, f"{claim.id}: neither check, by_test nor why"
+        if isinstance(claim.tol, list):
+            assert len(claim.tol) == len(nums), f"{claim.id}: {len(nums)} numbers, {len(claim.tol)} tolerances"
+
+
+@pytest.mark.parametrize("claim", [pytest.param(c, id=c.id, marks=[pytest.mark.slow] if c.slow else [])
+                                   for c in _all_claims() if c.check or c.by_test])
+def test_docs_number_is_what_the_code_gives(claim):
+    check_claim(claim)
+
+
+def test_the_rule_can_fail():
+    """A number changed in a page is caught: by the coverage test when no claim quotes it any more,
+    and by the claim's check when the claim is edited with the page."""
+    page = PAGES[0]
+    claim = next(c for c in _claims(page) if c.check and not c.slow)
+    nums = rn.numbers(claim.text)
+    changed = claim.text.replace(nums[-1], nums[-1] + "1", 1)
+    text = _page(page).read_text(encoding="utf-8").replace(claim.text, changed)
+    missing, loose = rn.unclaimed(text, _claims(page), doc_claims.SHARED, rn.docs_exempt)
+    assert claim.text in missing and any(num == nums[-1] + "1" for _, num in loose), (missing, loose)
+    assert rn.wrong_values(rn.Claim(changed, claim.check, claim.tol, doc=claim.doc))
+
+
+@pytest.mark.parametrize("snippet, exempt", [
+    ("NCCL 2.30.7 (`enqueue.cc`, line 411)", True), ("Table 3", True), ("issue 33", True),
+    ("1. first\n", True), ("14 May 2020", True), ("2-D torus", True), ("Llama 3 405B", True),
+    ("takes 4.8 % longer", False), ("2,024 GPUs", False), ("exit status 2", False)])
+def test_docs_exemptions(snippet, exempt):
+    found = rn.prose_numbers(snippet)
+    assert found
+    assert all(rn.docs_exempt(snippet, off, num) for off, num in found) == exempt, found
