@@ -188,20 +188,22 @@ def docs_exempt(text: str, offset: int, number: str) -> bool:
     """Whether a prose number of a docs page is not a statement, by one of these rules:
 
     * an **ordinal** of an enumerated list (``1.`` or ``1)`` opening a line) or a heading's section number;
-    * a **citation**: right after ``line``/``lines``, ``Table``, ``Fig.``, ``Section``, ``Eq.``,
+    * a **citation**: right after (on its line or the one before) ``line``/``lines``, ``Table``, ``Fig.``, ``Eq.``,
       ``issue``, ``PR``/``#``, ``§``, or a program's name before its version (``NCCL 2.19``, ``g++ 12``);
     * a **name**: a number right after a product's or model's name (``Llama 3``, ``NVLink 4``);
     * a **version**: dotted past its second part (``2.30.7``: the ``2.30`` of it);
-    * a **date**: a year (four ungrouped digits from 1990 to 2039; the docs group counts: ``1,024``) or a day before a month;
+    * a **date**: a year (four ungrouped digits from 1990 to 2039, the docs group counts: ``1,024``; ``SC'21``) or a
+      day before a month;
     * a **dimension name**: ``1-D``, ``2-D``, ``3-D`` (a kind of network, not a count).
     """
     start = text.rfind("\n", 0, offset) + 1
-    before, after = text[start:offset], text[offset + len(number):]
-    if not before.strip() and re.match(r"[.)]\s", after):
+    line, after = text[start:offset], text[offset + len(number):]
+    before = " ".join(text[max(0, offset - 80):offset].split()) + (" " if text[offset - 1:offset].isspace() else "")
+    if not line.strip() and re.match(r"[.)]\s", after):
         return True
-    if re.match(r"#+\s+$", before) and after.startswith("."):
+    if re.match(r"#+\s+$", line) and after.startswith("."):
         return True
-    if _CITE.search(before) or _NAMED.search(before):
+    if _CITE.search(before) or _NAMED.search(before) or before.endswith("'"):  # SC'21
         return True
     if re.match(r"\.\d", after):
         return True
@@ -226,9 +228,18 @@ def named_test_quotes(claim: Claim, nums: list[str]) -> list[str]:
     return [n for n in nums if n.replace(",", "") not in body and not claim.why]
 
 
+def claim_numbers(claim: Claim) -> list[str]:
+    """The numbers a claim accounts for: its snippet's prose numbers, less (on a docs page) those
+    :func:`docs_exempt` exempts (a model's name or a citation inside the snippet)."""
+    if claim.doc == "README.md":
+        return numbers(claim.text)
+    text = masked(claim.text)
+    return [m.group() for m in NUMBER.finditer(text) if not docs_exempt(text, m.start(), m.group())]
+
+
 def wrong_values(claim: Claim) -> list[tuple]:
     """``(written, got, tolerance)`` of every number of ``claim`` its check does not bear out."""
-    nums = numbers(claim.text)
+    nums = claim_numbers(claim)
     got = list(claim.check())
     assert len(got) == len(nums), f"{claim.id}: the check gave {len(got)} values for {len(nums)} numbers {nums}"
     tols = claim.tol if isinstance(claim.tol, list) else [claim.tol] * len(nums)

@@ -69,7 +69,7 @@ def check_claim(claim) -> None:
     if claim.traces:
         need_traces()
     if claim.by_test:
-        missing = rn.named_test_quotes(claim, rn.numbers(claim.text))
+        missing = rn.named_test_quotes(claim, rn.claim_numbers(claim))
         assert not missing, f"{claim.id}: {claim.by_test} does not assert {missing}"
         return
     wrong = rn.wrong_values(claim)

@@ -75,12 +75,10 @@ def _cited(key: str, pattern: str) -> list[float]:
 
 def _gpus() -> list[float]:
     a, v = "gpu A100", "gpu V100"
-    day_a, year_a = _cited(a, r"(\d+) May (\d{4})")
-    day_v, year_v = _cited(v, r"(\d+) May (\d{4})")
+    assert _cited(a, r"(\d+) May (\d{4})") == [14, 2020] and _cited(v, r"(\d+) May (\d{4})") == [10, 2017]
     assert _cited(a, r"([\d,]+) USD launch price")[0] == _u(a) * 8
     assert _cited(v, r"([\d,]+) USD launch price")[0] == _u(v) * 8
-    return [_u(a), _w(a), _u(v), _w(v), _u(a) * 8, day_a, year_a, _w(a) * 8 / 1e3, _u(v) * 8, day_v, year_v,
-            _w(v) * 8]
+    return [_u(a), _w(a), _u(v), _w(v), _u(a) * 8, _w(a) * 8 / 1e3, _u(v) * 8, _w(v) * 8]
 
 
 def _gpus_hb() -> list[float]:

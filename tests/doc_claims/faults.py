@@ -38,7 +38,7 @@ def _rehash_tries() -> list[int]:
 
     from netsim.workload.fault_routing import FaultRouter
 
-    return [1, inspect.signature(FaultRouter.__init__).parameters["tries"].default]
+    return [inspect.signature(FaultRouter.__init__).parameters["tries"].default]
 
 
 def _run_id_digits() -> list[int]:
