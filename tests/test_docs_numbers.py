@@ -12,6 +12,7 @@ runnable example's (tests/test_docs_examples.py compares it).
 from __future__ import annotations
 
 import importlib
+import re
 from pathlib import Path
 
 import pytest
@@ -22,9 +23,9 @@ from conftest import REPO
 from test_readme_numbers import check_claim
 
 #: The pages under the rule, each with its claims module ``doc_claims.<page>``.
-PAGES = ["cost", "faults", "sweeps", "workloads"]
+PAGES = ["astra", "cost", "faults", "sweeps", "workloads"]
 #: Pages not yet under the rule (issue 35: to be claimed or cut).
-UNFINISHED = ["architecture", "astra", "collectives", "topology", "validation"]
+UNFINISHED = ["architecture", "collectives", "topology", "validation"]
 
 
 def _claims(page: str) -> list:
@@ -48,11 +49,58 @@ def test_every_docs_number_is_claimed(page):
                        f"(line, number): {loose}")
 
 
+#: An HTML comment before a fenced block whose output a named test compares with what netsim prints
+#: (for examples that need the third-party traces, which tests/test_docs_examples.py does not run).
+CHECKED = re.compile(r"^<!-- output checked: (tests/\S+\.py)::(\w+) -->$")
+
+
+def _checked_blocks(text: str) -> list[tuple[int, int, str]]:
+    """``(first line, last line, test)`` of every fenced block under an ``output checked`` marker."""
+    lines, out = text.splitlines(), []
+    for i, line in enumerate(lines):
+        m = CHECKED.match(line)
+        if m and i + 1 < len(lines) and lines[i + 1].startswith("```"):
+            end = next(j for j in range(i + 2, len(lines)) if lines[j].startswith("```"))
+            out.append((i + 2, end + 1, f"{m[1]}::{m[2]}"))
+    return out
+
+
 @pytest.mark.parametrize("page", PAGES)
 def test_docs_output_is_shown_only_under_runnable_examples(page):
-    shown = [(line, body) for line, _, body, runnable in rn.fence_lines(_page(page).read_text(encoding="utf-8"))
-             if not runnable and rn.NUMBER.search(body)]
+    """Output lines in a fenced block are a runnable example's, or a block whose marker names the test
+    that compares them (the test must exist and name the page)."""
+    text = _page(page).read_text(encoding="utf-8")
+    checked = _checked_blocks(text)
+    for _, _, test in checked:
+        path, _, name = test.partition("::")
+        source = (REPO / path).read_text(encoding="utf-8")
+        assert f"def {name}(" in source and f"docs/{page}.md" in source, f"docs/{page}.md: {test} does not check it"
+    shown = [(line, body) for line, _, body, runnable in rn.fence_lines(text)
+             if not runnable and rn.NUMBER.search(body) and not any(a <= line <= b for a, b, _ in checked)]
     assert not shown, f"docs/{page}.md: output with numbers under a block that does not run: {shown}"
+
+
+def test_astra_page_shows_the_reference_output():
+    """docs/astra.md's first example: the lines it shows are what netsim prints, in order (``...``: any lines)."""
+    from conftest import need_traces
+
+    from netsim.astra import run_astra
+
+    text = (REPO / "docs/astra.md").read_text(encoding="utf-8")
+    first, last, _ = _checked_blocks(text)[0]
+    block = text.splitlines()[first:last - 1]
+    root = need_traces("astra-sim__astra-sim")
+    cmd = " ".join(line.rstrip("\\ ") for line in block if line.startswith(("$ netsim", "    --")))
+    flags = dict(re.findall(r"--([\w-]+)=\$T/(\S+)", cmd))
+    res = run_astra(root / flags["workload-configuration"], root / flags["system-configuration"],
+                    root / flags["network-configuration"], root / flags["remote-memory-configuration"])
+    printed, at = res.lines(), 0
+    shown = [line for line in block if not line.startswith(("$ ", "    --"))]
+    for line in shown:
+        if line == "...":
+            continue
+        assert line in printed[at:], f"docs/astra.md shows {line!r}; netsim printed {printed[at:at + 5]} ..."
+        at = printed.index(line, at) + 1
 
 
 def _all_claims() -> list:
