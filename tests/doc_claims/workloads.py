@@ -257,7 +257,7 @@ CLAIMS = [
     C("with `num_splits` 4", lambda: _tp_splits()[:1], why="Transformer Engine's value, which netsim's TP_SPLITS is"),
     C("the README's 16,384-rank Llama-3-405B run", _16k_layout),
     C("at 8,192 GPUs (TP8 PP16 DP64, flow model, no `--sequence-parallel`, 32 microbatches) shows the difference: "
-      "before the fix it did not finish in minutes of CPU time; it now takes 44 CPU-s for a 13.28 s step",
+      "before the fix it did not finish in minutes of CPU time; it now takes 44 CPU-s for a 12.33 s step",
       _8k, tol=[DIGITS, DIGITS, CPU, DIGITS], slow=True),
     C("a quarter-size all-reduce takes 55 us against 135 us for the whole one", _quarter_allreduce),
     C("`V ≥ 2` (default 2)", _vpp),
