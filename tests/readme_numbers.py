@@ -25,6 +25,8 @@ REPO = Path(__file__).resolve().parents[1]
 #: A prose number: not glued to a name before it, not followed by a letter other than the ``x`` of
 #: a ratio (``2.3x``, but ``8x7b`` is a name).
 NUMBER = re.compile(r"(?<![\w.§/:#=<>^−\[-])(\d{1,3}(?:,\d{3})+|\d+)(\.\d+)?(e-?\d+)?(?![A-Za-wyz_\d^])(?!x\w)")
+#: On docs pages a signed number counts too (``−7.6 %``, ``+22.4 %``: the minus sign, U+2212).
+DOC_NUMBER = re.compile(NUMBER.pattern.replace("−", ""))
 _CODE_SPAN = re.compile(r"`(?:[^`\n]|\n(?![ \t]*\n))*`")  # may wrap lines, not paragraphs
 _COMMENT = re.compile(r"<!--.*?-->", re.S)
 _LINK_TARGET = re.compile(r"\]\([^)\s]*\)")
@@ -57,14 +59,14 @@ def numbers(snippet: str) -> list[str]:
     return [m.group() for m in NUMBER.finditer(masked(snippet))]
 
 
-def prose_numbers(text: str) -> list[tuple[int, str]]:
+def prose_numbers(text: str, pattern: re.Pattern = NUMBER) -> list[tuple[int, str]]:
     """``(offset, number)`` of every prose number outside fenced blocks (see :func:`fence_lines`)."""
     kept, fenced = [], False
     for line in text.splitlines(keepends=True):
         fence = bool(_FENCE.match(line.rstrip("\n")))
         kept.append(re.sub(r"[^\n]", " ", line) if fence or fenced else line)
         fenced ^= fence
-    return [(m.start(), m.group()) for m in NUMBER.finditer(masked("".join(kept)))]
+    return [(m.start(), m.group()) for m in pattern.finditer(masked("".join(kept)))]
 
 
 def fence_lines(text: str) -> list[tuple[int, str, str, bool]]:
@@ -99,7 +101,7 @@ class Claim:
     text: str
     check: Callable[[], Sequence[float]] | None = None
     #: ``"digits"``: equal when rounded to the digits written; ``("rel", r)``: within r of the value
-    #: written; ``("factor", f)``: within a factor f either way (times measured on a shared machine);
+    #: written; ``("abs", a)``: within a of it; ``("factor", f)``: within a factor f either way (times measured on a shared machine);
     #: ``("at_least", x)``/``("at_most", x)`` for a bound the text states.  One per number, or one for all.
     tol: object = "digits"
     slow: bool = False
@@ -124,6 +126,8 @@ def agrees(written: str, got: float, tol) -> bool:
     kind, amount = tol
     if kind == "rel":
         return abs(got - want) <= amount * abs(want)
+    if kind == "abs":
+        return abs(got - want) <= amount
     if kind == "factor":
         return want / amount <= got <= want * amount
     if kind == "at_least":
@@ -168,7 +172,8 @@ def unclaimed(text: str, claims, shared=(), exempt=None) -> tuple[list[str], lis
         covered += found
     for claim in shared:
         covered += spans(claim.text, norm, where)
-    loose = [(text.count("\n", 0, off) + 1, num) for off, num in prose_numbers(text)
+    pattern = DOC_NUMBER if exempt else NUMBER
+    loose = [(text.count("\n", 0, off) + 1, num) for off, num in prose_numbers(text, pattern)
              if not any(a <= off < b for a, b in covered) and not (exempt and exempt(text, off, num))]
     return missing, loose
 
@@ -234,7 +239,7 @@ def claim_numbers(claim: Claim) -> list[str]:
     if claim.doc == "README.md":
         return numbers(claim.text)
     text = masked(claim.text)
-    return [m.group() for m in NUMBER.finditer(text) if not docs_exempt(text, m.start(), m.group())]
+    return [m.group() for m in DOC_NUMBER.finditer(text) if not docs_exempt(text, m.start(), m.group())]
 
 
 def wrong_values(claim: Claim) -> list[tuple]:
