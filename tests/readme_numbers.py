@@ -26,7 +26,7 @@ REPO = Path(__file__).resolve().parents[1]
 #: a ratio (``2.3x``, but ``8x7b`` is a name).
 NUMBER = re.compile(r"(?<![\w.§/:#=<>^−\[-])(\d{1,3}(?:,\d{3})+|\d+)(\.\d+)?(e-?\d+)?(?![A-Za-wyz_\d^])(?!x\w)")
 #: On docs pages a signed number counts too (``−7.6 %``, ``+22.4 %``: the minus sign, U+2212).
-DOC_NUMBER = re.compile(NUMBER.pattern.replace("−", ""))
+DOC_NUMBER = re.compile(r"(?<!\w−)" + NUMBER.pattern.replace("−", ""))  # not k−1 in a formula
 _CODE_SPAN = re.compile(r"`(?:[^`\n]|\n(?![ \t]*\n))*`")  # may wrap lines, not paragraphs
 _COMMENT = re.compile(r"<!--.*?-->", re.S)
 _LINK_TARGET = re.compile(r"\]\([^)\s]*\)")

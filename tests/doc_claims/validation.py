@@ -198,10 +198,7 @@ def _causal_share() -> list[float]:
 
 
 def _rest_of_gb200() -> list[float]:
-    import netsim
-
-    t = netsim.load_topology(REPO / "topologies/gb200-nvl72-20rack.yaml")
-    return [r.busbw_GBps for r in netsim.bench(t, "all_reduce", [1 << 30, 4 << 30], gpus=t.n_gpus, model="analytical")]
+    return _outside("gb200-nvl72-20rack", (256 << 20, 1 << 30, 4 << 30, 8 << 30))[1:3]
 
 
 @lru_cache(maxsize=None)
