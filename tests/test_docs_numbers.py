@@ -29,7 +29,10 @@ UNFINISHED: list[str] = []
 
 
 def _claims(page: str) -> list:
-    return importlib.import_module(f"doc_claims.{page}").CLAIMS
+    """The claims of ``doc_claims.<page>`` and of its parts ``doc_claims.<page>_<part>`` (a page's claims may
+    span modules, each under 500 lines)."""
+    parts = sorted(p.stem for p in (REPO / "tests" / "doc_claims").glob(f"{page}_*.py"))
+    return [c for name in [page, *parts] for c in importlib.import_module(f"doc_claims.{name}").CLAIMS]
 
 
 def _page(page: str) -> Path:
