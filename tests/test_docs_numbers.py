@@ -1,12 +1,15 @@
 """Every number docs/*.md states in prose is what the code produces, or is no statement (issue 35).
 
 The rule README.md follows (tests/test_readme_numbers.py), applied to the docs pages: every prose
-number (:mod:`readme_numbers`: outside code spans and fenced blocks) lies in a snippet of the page's
-claims module (``tests/doc_claims/<page>.py``) or in a :data:`doc_claims.SHARED` phrase, or is exempt
-by one of the rules of :func:`readme_numbers.docs_exempt` (list ordinals, citations, names, versions,
-dates, ``N-D``).  Each claim's numbers are recomputed (``slow`` ones with ``-m slow``), or checked by
-the test it names, or said not to be results (``why``).  Output shown in a fenced block must be a
-runnable example's (tests/test_docs_examples.py compares it).
+number (:mod:`readme_numbers`: outside code spans and fenced blocks; on docs pages a signed ``−7.6``
+counts too) lies in a snippet of the page's claims (``tests/doc_claims/<page>.py`` and its parts
+``<page>_*.py``) or in a :data:`doc_claims.SHARED` phrase, or is exempt by one of the stated rules
+of :func:`readme_numbers.docs_exempt` (list ordinals, citations, names, versions, dates, ``N-D``).
+Each claim's numbers are recomputed (``slow`` ones with ``-m slow``: simulations of minutes, such as
+every row of docs/validation.md's table), or asserted by the test it names, or said not to be
+results (``why``: a quoted source figure, an input's meaning).  Output shown in a fenced block must
+be a runnable example's (tests/test_docs_examples.py compares it) or sit under an ``<!-- output
+checked: TEST -->`` marker whose test compares it (examples that need the third-party traces).
 """
 
 from __future__ import annotations
