@@ -27,37 +27,9 @@ README = REPO / "README.md"
 NOTEBOOKS = sorted((REPO / "notebooks").glob("*.py"))
 
 
-def _normalized(text: str) -> tuple[str, list[int]]:
-    """``text`` with whitespace runs collapsed to one space, and each character's offset in ``text``."""
-    out, where = [], []
-    for i, ch in enumerate(text):
-        if ch.isspace():
-            if out and out[-1] == " ":
-                continue
-            ch = " "
-        out.append(ch)
-        where.append(i)
-    return "".join(out), where
-
-
-def _spans(claim_text: str, norm: str, where: list[int]) -> list[tuple[int, int]]:
-    needle, _ = _normalized(claim_text)
-    found = [m.start() for m in re.finditer(re.escape(needle), norm)]
-    return [(where[s], where[s + len(needle) - 1] + 1) for s in found]
-
-
 def test_every_readme_number_is_claimed():
-    text = README.read_text(encoding="utf-8")
-    norm, where = _normalized(text)
-    covered, missing = [], []
-    for claim in readme_claims.CLAIMS:
-        spans = _spans(claim.text, norm, where)
-        if not spans:
-            missing.append(claim.text)
-        covered += spans
+    missing, loose = rn.unclaimed(README.read_text(encoding="utf-8"), readme_claims.CLAIMS)
     assert not missing, f"claims whose text is not in README.md (reworded?): {missing}"
-    loose = [(text.count("\n", 0, off) + 1, num) for off, num in rn.prose_numbers(text)
-             if not any(a <= off < b for a, b in covered)]
     assert not loose, ("numbers in README.md that no claim in tests/readme_claims.py checks "
                        f"(line, number): {loose}")
 
@@ -89,31 +61,19 @@ def _params():
 
 @pytest.mark.parametrize("claim", _params())
 def test_readme_number_is_what_the_code_gives(claim):
+    check_claim(claim)
+
+
+def check_claim(claim) -> None:
+    """The claim's numbers are what its check computes, or the test it names asserts or reads them."""
     if claim.traces:
         need_traces()
-    nums = rn.numbers(claim.text)
     if claim.by_test:
-        _check_named_test(claim, nums)
+        missing = rn.named_test_quotes(claim, rn.claim_numbers(claim))
+        assert not missing, f"{claim.id}: {claim.by_test} does not assert {missing}"
         return
-    got = list(claim.check())
-    assert len(got) == len(nums), f"{claim.id}: the check gave {len(got)} values for {len(nums)} numbers {nums}"
-    tols = claim.tol if isinstance(claim.tol, list) else [claim.tol] * len(nums)
-    wrong = [(n, g, t) for n, g, t in zip(nums, got, tols) if not rn.agrees(n, float(g), t)]
-    assert not wrong, f"{claim.id}: README says / the code gives / tolerance: {wrong}"
-
-
-def _check_named_test(claim, nums: list[str]) -> None:
-    """The named test exists and either reads README.md (it compares the figures itself) or asserts
-    each number the claim quotes (so the two cannot drift apart silently)."""
-    path, _, name = claim.by_test.partition("::")
-    source = (REPO / path).read_text(encoding="utf-8")
-    funcs = {n.name: n for n in ast.walk(ast.parse(source)) if isinstance(n, ast.FunctionDef)}
-    assert name in funcs, f"{claim.id}: no test {claim.by_test}"
-    body = ast.get_source_segment(source, funcs[name])
-    if "README.md" in body:
-        return
-    missing = [n for n in nums if n.replace(",", "") not in body and not claim.why]
-    assert not missing, f"{claim.id}: {claim.by_test} does not assert {missing}"
+    wrong = rn.wrong_values(claim)
+    assert not wrong, f"{claim.id}: {claim.doc} says / the code gives / tolerance: {wrong}"
 
 
 # ------------------------------------------------------------------------------------ notebooks

@@ -1,0 +1,3 @@
+"""docs/architecture.md: it states no numbers (tests/test_docs_numbers.py keeps it so)."""
+
+CLAIMS: list = []

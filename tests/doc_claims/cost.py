@@ -1,0 +1,181 @@
+"""docs/cost.md: every prose number, and how the code bears it out (the price table's figures are the
+lines of ``netsim/topology/prices.yaml``, and its derivations are recomputed from their inputs)."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from doc_claims import REPO, claims_for, topo
+
+C = claims_for("cost.md")
+
+
+@lru_cache(maxsize=None)
+def _lines() -> dict:
+    """The shipped table's lines, as written (the figures the page quotes)."""
+    return _raw()["lines"]
+
+
+def _raw() -> dict:
+    import yaml
+
+    return yaml.safe_load((REPO / "netsim/topology/prices.yaml").read_text())
+
+
+def _u(key: str) -> float:
+    return _lines()[key]["usd"]
+
+
+def _w(key: str) -> float:
+    return _lines()[key]["watts"]
+
+
+def _zero_parts() -> list[float]:
+    on_board = ("nvswitch chip", "nvlink on-board", "nvlink copper", "pcie switch")
+    return [max(max(_u(k), _w(k)) for k in on_board)]
+
+
+def _passive_cables() -> list[float]:
+    return [max(_w(k) for k in _lines() if k.startswith("cable "))]
+
+
+def _switch_ports() -> list[float]:
+    qm = topo("h100-superpod-1su")  # its QM9700s: 64 ports
+    radix = {t.radix for t in qm.facts.switch_tiers}
+    assert radix == {64}, radix
+    port = "switch port infiniband 400G"
+    assert _u("switch port ethernet 400G") == _u(port) and _w("switch port ethernet 400G") == _w(port)
+    assert _u("switch port ethernet 100G") == _u(port) / 4
+    return [_u("switch QM9700") / 64, _w("switch QM9700") / 64, 64, 1]
+
+
+def _row(*pairs) -> list[float]:
+    return [f(k) for f, k in pairs]
+
+
+def _tray() -> list[float]:
+    import netsim
+
+    port = "switch port infiniband 400G"
+    per_tray = _u("nvlink switch tray") / _u(port)
+    assert per_tray == _w("nvlink switch tray") / _w(port)
+    bom = netsim.cost_table(topo("gb200-nvl72")).set_index("item")["count"]
+    assert bom["nvlink"] == per_tray * bom["nvlink switch tray"], (bom, per_tray)
+    return [_u("nvlink switch tray"), _w("nvlink switch tray"), per_tray, bom["nvlink"], bom["nvlink switch tray"]]
+
+
+def _cited(key: str, pattern: str) -> list[float]:
+    """The numbers of ``pattern``'s match in the line's cited source (a date, a launch price)."""
+    import re
+
+    m = re.search(pattern, _lines()[key]["source"])
+    assert m, (key, pattern)
+    return [float(g.replace(",", "")) for g in m.groups()]
+
+
+def _gpus() -> list[float]:
+    a, v = "gpu A100", "gpu V100"
+    assert _cited(a, r"(\d+) May (\d{4})") == [14, 2020] and _cited(v, r"(\d+) May (\d{4})") == [10, 2017]
+    assert _cited(a, r"([\d,]+) USD launch price")[0] == _u(a) * 8
+    assert _cited(v, r"([\d,]+) USD launch price")[0] == _u(v) * 8
+    return [_u(a), _w(a), _u(v), _w(v), _u(a) * 8, _w(a) * 8 / 1e3, _u(v) * 8, _w(v) * 8]
+
+
+def _gpus_hb() -> list[float]:
+    h, g = "gpu H100", "gpu GB200"
+    rack_usd = _u(g) * 72 + 9 * _u("nvlink switch tray")
+    rack_w = _w(g) * 72 + 9 * _w("nvlink switch tray")
+    return [_u(h), _w(h), _u(g), _w(g), _w(h) * 8 / 1e3, 8, _u(h) * 8, rack_usd / 1e6, rack_w / 1e3, 72]
+
+
+def _doubling() -> list[float]:
+    import netsim
+
+    t = topo("h100-superpod-1024")
+    base = netsim.fabric_cost(t)["total_usd"]
+    doubled = netsim.fabric_cost(t, prices={"lines": {"switch QM9700": {"usd": 2 * _u("switch QM9700")}}})["total_usd"]
+    table = netsim.cost_table(t)
+    switches = int(table.loc[table["price_key"] == "switch QM9700", "count"].sum())
+    assert doubled - base == switches * _u("switch QM9700")
+    return [t.n_gpus, switches, _u("switch QM9700")]
+
+
+def _half_spines() -> list[float]:
+    """Leaf oversubscription 2 on a SuperPOD SU: half the spines, half the cables above the leaves,
+    and the difference in cost is theirs."""
+    import netsim
+    from netsim.topology.overrides import load_with_overrides
+
+    path = str(REPO / "topologies/h100-superpod-1su.yaml")
+    full, half = netsim.cost_table(load_with_overrides(path)), netsim.cost_table(
+        load_with_overrides(path, {"scale_out.tiers.0.oversubscription": 2}))
+
+    def count(t, tier):
+        return t.loc[t["tier"] == tier].groupby("item")["count"].sum()
+
+    for item, n in count(full, "spine").items():
+        assert count(half, "spine")[item] * 2 == n
+    for item, n in count(full, "leaf-spine").items():
+        assert count(half, "leaf-spine")[item] * 2 == n
+    return [2]
+
+
+SHIPPED = ["p4d-a100-shared-nic", "h100-superpod-1su", "h100-superpod-1024", "studies/fat_tree_2tier",
+           "studies/fat_tree_3tier", "megascale-12k", "llama3-24k", "gb200-nvl72", "gb300-nvl72-2x400g"]
+
+
+def _shipped_row(name: str):
+    def check() -> list[float]:
+        import netsim
+
+        c = netsim.fabric_cost(topo(name))
+        return [c["n_gpus"], c["total_usd"], c["usd_per_gpu"], c["w_per_gpu"]]
+    return check
+
+
+def _row_text(name: str) -> str:
+    text = (REPO / "docs/cost.md").read_text()
+    return next(line for line in text.splitlines() if line.startswith(f"| `{name}.yaml` |"))
+
+
+def _three_vs_two() -> list[float]:
+    import netsim
+
+    two, three = (netsim.fabric_cost(topo(f"studies/fat_tree_{n}tier")) for n in (2, 3))
+    assert two["n_gpus"] == three["n_gpus"]
+    return [3, round(100 * (three["usd_per_gpu"] / two["usd_per_gpu"] - 1)), 2, two["n_gpus"]]
+
+
+CLAIMS = [
+    C("they are listed at 0 in the network", _zero_parts),
+    C("passive cables 0 W", _passive_cables),
+    C("never priced 0 silently", why="a behaviour: an unpriced row is noted and left out, not priced "
+                                     "(tests/test_cost.py); 0 names the price it is not given"),
+    C("| `switch QM9700` | 30,000 USD, 750 W |", lambda: _row((_u, "switch QM9700"), (_w, "switch QM9700"))),
+    C("| 468.75 USD, 11.72 W per 400G port | the QM9700 line / 64 ports; Ethernet set equal to InfiniBand; 100G "
+      "at 1/4", _switch_ports),
+    C("| 2,000 USD, 25 W per 400G port |", lambda: _row((_u, "nic port infiniband 400G"),
+                                                         (_w, "nic port infiniband 400G"))),
+    C("| 150, 100, 120 USD; 0 W |", lambda: [_u("cable copper DAC"), _u("cable multimode fiber"),
+                                            _u("cable single-mode fiber"), *_passive_cables()]),
+    C("| 500, 700 USD; 8.5 W per port | half an NVIDIA MMA4Z00-NS / MMS4X00-NS twin-port 2 × 400G OSFP module "
+      "and half its roughly 17 W maximum", lambda: [_u("transceiver multimode 400G"), _u("transceiver single-mode 400G"),
+                                                    _w("transceiver multimode 400G"), 2,
+                                                    2 * _w("transceiver single-mode 400G")]),
+    C("| 67,500 USD, 1,687.5 W | 144 NVLinks per GB200 NVL72 tray (1,296 on 9 trays)", _tray),
+    C("| 24,875 USD, 812.5 W; 18,625 USD, 437.5 W | DGX A100 at 199,000 USD (NVIDIA, 14 May 2020) and 6.5 kW max; "
+      "DGX-1 (V100) at 149,000 USD (NVIDIA, 10 May 2017) and 3,500 W", _gpus),
+    C("| 37,500 USD, 1,275 W; 33,229 USD, 1,456 W | DGX H100's 10.2 kW max / 8 (datasheet) and an estimated "
+      "300,000 USD server; an NVL72 rack at about 3 million USD and 120 kW as reported, less its switch trays, / 72",
+      _gpus_hb),
+    C("Doubling the QM9700's price raises the 1,024-GPU fabric's total by exactly its 48 switches × 30,000", _doubling),
+    C("A sweep that sets `scale_out.tiers.0.oversubscription` to 2 on a SuperPOD SU has half the spines",
+      _half_spines),
+    *[C(_row_text(n), _shipped_row(n)) for n in SHIPPED],
+    C("The 3-tier tree costs 41 % more per GPU than the 2-tier one at the same 16,384 GPUs", _three_vs_two),
+    C("`--tolerance PCT` (default 5)", lambda: [__import__("doc_claims").cli_default("sweep", "--tolerance")]),
+    C("raising the price of a port of the 2-tier study fabric's unnamed 128-port switches raises each 2-tier fabric "
+      "by exactly its ports times the difference, and the 3-tier fabric",
+      by_test="tests/test_pareto.py::test_a_user_price_file_changes_the_answer_as_expected",
+      why="the test builds the 2- and 3-tier study fabrics, prices the 128-port switch and checks both"),
+]
