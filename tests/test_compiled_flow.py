@@ -128,3 +128,40 @@ def test_bench_engines_event_and_reference_agree(monkeypatch):
         rows[engine], stats = bench.run_one(topo, cfg, 8 << 20)
         assert stats["events"] > 20
     assert rows["event"].time_us == pytest.approx(rows["reference"].time_us, rel=1e-9)
+
+
+@settings(max_examples=EXAMPLES, deadline=None)
+@given(batches=st.lists(st.lists(st.integers(0, 5), min_size=1, max_size=400), min_size=1, max_size=6))
+def test_link_blocks_get_exactly_the_room_they_use(batches):
+    """``lb_space`` predicts exactly the pool room :func:`add_flows` takes, however many entries
+    one call brings a link (a block moves again and again while they keep coming); the table
+    then never writes past its link-block pool.  Before, one batch of many flows on one link
+    (a RoCE ring all-reduce with 4 queue pairs on a random placement) moved blocks further than
+    predicted and corrupted the heap."""
+    from netsim.network import flowkernel as fk
+
+    t = CompiledFlowTable(np.full(6, 1e9))
+    for links in batches:
+        links = np.asarray(links, dtype=np.int64)
+        k = links.size
+        before_lb = int(t.scalars[fk.M_LB])
+        need = fk.lb_space(t.li, links)
+        roomy = before_lb + need <= t.lbp.shape[0] and int(t.scalars[fk.M_POOL]) + k <= t.pl.shape[0]
+        t.add(np.arange(k + 1), links, np.full(k, 1e6), np.zeros(k), np.full(k, np.inf), 0, np.arange(k))
+        if roomy:  # no fresh layout in between: the pool grew by exactly the prediction
+            assert int(t.scalars[fk.M_LB]) == before_lb + need
+        assert int(t.scalars[fk.M_LB]) <= t.lbp.shape[0]
+        assert (t.li[:, fk.LB_COUNT] <= t.li[:, fk.LB_ROOM]).all()
+
+
+@pytest.mark.slow
+def test_roce_ring_with_four_queue_pairs_runs_and_equals_numpy():
+    """The case that corrupted the heap (benchmarks/bench_routing.py R2, 4 QPs, random:1)."""
+    sys.path.insert(0, str(__import__("conftest").REPO / "benchmarks"))
+    import bench_routing
+    from netsim.perftests import bench
+
+    topo = bench_routing._roce_tree(4)
+    got = [bench(topo, "all_reduce", [64 << 20], gpus=64, placement="random:1", engine=e)[0].time_us
+           for e in ("event", "reference")]
+    assert got[0] == pytest.approx(got[1], rel=1e-9)

@@ -190,6 +190,11 @@ class CompiledFlowTable:
         if self.scalars[fk.M_POOL] + nnz > self.pl.shape[0] or \
                 self.scalars[fk.M_LB] + fk.lb_space(self.li, links) > self.lbp.shape[0]:
             self._relayout(nnz)
+        need = int(self.scalars[fk.M_LB] + fk.lb_space(self.li, links))
+        if need > self.lbp.shape[0]:  # the fresh layout's blocks still grow past its spare room
+            lbp = np.zeros((2 * need, 2), dtype=np.int64)
+            lbp[:self.lbp.shape[0]] = self.lbp
+            self.lbp = lbp
         fk.add_flows(self.ff, self.fi, self.li, self.pl, self.lbp, self.scalars, self.clock, self.free,
                      self.fresh, self.bdirty, self.dlist, self.counters[0], self.counters[1], self.counters[3],
                      np.ascontiguousarray(indptr, dtype=np.int64),

@@ -43,15 +43,19 @@ BLOCK_BITS = 6
 
 @kernel
 def lb_space(li, links):
-    """Pool room the link blocks need to take one more entry per item of ``links``."""
+    """Pool room the link blocks need to take one more entry per item of ``links``: exactly what
+    :func:`add_flows` appends, a full block moving to the end with room ``2 * room + 8``, again
+    and again while one call brings a link more entries than the new room holds."""
     need = 0
     for l in links:
         li[l, MARK] += 1
     for l in links:
         k = li[l, MARK]
         if k:
-            if li[l, LB_COUNT] + k > li[l, LB_ROOM]:
-                need += 2 * (li[l, LB_COUNT] + k) + 8
+            room = li[l, LB_ROOM]
+            while li[l, LB_COUNT] + k > room:
+                room = 2 * room + 8
+                need += room
             li[l, MARK] = 0
     return need
 
