@@ -26,7 +26,8 @@ from netsim.network.kernelcache import kernel
 
 
 # rows of the per-flow float array ``ff`` and int array ``fi``
-REM, TSET, DUE, RATE, LAT, CAP = range(6)
+REM, TSET, RATE, LAT, CAP = range(5)
+N_FF = 5
 OWNER, LOCAL, PSTART, PLEN, BNECK, ALIVE = range(6)
 # rows of the per-link float array ``lf`` and int array ``li``
 CAPACITY, USED, LVL, TOP = range(4)
@@ -66,7 +67,7 @@ def _mark_dirty(b, bdirty, dlist, meta):
 
 
 @kernel
-def add_flows(ff, fi, li, pl, lbp, meta, clock, free, fresh, bdirty, dlist, load, busy_since, peak,
+def add_flows(ff, fi, li, pl, lbp, meta, clock, free, fresh, due, bdirty, dlist, load, busy_since, peak,
               indptr, links, size, lat, cap, owner, local):
     """New flows (CSR paths; capacity already ensured by the caller): slots from the free stack,
     path entries appended to the pool and to their links' blocks.  The network's link counters
@@ -80,7 +81,7 @@ def add_flows(ff, fi, li, pl, lbp, meta, clock, free, fresh, bdirty, dlist, load
             meta[M_SLOTS] = s + 1
         ff[s, REM] = size[i]
         ff[s, TSET] = clock[0]
-        ff[s, DUE] = np.inf
+        due[s] = np.inf
         ff[s, RATE] = 0.0
         ff[s, LAT] = lat[i]
         ff[s, CAP] = cap[i]
@@ -158,10 +159,10 @@ def rebuild(ff, fi, li, pl, lbp, meta, new_pl, new_lbp):
 
 
 @kernel
-def _flush(ff, meta, bmin, bdirty, dlist):
+def _flush(due, meta, bmin, bdirty, dlist):
     """Refresh the minimums of the blocks whose flows changed due times, then of their groups
     of 64 blocks (``bmin[nb + g]``, ``nb`` blocks: the second level)."""
-    n = ff.shape[0]
+    n = due.shape[0]
     nb = (n >> BLOCK_BITS) + 1
     nd = meta[M_DIRTY]
     for i in range(nd):
@@ -170,8 +171,8 @@ def _flush(ff, meta, bmin, bdirty, dlist):
         hi = min(lo + (1 << BLOCK_BITS), n)
         m = np.inf
         for s in range(lo, hi):
-            if ff[s, DUE] < m:
-                m = ff[s, DUE]
+            if due[s] < m:
+                m = due[s]
         bmin[b] = m
         bdirty[b] = 0
     for i in range(nd):
@@ -188,12 +189,12 @@ def _flush(ff, meta, bmin, bdirty, dlist):
 
 
 @kernel
-def next_due(ff, meta, clock, bmin, bdirty, dlist):
+def next_due(due, meta, clock, bmin, bdirty, dlist):
     """Seconds until the first alive flow has drained (``inf`` if none)."""
     if meta[M_ALIVE] == 0:
         return np.inf
-    _flush(ff, meta, bmin, bdirty, dlist)
-    nb = (ff.shape[0] >> BLOCK_BITS) + 1
+    _flush(due, meta, bmin, bdirty, dlist)
+    nb = (due.shape[0] >> BLOCK_BITS) + 1
     m = np.inf
     for g in range((meta[M_SLOTS] >> (2 * BLOCK_BITS)) + 1):
         if bmin[nb + g] < m:
@@ -202,15 +203,15 @@ def next_due(ff, meta, clock, bmin, bdirty, dlist):
 
 
 @kernel
-def take_drained(ff, fi, lf, li, pl, lbp, meta, clock, free, bmin, bdirty, dlist, seeds, eps,
+def take_drained(ff, fi, lf, li, pl, lbp, meta, clock, free, due, bmin, bdirty, dlist, seeds, eps,
                  out_slots, out_links, load, busy_since, busy):
     """Remove the flows due within ``eps`` of the clock; their slots (ascending) and path links
     go to ``out_slots``/``out_links``; returns both counts.  Links left without flows get no
     rate and no rounding residue (``FlowTable.emptied``)."""
-    _flush(ff, meta, bmin, bdirty, dlist)
+    _flush(due, meta, bmin, bdirty, dlist)
     thr = clock[0] + eps
     nd = 0
-    nb = (ff.shape[0] >> BLOCK_BITS) + 1
+    nb = (due.shape[0] >> BLOCK_BITS) + 1
     for g in range((meta[M_SLOTS] >> (2 * BLOCK_BITS)) + 1):
         if bmin[nb + g] > thr:
             continue
@@ -218,7 +219,7 @@ def take_drained(ff, fi, lf, li, pl, lbp, meta, clock, free, bmin, bdirty, dlist
             if bmin[b] <= thr:
                 lo = b << BLOCK_BITS
                 for s in range(lo, min(lo + (1 << BLOCK_BITS), meta[M_SLOTS])):
-                    if ff[s, DUE] <= thr:
+                    if due[s] <= thr:
                         out_slots[nd] = s
                         nd += 1
     nl = 0
@@ -248,7 +249,7 @@ def take_drained(ff, fi, lf, li, pl, lbp, meta, clock, free, bmin, bdirty, dlist
         fi[s, BNECK] = -1
         fi[s, ALIVE] = 0
         ff[s, RATE] = 0.0
-        ff[s, DUE] = np.inf
+        due[s] = np.inf
         _mark_dirty(s >> BLOCK_BITS, bdirty, dlist, meta)
         free[meta[M_FREE]] = s
         meta[M_FREE] += 1
@@ -262,7 +263,7 @@ def take_drained(ff, fi, lf, li, pl, lbp, meta, clock, free, bmin, bdirty, dlist
 
 
 @kernel
-def set_rates(ff, meta, clock, bdirty, dlist, slots, n, rates):
+def set_rates(ff, meta, clock, due, bdirty, dlist, slots, n, rates):
     now = clock[0]
     for i in range(n):
         s = slots[i]
@@ -272,5 +273,5 @@ def set_rates(ff, meta, clock, bdirty, dlist, slots, n, rates):
         ff[s, TSET] = now
         r = rates[i]
         ff[s, RATE] = r
-        ff[s, DUE] = now + rem / r if r > 0 else np.inf
+        due[s] = now + rem / r if r > 0 else np.inf
         _mark_dirty(s >> BLOCK_BITS, bdirty, dlist, meta)

@@ -16,7 +16,7 @@ from netsim.network.flowkernel import (ALIVE, BNECK, CAP, CAPACITY, LB_COUNT, LB
                                        M_FRESH, M_INCREMENTAL, M_PARTIAL, M_ROUNDS,
                                        M_SEEDS, M_SLOTS, M_SOLVED, M_SOLVES, MARK, NB, P_LINK, PLEN,
                                        PSTART,
-                                       RATE, TOP, USED, set_rates)
+                                       OWNER, RATE, TOP, USED, next_due, set_rates, take_drained)
 from netsim.network.flowtable import FULL_FRACTION, MAX_REPAIRS, RTOL
 
 
@@ -180,7 +180,7 @@ def _compress(fi, li, pl, slots, nr, lens, starts, inv, uniq):
 
 
 @kernel
-def full_solve(ff, fi, lf, li, pl, meta, clock, bdirty, dlist, rtol, w):
+def full_solve(ff, fi, lf, li, pl, meta, clock, due, bdirty, dlist, rtol, w):
     """Every alive flow solved afresh (``FlowTable._full``)."""
     slots, lens, starts, bn, uniq = w.slots, w.lens, w.starts, w.bn, w.uniq
     nr = 0
@@ -195,7 +195,7 @@ def full_solve(ff, fi, lf, li, pl, meta, clock, bdirty, dlist, rtol, w):
     for i in range(nr):
         caps[i] = ff[slots[i], CAP]
     _solve(nr, lens, starts, w.inv, nu, w.resid, caps, rtol, w.rates, bn, w.ws)
-    set_rates(ff, meta, clock, bdirty, dlist, slots, nr, w.rates)
+    set_rates(ff, meta, clock, due, bdirty, dlist, slots, nr, w.rates)
     n_links = lf.shape[0]
     for l in range(n_links):
         lf[l, USED] = 0.0
@@ -227,7 +227,7 @@ def full_solve(ff, fi, lf, li, pl, meta, clock, bdirty, dlist, rtol, w):
 
 
 @kernel
-def resolve(ff, fi, lf, li, pl, lbp, meta, clock, fresh, seeds, bdirty, dlist, w):
+def resolve(ff, fi, lf, li, pl, lbp, meta, clock, fresh, seeds, due, bdirty, dlist, w):
     """Re-solve the rates the flows ended and started since the last solve can change
     (``FlowTable.resolve``)."""
     n_fresh, n_seeds = meta[M_FRESH], meta[M_SEEDS]
@@ -247,7 +247,7 @@ def resolve(ff, fi, lf, li, pl, lbp, meta, clock, fresh, seeds, bdirty, dlist, w
     if not meta[M_INCREMENTAL] or nr >= limit:
         for i in range(nr):
             inr[r[i]] = 0
-        full_solve(ff, fi, lf, li, pl, meta, clock, bdirty, dlist, RTOL, w)
+        full_solve(ff, fi, lf, li, pl, meta, clock, due, bdirty, dlist, RTOL, w)
         return
     n_new = nr  # then the flows bottlenecked on a link an ended or started flow crossed
     for k in range(n_seeds):
@@ -264,11 +264,33 @@ def resolve(ff, fi, lf, li, pl, lbp, meta, clock, fresh, seeds, bdirty, dlist, w
             li[pl[e, P_LINK], MARK] = 0
     if nr == 0:
         return
-    nr = _repair(ff, fi, lf, li, pl, lbp, meta, clock, bdirty, dlist, w, nr, limit)
+    nr = _repair(ff, fi, lf, li, pl, lbp, meta, clock, due, bdirty, dlist, w, nr, limit)
     for i in range(abs(nr)):
         inr[r[i]] = 0
     if nr < 0:
-        full_solve(ff, fi, lf, li, pl, meta, clock, bdirty, dlist, RTOL, w)
+        full_solve(ff, fi, lf, li, pl, meta, clock, due, bdirty, dlist, RTOL, w)
+
+
+@kernel
+def event(ff, fi, lf, li, pl, lbp, meta, clock, free, fresh, seeds, due, bmin, bdirty, dlist, eps, w, done,
+          out_links, load, busy_since, busy):
+    """One event in one call: the flows due within ``eps`` leave (:func:`take_drained`), the rates
+    are repaired (:func:`resolve`) and the next due time found (:func:`next_due`), as the numpy
+    table's three calls do in that order.  The drained flows' slots go to ``done``, ordered by
+    owner (ascending slots within one, as a stable sort of the numpy table's ascending slots);
+    returns their count and the seconds until the next flow is due."""
+    nd, _ = take_drained(ff, fi, lf, li, pl, lbp, meta, clock, free, due, bmin, bdirty, dlist, seeds, eps,
+                         done, out_links, load, busy_since, busy)
+    if nd > 1:
+        owners = np.empty(nd, dtype=np.int64)
+        for i in range(nd):
+            owners[i] = fi[done[i], OWNER]
+        order = np.argsort(owners, kind="mergesort")
+        slots = done[:nd].copy()
+        for i in range(nd):
+            done[i] = slots[order[i]]
+    resolve(ff, fi, lf, li, pl, lbp, meta, clock, fresh, seeds, due, bdirty, dlist, w)
+    return nd, next_due(due, meta, clock, bmin, bdirty, dlist)
 
 
 @kernel
@@ -288,7 +310,7 @@ def _bottlenecked_on(fi, li, pl, lbp, l, inr, r, nr):
 
 
 @kernel
-def _repair(ff, fi, lf, li, pl, lbp, meta, clock, bdirty, dlist, w, nr, limit):
+def _repair(ff, fi, lf, li, pl, lbp, meta, clock, due, bdirty, dlist, w, nr, limit):
     """Grow the repair set ``w.r[:nr]`` until its residual solve passes the certificate
     (``FlowTable._repair``).  Returns the final size, negated when the limits were reached
     (then everything is solved afresh)."""
@@ -313,7 +335,7 @@ def _repair(ff, fi, lf, li, pl, lbp, meta, clock, bdirty, dlist, w, nr, limit):
         for i in range(nr):
             w.fcap[i] = ff[r[i], CAP]
         _solve(nr, lens, starts, inv, nu, w.resid, w.fcap, RTOL, rates, bn, w.ws)
-        set_rates(ff, meta, clock, bdirty, dlist, r, nr, rates)
+        set_rates(ff, meta, clock, due, bdirty, dlist, r, nr, rates)
         for u in range(nu):
             acc[u] = 0.0
         for i in range(nr):
