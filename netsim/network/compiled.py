@@ -50,9 +50,11 @@ class CompiledFlowTable:
         self.li = np.zeros((n_links, 6), dtype=np.int64)
         self.li[:, fk.LMAP] = -1
         self.ff = np.zeros((0, fk.N_FF))
-        self.due = np.zeros(0)  # when each flow is due (drained seconds; inf: never), apart for the scans
+        # apart from the rows, as the scans read them: when each flow is due (drained seconds; inf:
+        # never), its rate, its bottleneck link (-1: none or its cap)
+        self.due, self.rate, self.bneck = np.zeros(0), np.zeros(0), np.zeros(0, dtype=np.int32)
         self.done = np.zeros(0, dtype=np.int64)  # slots drained in one event (:meth:`event`)
-        self.fi = np.zeros((0, 6), dtype=np.int64)
+        self.fi = np.zeros((0, fk.N_FI), dtype=np.int64)
         self.free = np.zeros(0, dtype=np.int64)
         self.fresh = np.zeros(0, dtype=np.int64)
         self.bmin = np.zeros(0)
@@ -79,8 +81,8 @@ class CompiledFlowTable:
             indptr, links = t.paths(a)
             c.add(indptr, links, t.rem[a], t.lat[a], t.cap[a], 0, t.local[a])
             k = np.arange(a.size)  # a fresh table hands out slots 0, 1, ... in order
-            c.ff[k, fk.TSET], c.due[k], c.ff[k, fk.RATE] = t.tset[a], t.due[a], t.rate[a]
-            c.fi[k, fk.OWNER], c.fi[k, fk.BNECK] = t.owner[a], t.bneck[a]
+            c.ff[k, fk.TSET], c.due[k], c.rate[k] = t.tset[a], t.due[a], t.rate[a]
+            c.fi[k, fk.OWNER], c.bneck[k] = t.owner[a], t.bneck[a]
             c.scalars[fk.M_FRESH] = 0
         if counters is not None:  # the network counted these flows already
             c.counters = counters
@@ -99,10 +101,13 @@ class CompiledFlowTable:
         ff[:old] = self.ff
         due = np.full(size, np.inf)
         due[:old] = self.due
-        self.due, self.done = due, np.zeros(size, dtype=np.int64)
-        fi = np.zeros((size, 6), dtype=np.int64)
+        rate = np.zeros(size)
+        rate[:old] = self.rate
+        bneck = np.full(size, -1, dtype=np.int32)
+        bneck[:old] = self.bneck
+        self.due, self.rate, self.bneck, self.done = due, rate, bneck, np.zeros(size, dtype=np.int64)
+        fi = np.zeros((size, fk.N_FI), dtype=np.int64)
         fi[:old] = self.fi
-        fi[old:, fk.BNECK] = -1
         self.ff, self.fi = ff, fi
         n_free = int(self.scalars[fk.M_FREE])
         free = np.zeros(size, dtype=np.int64)
@@ -195,7 +200,7 @@ class CompiledFlowTable:
                 self.scalars[fk.M_LB] + fk.lb_space(self.li, links) > self.lbp.shape[0]:
             self._relayout(nnz)
         fk.add_flows(self.ff, self.fi, self.li, self.pl, self.lbp, self.scalars, self.clock, self.free,
-                     self.fresh, self.due, self.bdirty, self.dlist, self.counters[0], self.counters[1], self.counters[3],
+                     self.fresh, self.due, self.rate, self.bneck, self.bdirty, self.dlist, self.counters[0], self.counters[1], self.counters[3],
                      np.ascontiguousarray(indptr, dtype=np.int64),
                      links, np.ascontiguousarray(size, dtype=np.float64),
                      np.ascontiguousarray(lat, dtype=np.float64), np.ascontiguousarray(cap, dtype=np.float64),
@@ -213,13 +218,13 @@ class CompiledFlowTable:
         fk = self._k
         out = self.w.slots
         nd, nl = fk.take_drained(self.ff, self.fi, self.lf, self.li, self.pl, self.lbp, self.scalars, self.clock,
-                                 self.free, self.due, self.bmin, self.bdirty, self.dlist, self.seeds, float(eps_t),
+                                 self.free, self.due, self.rate, self.bneck, self.bmin, self.bdirty, self.dlist, self.seeds, float(eps_t),
                                  out, self.out_links, self.counters[0], self.counters[1], self.counters[2])
         return out[:nd].copy(), self.out_links[:nl].copy()
 
     def resolve(self) -> None:
         self._repair.resolve(self.ff, self.fi, self.lf, self.li, self.pl, self.lbp, self.scalars, self.clock,
-                        self.fresh, self.seeds, self.due, self.bdirty, self.dlist, self.w)
+                        self.fresh, self.seeds, self.due, self.rate, self.bneck, self.bdirty, self.dlist, self.w)
 
     def event(self, eps_t: float) -> tuple[np.ndarray, float]:
         """:meth:`take_drained`, :meth:`resolve` and :meth:`next_due` in one kernel call: the slots
@@ -227,7 +232,8 @@ class CompiledFlowTable:
         seconds until the next flow is due."""
         nd, t_next = self._repair.event(
             self.ff, self.fi, self.lf, self.li, self.pl, self.lbp, self.scalars, self.clock, self.free, self.fresh,
-            self.seeds, self.due, self.bmin, self.bdirty, self.dlist, float(eps_t), self.w, self.done,
+            self.seeds, self.due, self.rate, self.bneck, self.bmin, self.bdirty, self.dlist, float(eps_t), self.w,
+            self.done,
             self.out_links, self.counters[0], self.counters[1], self.counters[2])
         return self.done[:nd], float(t_next)
 

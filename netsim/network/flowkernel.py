@@ -26,9 +26,10 @@ from netsim.network.kernelcache import kernel
 
 
 # rows of the per-flow float array ``ff`` and int array ``fi``
-REM, TSET, RATE, LAT, CAP = range(5)
-N_FF = 5
-OWNER, LOCAL, PSTART, PLEN, BNECK, ALIVE = range(6)
+REM, TSET, LAT, CAP = range(4)
+N_FF = 4
+OWNER, LOCAL, PSTART, PLEN, ALIVE = range(5)
+N_FI = 5
 # rows of the per-link float array ``lf`` and int array ``li``
 CAPACITY, USED, LVL, TOP = range(4)
 NB, LB_START, LB_COUNT, LB_ROOM, LMAP, MARK = range(6)
@@ -67,7 +68,7 @@ def _mark_dirty(b, bdirty, dlist, meta):
 
 
 @kernel
-def add_flows(ff, fi, li, pl, lbp, meta, clock, free, fresh, due, bdirty, dlist, load, busy_since, peak,
+def add_flows(ff, fi, li, pl, lbp, meta, clock, free, fresh, due, rate, bneck, bdirty, dlist, load, busy_since, peak,
               indptr, links, size, lat, cap, owner, local):
     """New flows (CSR paths; capacity already ensured by the caller): slots from the free stack,
     path entries appended to the pool and to their links' blocks.  The network's link counters
@@ -82,12 +83,12 @@ def add_flows(ff, fi, li, pl, lbp, meta, clock, free, fresh, due, bdirty, dlist,
         ff[s, REM] = size[i]
         ff[s, TSET] = clock[0]
         due[s] = np.inf
-        ff[s, RATE] = 0.0
+        rate[s] = 0.0
         ff[s, LAT] = lat[i]
         ff[s, CAP] = cap[i]
         fi[s, OWNER] = owner
         fi[s, LOCAL] = local[i]
-        fi[s, BNECK] = -1
+        bneck[s] = -1
         fi[s, ALIVE] = 1
         a, b = indptr[i], indptr[i + 1]
         fi[s, PSTART] = meta[M_POOL]
@@ -203,7 +204,7 @@ def next_due(due, meta, clock, bmin, bdirty, dlist):
 
 
 @kernel
-def take_drained(ff, fi, lf, li, pl, lbp, meta, clock, free, due, bmin, bdirty, dlist, seeds, eps,
+def take_drained(ff, fi, lf, li, pl, lbp, meta, clock, free, due, rate, bneck, bmin, bdirty, dlist, seeds, eps,
                  out_slots, out_links, load, busy_since, busy):
     """Remove the flows due within ``eps`` of the clock; their slots (ascending) and path links
     go to ``out_slots``/``out_links``; returns both counts.  Links left without flows get no
@@ -225,10 +226,10 @@ def take_drained(ff, fi, lf, li, pl, lbp, meta, clock, free, due, bmin, bdirty, 
     nl = 0
     for i in range(nd):  # rates leave the link sums first (FlowTable.remove), then empty links reset
         s = out_slots[i]
-        rate = ff[s, RATE]
+        rs = rate[s]
         for e in range(fi[s, PSTART], fi[s, PSTART] + fi[s, PLEN]):
             l = pl[e, P_LINK]
-            lf[l, USED] -= rate
+            lf[l, USED] -= rs
             c = li[l, LB_COUNT] - 1  # swap the block's last entry into this one's place
             a = li[l, LB_START]
             last = lbp[a + c, 1]
@@ -244,11 +245,11 @@ def take_drained(ff, fi, lf, li, pl, lbp, meta, clock, free, due, bmin, bdirty, 
             nl += 1
             seeds[meta[M_SEEDS]] = l
             meta[M_SEEDS] += 1
-        if fi[s, BNECK] >= 0:
-            li[fi[s, BNECK], NB] -= 1
-        fi[s, BNECK] = -1
+        if bneck[s] >= 0:
+            li[bneck[s], NB] -= 1
+        bneck[s] = -1
         fi[s, ALIVE] = 0
-        ff[s, RATE] = 0.0
+        rate[s] = 0.0
         due[s] = np.inf
         _mark_dirty(s >> BLOCK_BITS, bdirty, dlist, meta)
         free[meta[M_FREE]] = s
@@ -263,15 +264,15 @@ def take_drained(ff, fi, lf, li, pl, lbp, meta, clock, free, due, bmin, bdirty, 
 
 
 @kernel
-def set_rates(ff, meta, clock, due, bdirty, dlist, slots, n, rates):
+def set_rates(ff, meta, clock, due, rate, bdirty, dlist, slots, n, rates):
     now = clock[0]
     for i in range(n):
         s = slots[i]
-        rem = ff[s, REM] - ff[s, RATE] * (now - ff[s, TSET])
+        rem = ff[s, REM] - rate[s] * (now - ff[s, TSET])
         rem = rem if rem > 0.0 else 0.0
         ff[s, REM] = rem
         ff[s, TSET] = now
         r = rates[i]
-        ff[s, RATE] = r
+        rate[s] = r
         due[s] = now + rem / r if r > 0 else np.inf
         _mark_dirty(s >> BLOCK_BITS, bdirty, dlist, meta)
