@@ -86,6 +86,7 @@ class CompiledFlowTable:
             c.scalars[fk.M_FRESH] = 0
         if counters is not None:  # the network counted these flows already
             c.counters = counters
+            c._eargs = None
         c.lf[:, fk.USED], c.lf[:, fk.LVL], c.lf[:, fk.TOP] = t.used, t.lvl, t.top
         c.li[:, fk.NB] = t.nb
         for name, at in (("rate_solves", fk.M_SOLVES), ("partial_solves", fk.M_PARTIAL),
@@ -139,6 +140,7 @@ class CompiledFlowTable:
     def _work(self) -> None:
         s, n_links, p = self.ff.shape[0], self.lf.shape[0], self.pl.shape[0]
         i64 = np.int64
+        self._eargs = None  # the arrays event() passes (rebuilt after any of them is replaced)
         self.w = Work(slots=np.zeros(s, i64), r=np.zeros(s, i64), more=np.zeros(s, i64),
                       lens=np.zeros(s, i64), starts=np.zeros(s, i64), bn=np.zeros(s, i64),
                       fcap=np.zeros(s), rates=np.zeros(s), inr=np.zeros(s, np.int8),
@@ -230,11 +232,12 @@ class CompiledFlowTable:
         """:meth:`take_drained`, :meth:`resolve` and :meth:`next_due` in one kernel call: the slots
         of the flows drained now, ordered by owner (a view, valid until the next call), and the
         seconds until the next flow is due."""
-        nd, t_next = self._repair.event(
-            self.ff, self.fi, self.lf, self.li, self.pl, self.lbp, self.scalars, self.clock, self.free, self.fresh,
-            self.seeds, self.due, self.rate, self.bneck, self.bmin, self.bdirty, self.dlist, float(eps_t), self.w,
-            self.done,
-            self.out_links, self.counters[0], self.counters[1], self.counters[2])
+        if self._eargs is None:
+            self._eargs = ((self.ff, self.fi, self.lf, self.li, self.pl, self.lbp, self.scalars, self.clock, self.free,
+                            self.fresh, self.seeds, self.due, self.rate, self.bneck, self.bmin, self.bdirty, self.dlist),
+                           (self.w, self.done, self.out_links, *self.counters[:3]))
+        head, tail = self._eargs
+        nd, t_next = self._repair.event(*head, float(eps_t), *tail)
         return self.done[:nd], float(t_next)
 
     def compact(self) -> None:
