@@ -60,7 +60,7 @@ def _startup(cache: str | None) -> dict:
             "from netsim.network.compiled import CompiledFlowTable;"
             "c = CompiledFlowTable(np.ones(4)); ip = np.arange(17); lk = np.arange(16) % 4;"
             "c.add(ip, lk, np.ones(16), np.zeros(16), np.full(16, np.inf), 0, np.arange(16));"
-            "_, t = c.event(0.0); c.drain(t); c.event(0.0); c.resolve(); c.take_drained(0.0);"
+            "_, dt = c.event(0.0); c.drain(dt); c.event(0.0); c.resolve(); c.take_drained(0.0);"
             "print(time.process_time() - t)")
     env = dict(os.environ) if cache is None else {**os.environ, "NUMBA_CACHE_DIR": cache}
     t0 = time.perf_counter()
