@@ -157,8 +157,10 @@ class CompiledFlowTable:
         lbp = np.zeros((4 * (live + entries) + 8 * n_links + 1024, 2), dtype=np.int64)
         fk.rebuild(self.ff, self.fi, self.li, self.pl, self.lbp, self.scalars, pl, lbp)
         self.pl, self.lbp = pl, lbp
-        seeds = np.zeros(size, dtype=np.int64)
+        # links whose flows the next repair checks: those kept, then the entries of this pool that
+        # leave or arrive before it (disjoint entries: at most the pool's size)
         n_seeds = int(self.scalars[fk.M_SEEDS])
+        seeds = np.zeros(n_seeds + size, dtype=np.int64)
         seeds[:n_seeds] = self.seeds[:n_seeds]
         self.seeds = seeds
         self.out_links = np.zeros(size, dtype=np.int64)

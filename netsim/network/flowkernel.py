@@ -14,6 +14,10 @@ compiled layout changes is the cost of each step:
 * the next completion comes from per-block minimums of the due times (64 slots a block),
   refreshed once per event for the blocks whose flows changed rate.
 
+Small steps done once per flow (marking a block's minimum stale, finding the flows bottlenecked on
+a link) are written out inline rather than called: a call passes arrays, and numba counts every
+array passed with two atomic operations, which cost more than the step.
+
 The state lives in a few arrays owned by :class:`~netsim.network.compiled.CompiledFlowTable`
 (one row per flow, link or entry; columns named by the constants below); the kernels hold none.  With ``NUMBA_DISABLE_JIT=1`` they
 run as plain Python (slowly), which is how coverage sees them.
@@ -56,15 +60,6 @@ def lb_space(li, links):
                 need += 2 * (li[l, LB_COUNT] + k) + 8
             li[l, MARK] = 0
     return need
-
-
-@kernel
-def _mark_dirty(b, bdirty, dlist, meta):
-    if not bdirty[b]:
-        bdirty[b] = 1
-        bdirty[dlist.size + (b >> BLOCK_BITS)] = 1  # and its group of 64 blocks
-        dlist[meta[M_DIRTY]] = b
-        meta[M_DIRTY] += 1
 
 
 @kernel
@@ -121,7 +116,12 @@ def add_flows(ff, fi, li, pl, lbp, meta, clock, free, fresh, due, rate, bneck, b
         fresh[meta[M_FRESH]] = s
         meta[M_FRESH] += 1
         meta[M_ALIVE] += 1
-        _mark_dirty(s >> BLOCK_BITS, bdirty, dlist, meta)
+        b = s >> BLOCK_BITS  # its block's minimum is stale (written out here, not called: see the module doc)
+        if not bdirty[b]:
+            bdirty[b] = 1
+            bdirty[dlist.size + (b >> BLOCK_BITS)] = 1  # and its group of 64 blocks
+            dlist[meta[M_DIRTY]] = b
+            meta[M_DIRTY] += 1
 
 
 @kernel
@@ -251,7 +251,12 @@ def take_drained(ff, fi, lf, li, pl, lbp, meta, clock, free, due, rate, bneck, b
         fi[s, ALIVE] = 0
         rate[s] = 0.0
         due[s] = np.inf
-        _mark_dirty(s >> BLOCK_BITS, bdirty, dlist, meta)
+        b = s >> BLOCK_BITS  # its block's minimum is stale (written out here, not called: see the module doc)
+        if not bdirty[b]:
+            bdirty[b] = 1
+            bdirty[dlist.size + (b >> BLOCK_BITS)] = 1  # and its group of 64 blocks
+            dlist[meta[M_DIRTY]] = b
+            meta[M_DIRTY] += 1
         free[meta[M_FREE]] = s
         meta[M_FREE] += 1
         meta[M_ALIVE] -= 1
@@ -275,4 +280,9 @@ def set_rates(ff, meta, clock, due, rate, bdirty, dlist, slots, n, rates):
         r = rates[i]
         rate[s] = r
         due[s] = now + rem / r if r > 0 else np.inf
-        _mark_dirty(s >> BLOCK_BITS, bdirty, dlist, meta)
+        b = s >> BLOCK_BITS  # its block's minimum is stale (written out here, not called: see the module doc)
+        if not bdirty[b]:
+            bdirty[b] = 1
+            bdirty[dlist.size + (b >> BLOCK_BITS)] = 1  # and its group of 64 blocks
+            dlist[meta[M_DIRTY]] = b
+            meta[M_DIRTY] += 1

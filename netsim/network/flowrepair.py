@@ -249,19 +249,24 @@ def resolve(ff, fi, lf, li, pl, lbp, meta, clock, fresh, seeds, due, rate, bneck
             inr[r[i]] = 0
         full_solve(ff, fi, lf, li, pl, meta, clock, due, rate, bneck, bdirty, dlist, RTOL, w)
         return
-    n_new = nr  # then the flows bottlenecked on a link an ended or started flow crossed
-    for k in range(n_seeds):
-        nr = _bottlenecked_on(bneck, li, lbp, seeds[k], inr, r, nr)
-    for i in range(n_new):
+    for i in range(nr):  # then the flows bottlenecked on a link an ended or started flow crossed
         s = r[i]
         for e in range(fi[s, PSTART], fi[s, PSTART] + fi[s, PLEN]):
-            nr = _bottlenecked_on(bneck, li, lbp, pl[e, P_LINK], inr, r, nr)
+            seeds[n_seeds] = pl[e, P_LINK]
+            n_seeds += 1
+    for k in range(n_seeds):  # each link once (MARK)
+        l = seeds[k]
+        if li[l, NB] > 0 and not li[l, MARK]:
+            li[l, MARK] = 1
+            a = li[l, LB_START]
+            for q in range(a, a + li[l, LB_COUNT]):
+                s = lbp[q, 0]
+                if bneck[s] == l and not inr[s]:
+                    inr[s] = 1
+                    r[nr] = s
+                    nr += 1
     for k in range(n_seeds):
         li[seeds[k], MARK] = 0
-    for i in range(n_new):
-        s = r[i]
-        for e in range(fi[s, PSTART], fi[s, PSTART] + fi[s, PLEN]):
-            li[pl[e, P_LINK], MARK] = 0
     if nr == 0:
         return
     nr = _repair(ff, fi, lf, li, pl, lbp, meta, clock, due, rate, bneck, bdirty, dlist, w, nr, limit)
@@ -291,22 +296,6 @@ def event(ff, fi, lf, li, pl, lbp, meta, clock, free, fresh, seeds, due, rate, b
             done[i] = slots[order[i]]
     resolve(ff, fi, lf, li, pl, lbp, meta, clock, fresh, seeds, due, rate, bneck, bdirty, dlist, w)
     return nd, next_due(due, meta, clock, bmin, bdirty, dlist)
-
-
-@kernel
-def _bottlenecked_on(bneck, li, lbp, l, inr, r, nr):
-    """Append to ``r[:nr]`` the flows bottlenecked on link ``l`` (each link once: MARK);
-    returns the new count."""
-    if li[l, NB] > 0 and not li[l, MARK]:
-        li[l, MARK] = 1
-        a = li[l, LB_START]
-        for q in range(a, a + li[l, LB_COUNT]):
-            s = lbp[q, 0]
-            if bneck[s] == l and not inr[s]:
-                inr[s] = 1
-                r[nr] = s
-                nr += 1
-    return nr
 
 
 @kernel
