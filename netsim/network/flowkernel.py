@@ -19,8 +19,12 @@ a link) are written out inline rather than called: a call passes arrays, and num
 array passed with two atomic operations, which cost more than the step.
 
 The state lives in a few arrays owned by :class:`~netsim.network.compiled.CompiledFlowTable`
-(one row per flow, link or entry; columns named by the constants below); the kernels hold none.  With ``NUMBA_DISABLE_JIT=1`` they
-run as plain Python (slowly), which is how coverage sees them.
+(one row per flow, link or entry; columns named by the constants below); the kernels hold none.
+A flow's due time, rate and bottleneck link are kept apart from its rows (``due``, ``rate``,
+``bneck``: one value a slot), because the scans read them for many flows at once: the block
+minimums read ``due`` for 64 slots, the repair's walks over link blocks read ``rate`` and
+``bneck`` of every flow on a link.  With ``NUMBA_DISABLE_JIT=1`` the kernels run as plain Python
+(slowly), which is how coverage sees them.
 """
 
 from __future__ import annotations
