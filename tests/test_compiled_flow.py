@@ -48,6 +48,29 @@ def test_compiled_equals_numpy(over, rail, jobs, routing, incremental):
         assert net_c.stats["partial_solves"] == 0
 
 
+#: one end of a transfer through a hub GPU: (start, the other GPU, bytes, cap, True: the hub sends)
+spoke = st.tuples(st.sampled_from([0.0, 0.0, 1e-6, 3e-6]), st.integers(0, 31), st.sampled_from([1e6, 1e6, 2e6, 3.3e6]),
+                  st.sampled_from([None, None, 5e9, 2e10]), st.booleans())
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(hub=st.integers(0, 31), spokes=st.lists(spoke, min_size=8, max_size=60),
+       others=st.lists(job, max_size=20), over=st.sampled_from([1, 4]), routing=st.sampled_from(["ecmp", "ftree"]))
+def test_many_flows_on_one_nic(hub, spokes, others, over, routing):
+    """Many flows through one GPU's NIC, most of equal size (ties), some capped, some starting
+    later, with background flows: as flows end and start, whole sets of flows change bottleneck
+    at once (the hub's NIC, the far NICs, a leaf uplink, their caps).  Same finishes."""
+    jobs = [(t0, hub, peer, size, cap) if out else (t0, peer, hub, size, cap) for t0, peer, size, cap, out in spokes]
+    jobs += others
+    topo = tree(over, False, routing=routing)
+    ref, net_r = finish_times(topo, jobs, "numpy")
+    got, net_c = finish_times(topo, jobs, "compiled")
+    assert isinstance(net_c._flows, CompiledFlowTable)
+    np.testing.assert_allclose(got, ref, rtol=1e-9, atol=0)
+    np.testing.assert_allclose(net_c.link_stats()["busy_s"], net_r.link_stats()["busy_s"], rtol=1e-9, atol=1e-15)
+    np.testing.assert_array_equal(net_c.link_stats()["peak_flows"], net_r.link_stats()["peak_flows"])
+
+
 def test_auto_moves_to_compiled_mid_run(monkeypatch):
     """``auto`` starts on numpy and hands its live flows, rates and link summaries to the
     compiled table after COMPILE_AFTER events: nothing changes."""

@@ -76,6 +76,8 @@ def _by_time(indices: np.ndarray, times: np.ndarray) -> list[tuple[float, np.nda
     >>> [(t, g.tolist()) for t, g in _by_time(np.array([4, 5, 6]), np.array([2.0, 1.0, 2.0]))]
     [(1.0, [5]), (2.0, [4, 6])]
     """
+    if indices.size == 1:
+        return [(float(times[0]), indices)]
     if indices.size <= 16:
         groups: dict[float, list] = {}
         for i, t in zip(indices.tolist(), times.tolist()):

@@ -49,8 +49,12 @@ class CompiledFlowTable:
         self.lf[:, fk.CAPACITY] = capacity
         self.li = np.zeros((n_links, 6), dtype=np.int64)
         self.li[:, fk.LMAP] = -1
-        self.ff = np.zeros((0, 6))
-        self.fi = np.zeros((0, 6), dtype=np.int64)
+        self.ff = np.zeros((0, fk.N_FF))
+        # apart from the rows, as the scans read them: when each flow is due (drained seconds; inf:
+        # never), its rate, its bottleneck link (-1: none or its cap)
+        self.due, self.rate, self.bneck = np.zeros(0), np.zeros(0), np.zeros(0, dtype=np.int32)
+        self.done = np.zeros(0, dtype=np.int64)  # slots drained in one event (:meth:`event`)
+        self.fi = np.zeros((0, fk.N_FI), dtype=np.int64)
         self.free = np.zeros(0, dtype=np.int64)
         self.fresh = np.zeros(0, dtype=np.int64)
         self.bmin = np.zeros(0)
@@ -77,11 +81,12 @@ class CompiledFlowTable:
             indptr, links = t.paths(a)
             c.add(indptr, links, t.rem[a], t.lat[a], t.cap[a], 0, t.local[a])
             k = np.arange(a.size)  # a fresh table hands out slots 0, 1, ... in order
-            c.ff[k, fk.TSET], c.ff[k, fk.DUE], c.ff[k, fk.RATE] = t.tset[a], t.due[a], t.rate[a]
-            c.fi[k, fk.OWNER], c.fi[k, fk.BNECK] = t.owner[a], t.bneck[a]
+            c.ff[k, fk.TSET], c.due[k], c.rate[k] = t.tset[a], t.due[a], t.rate[a]
+            c.fi[k, fk.OWNER], c.bneck[k] = t.owner[a], t.bneck[a]
             c.scalars[fk.M_FRESH] = 0
         if counters is not None:  # the network counted these flows already
             c.counters = counters
+            c._eargs = None
         c.lf[:, fk.USED], c.lf[:, fk.LVL], c.lf[:, fk.TOP] = t.used, t.lvl, t.top
         c.li[:, fk.NB] = t.nb
         for name, at in (("rate_solves", fk.M_SOLVES), ("partial_solves", fk.M_PARTIAL),
@@ -93,12 +98,17 @@ class CompiledFlowTable:
     def _grow_slots(self, size: int) -> None:
         fk = self._k
         old = self.ff.shape[0]
-        ff = np.zeros((size, 6))
+        ff = np.zeros((size, fk.N_FF))
         ff[:old] = self.ff
-        ff[old:, fk.DUE] = np.inf
-        fi = np.zeros((size, 6), dtype=np.int64)
+        due = np.full(size, np.inf)
+        due[:old] = self.due
+        rate = np.zeros(size)
+        rate[:old] = self.rate
+        bneck = np.full(size, -1, dtype=np.int32)
+        bneck[:old] = self.bneck
+        self.due, self.rate, self.bneck, self.done = due, rate, bneck, np.zeros(size, dtype=np.int64)
+        fi = np.zeros((size, fk.N_FI), dtype=np.int64)
         fi[:old] = self.fi
-        fi[old:, fk.BNECK] = -1
         self.ff, self.fi = ff, fi
         n_free = int(self.scalars[fk.M_FREE])
         free = np.zeros(size, dtype=np.int64)
@@ -130,6 +140,7 @@ class CompiledFlowTable:
     def _work(self) -> None:
         s, n_links, p = self.ff.shape[0], self.lf.shape[0], self.pl.shape[0]
         i64 = np.int64
+        self._eargs = None  # the arrays event() passes (rebuilt after any of them is replaced)
         self.w = Work(slots=np.zeros(s, i64), r=np.zeros(s, i64), more=np.zeros(s, i64),
                       lens=np.zeros(s, i64), starts=np.zeros(s, i64), bn=np.zeros(s, i64),
                       fcap=np.zeros(s), rates=np.zeros(s), inr=np.zeros(s, np.int8),
@@ -146,8 +157,10 @@ class CompiledFlowTable:
         lbp = np.zeros((4 * (live + entries) + 8 * n_links + 1024, 2), dtype=np.int64)
         fk.rebuild(self.ff, self.fi, self.li, self.pl, self.lbp, self.scalars, pl, lbp)
         self.pl, self.lbp = pl, lbp
-        seeds = np.zeros(size, dtype=np.int64)
+        # links whose flows the next repair checks: those kept, then the entries of this pool that
+        # leave or arrive before it (disjoint entries: at most the pool's size)
         n_seeds = int(self.scalars[fk.M_SEEDS])
+        seeds = np.zeros(n_seeds + size, dtype=np.int64)
         seeds[:n_seeds] = self.seeds[:n_seeds]
         self.seeds = seeds
         self.out_links = np.zeros(size, dtype=np.int64)
@@ -196,7 +209,7 @@ class CompiledFlowTable:
             lbp[:self.lbp.shape[0]] = self.lbp
             self.lbp = lbp
         fk.add_flows(self.ff, self.fi, self.li, self.pl, self.lbp, self.scalars, self.clock, self.free,
-                     self.fresh, self.bdirty, self.dlist, self.counters[0], self.counters[1], self.counters[3],
+                     self.fresh, self.due, self.rate, self.bneck, self.bdirty, self.dlist, self.counters[0], self.counters[1], self.counters[3],
                      np.ascontiguousarray(indptr, dtype=np.int64),
                      links, np.ascontiguousarray(size, dtype=np.float64),
                      np.ascontiguousarray(lat, dtype=np.float64), np.ascontiguousarray(cap, dtype=np.float64),
@@ -207,20 +220,32 @@ class CompiledFlowTable:
         self.clock[0] += dt
 
     def next_due(self) -> float:
-        return float(self._k.next_due(self.ff, self.scalars, self.clock, self.bmin, self.bdirty, self.dlist))
+        return float(self._k.next_due(self.due, self.scalars, self.clock, self.bmin, self.bdirty, self.dlist))
 
     def take_drained(self, eps_t: float) -> tuple[np.ndarray, np.ndarray]:
         """Slots of the flows due within ``eps_t`` of the clock (removed), and their path links."""
         fk = self._k
         out = self.w.slots
         nd, nl = fk.take_drained(self.ff, self.fi, self.lf, self.li, self.pl, self.lbp, self.scalars, self.clock,
-                                 self.free, self.bmin, self.bdirty, self.dlist, self.seeds, float(eps_t),
+                                 self.free, self.due, self.rate, self.bneck, self.bmin, self.bdirty, self.dlist, self.seeds, float(eps_t),
                                  out, self.out_links, self.counters[0], self.counters[1], self.counters[2])
         return out[:nd].copy(), self.out_links[:nl].copy()
 
     def resolve(self) -> None:
         self._repair.resolve(self.ff, self.fi, self.lf, self.li, self.pl, self.lbp, self.scalars, self.clock,
-                        self.fresh, self.seeds, self.bdirty, self.dlist, self.w)
+                        self.fresh, self.seeds, self.due, self.rate, self.bneck, self.bdirty, self.dlist, self.w)
+
+    def event(self, eps_t: float) -> tuple[np.ndarray, float]:
+        """:meth:`take_drained`, :meth:`resolve` and :meth:`next_due` in one kernel call: the slots
+        of the flows drained now, ordered by owner (a view, valid until the next call), and the
+        seconds until the next flow is due."""
+        if self._eargs is None:
+            self._eargs = ((self.ff, self.fi, self.lf, self.li, self.pl, self.lbp, self.scalars, self.clock, self.free,
+                            self.fresh, self.seeds, self.due, self.rate, self.bneck, self.bmin, self.bdirty, self.dlist),
+                           (self.w, self.done, self.out_links, *self.counters[:3]))
+        head, tail = self._eargs
+        nd, t_next = self._repair.event(*head, float(eps_t), *tail)
+        return self.done[:nd], float(t_next)
 
     def compact(self) -> None:
         """Slots are recycled as flows end: nothing to compact."""

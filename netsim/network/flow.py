@@ -219,17 +219,25 @@ class FlowNetwork(Network):
         self._update_scheduled = False
         self.stats["events"] += 1
         self._advance()
-        self._finish_drained()
         f = self._flows
         solves, partial = f.solve_counts()
-        f.resolve()
+        t_next = None
+        if self._counted:  # compiled: drain, repair and the next due time in one kernel call
+            now = max(self.env.now, self._t)
+            done, t_next = f.event(_SAME_INSTANT_ULPS * np.spacing(now))
+            if done.size:
+                self._hand_over(done, now)
+        else:
+            self._finish_drained()
+            f.resolve()
         solves_after, partial_after = f.solve_counts()
         self.stats["rate_solves"] += solves_after - solves
         self.stats["partial_solves"] += partial_after - partial
         f.compact()
         if self.kernel == "auto" and self.stats["events"] == COMPILE_AFTER:
             self._compile()
-        self._arm_timer()
+            t_next = None
+        self._arm_timer(t_next)
 
     def _compile(self) -> None:
         """Move the flows to the compiled table (between events), or note why not."""
@@ -257,9 +265,18 @@ class FlowNetwork(Network):
             self._load(links, -1)
         owners = f.owner[done]
         order = np.argsort(owners, kind="stable")
-        done, owners = done[order], owners[order]
-        cuts = np.concatenate(([0], np.flatnonzero(owners[1:] != owners[:-1]) + 1, [owners.size]))
-        for a, b in zip(cuts[:-1].tolist(), cuts[1:].tolist()):
+        self._hand_over(done[order], now)
+
+    def _hand_over(self, done: np.ndarray, now: float) -> None:
+        """Deliver the drained flows ``done`` (slots ordered by owner): each owner's, one
+        path latency from ``now``."""
+        f = self._flows
+        owners = f.owner[done]
+        if owners[0] == owners[-1]:
+            cuts = [0, owners.size]
+        else:
+            cuts = [0, *(np.flatnonzero(owners[1:] != owners[:-1]) + 1).tolist(), owners.size]
+        for a, b in zip(cuts[:-1], cuts[1:]):
             o = int(owners[a])
             entry = self._owners[o]
             entry[1] -= b - a
@@ -267,8 +284,10 @@ class FlowNetwork(Network):
                 del self._owners[o]
             self._deliver(f.local[done[a:b]], now + f.lat[done[a:b]], entry[0])
 
-    def _arm_timer(self) -> None:
-        t_next = self._flows.next_due()
+    def _arm_timer(self, t_next: float | None = None) -> None:
+        """Wake up when the next flow is due (``t_next`` seconds from the flows' clock, if known)."""
+        if t_next is None:
+            t_next = self._flows.next_due()
         if not np.isfinite(t_next):
             return
         self._gen += 1

@@ -14,9 +14,17 @@ compiled layout changes is the cost of each step:
 * the next completion comes from per-block minimums of the due times (64 slots a block),
   refreshed once per event for the blocks whose flows changed rate.
 
+Small steps done once per flow (marking a block's minimum stale, finding the flows bottlenecked on
+a link) are written out inline rather than called: a call passes arrays, and numba counts every
+array passed with two atomic operations, which cost more than the step.
+
 The state lives in a few arrays owned by :class:`~netsim.network.compiled.CompiledFlowTable`
-(one row per flow, link or entry; columns named by the constants below); the kernels hold none.  With ``NUMBA_DISABLE_JIT=1`` they
-run as plain Python (slowly), which is how coverage sees them.
+(one row per flow, link or entry; columns named by the constants below); the kernels hold none.
+A flow's due time, rate and bottleneck link are kept apart from its rows (``due``, ``rate``,
+``bneck``: one value a slot), because the scans read them for many flows at once: the block
+minimums read ``due`` for 64 slots, the repair's walks over link blocks read ``rate`` and
+``bneck`` of every flow on a link.  With ``NUMBA_DISABLE_JIT=1`` the kernels run as plain Python
+(slowly), which is how coverage sees them.
 """
 
 from __future__ import annotations
@@ -26,8 +34,10 @@ from netsim.network.kernelcache import kernel
 
 
 # rows of the per-flow float array ``ff`` and int array ``fi``
-REM, TSET, DUE, RATE, LAT, CAP = range(6)
-OWNER, LOCAL, PSTART, PLEN, BNECK, ALIVE = range(6)
+REM, TSET, LAT, CAP = range(4)
+N_FF = 4
+OWNER, LOCAL, PSTART, PLEN, ALIVE = range(5)
+N_FI = 5
 # rows of the per-link float array ``lf`` and int array ``li``
 CAPACITY, USED, LVL, TOP = range(4)
 NB, LB_START, LB_COUNT, LB_ROOM, LMAP, MARK = range(6)
@@ -61,16 +71,7 @@ def lb_space(li, links):
 
 
 @kernel
-def _mark_dirty(b, bdirty, dlist, meta):
-    if not bdirty[b]:
-        bdirty[b] = 1
-        bdirty[dlist.size + (b >> BLOCK_BITS)] = 1  # and its group of 64 blocks
-        dlist[meta[M_DIRTY]] = b
-        meta[M_DIRTY] += 1
-
-
-@kernel
-def add_flows(ff, fi, li, pl, lbp, meta, clock, free, fresh, bdirty, dlist, load, busy_since, peak,
+def add_flows(ff, fi, li, pl, lbp, meta, clock, free, fresh, due, rate, bneck, bdirty, dlist, load, busy_since, peak,
               indptr, links, size, lat, cap, owner, local):
     """New flows (CSR paths; capacity already ensured by the caller): slots from the free stack,
     path entries appended to the pool and to their links' blocks.  The network's link counters
@@ -84,13 +85,13 @@ def add_flows(ff, fi, li, pl, lbp, meta, clock, free, fresh, bdirty, dlist, load
             meta[M_SLOTS] = s + 1
         ff[s, REM] = size[i]
         ff[s, TSET] = clock[0]
-        ff[s, DUE] = np.inf
-        ff[s, RATE] = 0.0
+        due[s] = np.inf
+        rate[s] = 0.0
         ff[s, LAT] = lat[i]
         ff[s, CAP] = cap[i]
         fi[s, OWNER] = owner
         fi[s, LOCAL] = local[i]
-        fi[s, BNECK] = -1
+        bneck[s] = -1
         fi[s, ALIVE] = 1
         a, b = indptr[i], indptr[i + 1]
         fi[s, PSTART] = meta[M_POOL]
@@ -123,7 +124,12 @@ def add_flows(ff, fi, li, pl, lbp, meta, clock, free, fresh, bdirty, dlist, load
         fresh[meta[M_FRESH]] = s
         meta[M_FRESH] += 1
         meta[M_ALIVE] += 1
-        _mark_dirty(s >> BLOCK_BITS, bdirty, dlist, meta)
+        b = s >> BLOCK_BITS  # its block's minimum is stale (written out here, not called: see the module doc)
+        if not bdirty[b]:
+            bdirty[b] = 1
+            bdirty[dlist.size + (b >> BLOCK_BITS)] = 1  # and its group of 64 blocks
+            dlist[meta[M_DIRTY]] = b
+            meta[M_DIRTY] += 1
 
 
 @kernel
@@ -162,10 +168,10 @@ def rebuild(ff, fi, li, pl, lbp, meta, new_pl, new_lbp):
 
 
 @kernel
-def _flush(ff, meta, bmin, bdirty, dlist):
+def _flush(due, meta, bmin, bdirty, dlist):
     """Refresh the minimums of the blocks whose flows changed due times, then of their groups
     of 64 blocks (``bmin[nb + g]``, ``nb`` blocks: the second level)."""
-    n = ff.shape[0]
+    n = due.shape[0]
     nb = (n >> BLOCK_BITS) + 1
     nd = meta[M_DIRTY]
     for i in range(nd):
@@ -174,8 +180,8 @@ def _flush(ff, meta, bmin, bdirty, dlist):
         hi = min(lo + (1 << BLOCK_BITS), n)
         m = np.inf
         for s in range(lo, hi):
-            if ff[s, DUE] < m:
-                m = ff[s, DUE]
+            if due[s] < m:
+                m = due[s]
         bmin[b] = m
         bdirty[b] = 0
     for i in range(nd):
@@ -192,12 +198,12 @@ def _flush(ff, meta, bmin, bdirty, dlist):
 
 
 @kernel
-def next_due(ff, meta, clock, bmin, bdirty, dlist):
+def next_due(due, meta, clock, bmin, bdirty, dlist):
     """Seconds until the first alive flow has drained (``inf`` if none)."""
     if meta[M_ALIVE] == 0:
         return np.inf
-    _flush(ff, meta, bmin, bdirty, dlist)
-    nb = (ff.shape[0] >> BLOCK_BITS) + 1
+    _flush(due, meta, bmin, bdirty, dlist)
+    nb = (due.shape[0] >> BLOCK_BITS) + 1
     m = np.inf
     for g in range((meta[M_SLOTS] >> (2 * BLOCK_BITS)) + 1):
         if bmin[nb + g] < m:
@@ -206,15 +212,15 @@ def next_due(ff, meta, clock, bmin, bdirty, dlist):
 
 
 @kernel
-def take_drained(ff, fi, lf, li, pl, lbp, meta, clock, free, bmin, bdirty, dlist, seeds, eps,
+def take_drained(ff, fi, lf, li, pl, lbp, meta, clock, free, due, rate, bneck, bmin, bdirty, dlist, seeds, eps,
                  out_slots, out_links, load, busy_since, busy):
     """Remove the flows due within ``eps`` of the clock; their slots (ascending) and path links
     go to ``out_slots``/``out_links``; returns both counts.  Links left without flows get no
     rate and no rounding residue (``FlowTable.emptied``)."""
-    _flush(ff, meta, bmin, bdirty, dlist)
+    _flush(due, meta, bmin, bdirty, dlist)
     thr = clock[0] + eps
     nd = 0
-    nb = (ff.shape[0] >> BLOCK_BITS) + 1
+    nb = (due.shape[0] >> BLOCK_BITS) + 1
     for g in range((meta[M_SLOTS] >> (2 * BLOCK_BITS)) + 1):
         if bmin[nb + g] > thr:
             continue
@@ -222,16 +228,16 @@ def take_drained(ff, fi, lf, li, pl, lbp, meta, clock, free, bmin, bdirty, dlist
             if bmin[b] <= thr:
                 lo = b << BLOCK_BITS
                 for s in range(lo, min(lo + (1 << BLOCK_BITS), meta[M_SLOTS])):
-                    if ff[s, DUE] <= thr:
+                    if due[s] <= thr:
                         out_slots[nd] = s
                         nd += 1
     nl = 0
     for i in range(nd):  # rates leave the link sums first (FlowTable.remove), then empty links reset
         s = out_slots[i]
-        rate = ff[s, RATE]
+        rs = rate[s]
         for e in range(fi[s, PSTART], fi[s, PSTART] + fi[s, PLEN]):
             l = pl[e, P_LINK]
-            lf[l, USED] -= rate
+            lf[l, USED] -= rs
             c = li[l, LB_COUNT] - 1  # swap the block's last entry into this one's place
             a = li[l, LB_START]
             last = lbp[a + c, 1]
@@ -247,13 +253,18 @@ def take_drained(ff, fi, lf, li, pl, lbp, meta, clock, free, bmin, bdirty, dlist
             nl += 1
             seeds[meta[M_SEEDS]] = l
             meta[M_SEEDS] += 1
-        if fi[s, BNECK] >= 0:
-            li[fi[s, BNECK], NB] -= 1
-        fi[s, BNECK] = -1
+        if bneck[s] >= 0:
+            li[bneck[s], NB] -= 1
+        bneck[s] = -1
         fi[s, ALIVE] = 0
-        ff[s, RATE] = 0.0
-        ff[s, DUE] = np.inf
-        _mark_dirty(s >> BLOCK_BITS, bdirty, dlist, meta)
+        rate[s] = 0.0
+        due[s] = np.inf
+        b = s >> BLOCK_BITS  # its block's minimum is stale (written out here, not called: see the module doc)
+        if not bdirty[b]:
+            bdirty[b] = 1
+            bdirty[dlist.size + (b >> BLOCK_BITS)] = 1  # and its group of 64 blocks
+            dlist[meta[M_DIRTY]] = b
+            meta[M_DIRTY] += 1
         free[meta[M_FREE]] = s
         meta[M_FREE] += 1
         meta[M_ALIVE] -= 1
@@ -266,15 +277,20 @@ def take_drained(ff, fi, lf, li, pl, lbp, meta, clock, free, bmin, bdirty, dlist
 
 
 @kernel
-def set_rates(ff, meta, clock, bdirty, dlist, slots, n, rates):
+def set_rates(ff, meta, clock, due, rate, bdirty, dlist, slots, n, rates):
     now = clock[0]
     for i in range(n):
         s = slots[i]
-        rem = ff[s, REM] - ff[s, RATE] * (now - ff[s, TSET])
+        rem = ff[s, REM] - rate[s] * (now - ff[s, TSET])
         rem = rem if rem > 0.0 else 0.0
         ff[s, REM] = rem
         ff[s, TSET] = now
         r = rates[i]
-        ff[s, RATE] = r
-        ff[s, DUE] = now + rem / r if r > 0 else np.inf
-        _mark_dirty(s >> BLOCK_BITS, bdirty, dlist, meta)
+        rate[s] = r
+        due[s] = now + rem / r if r > 0 else np.inf
+        b = s >> BLOCK_BITS  # its block's minimum is stale (written out here, not called: see the module doc)
+        if not bdirty[b]:
+            bdirty[b] = 1
+            bdirty[dlist.size + (b >> BLOCK_BITS)] = 1  # and its group of 64 blocks
+            dlist[meta[M_DIRTY]] = b
+            meta[M_DIRTY] += 1

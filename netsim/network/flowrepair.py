@@ -12,11 +12,11 @@ from __future__ import annotations
 import numpy as np
 from netsim.network.kernelcache import kernel
 
-from netsim.network.flowkernel import (ALIVE, BNECK, CAP, CAPACITY, LB_COUNT, LB_START, LMAP, LVL, M_ALIVE,
+from netsim.network.flowkernel import (ALIVE, CAP, CAPACITY, LB_COUNT, LB_START, LMAP, LVL, M_ALIVE,
                                        M_FRESH, M_INCREMENTAL, M_PARTIAL, M_ROUNDS,
                                        M_SEEDS, M_SLOTS, M_SOLVED, M_SOLVES, MARK, NB, P_LINK, PLEN,
                                        PSTART,
-                                       RATE, TOP, USED, set_rates)
+                                       OWNER, TOP, USED, next_due, set_rates, take_drained)
 from netsim.network.flowtable import FULL_FRACTION, MAX_REPAIRS, RTOL
 
 
@@ -180,7 +180,7 @@ def _compress(fi, li, pl, slots, nr, lens, starts, inv, uniq):
 
 
 @kernel
-def full_solve(ff, fi, lf, li, pl, meta, clock, bdirty, dlist, rtol, w):
+def full_solve(ff, fi, lf, li, pl, meta, clock, due, rate, bneck, bdirty, dlist, rtol, w):
     """Every alive flow solved afresh (``FlowTable._full``)."""
     slots, lens, starts, bn, uniq = w.slots, w.lens, w.starts, w.bn, w.uniq
     nr = 0
@@ -195,13 +195,13 @@ def full_solve(ff, fi, lf, li, pl, meta, clock, bdirty, dlist, rtol, w):
     for i in range(nr):
         caps[i] = ff[slots[i], CAP]
     _solve(nr, lens, starts, w.inv, nu, w.resid, caps, rtol, w.rates, bn, w.ws)
-    set_rates(ff, meta, clock, bdirty, dlist, slots, nr, w.rates)
+    set_rates(ff, meta, clock, due, rate, bdirty, dlist, slots, nr, w.rates)
     n_links = lf.shape[0]
     for l in range(n_links):
         lf[l, USED] = 0.0
     for i in range(nr):
         s = slots[i]
-        fi[s, BNECK] = uniq[bn[i]] if bn[i] >= 0 else -1
+        bneck[s] = uniq[bn[i]] if bn[i] >= 0 else -1
         for e in range(starts[i], starts[i] + lens[i]):
             lf[uniq[w.inv[e]], USED] += w.rates[i]
     meta[M_SOLVES] += 1
@@ -217,7 +217,7 @@ def full_solve(ff, fi, lf, li, pl, meta, clock, bdirty, dlist, rtol, w):
                 l = uniq[w.inv[e]]
                 if r > lf[l, TOP]:
                     lf[l, TOP] = r
-            b = fi[slots[i], BNECK]
+            b = bneck[slots[i]]
             if b >= 0:
                 li[b, NB] += 1
                 if r < lf[b, LVL]:
@@ -227,7 +227,7 @@ def full_solve(ff, fi, lf, li, pl, meta, clock, bdirty, dlist, rtol, w):
 
 
 @kernel
-def resolve(ff, fi, lf, li, pl, lbp, meta, clock, fresh, seeds, bdirty, dlist, w):
+def resolve(ff, fi, lf, li, pl, lbp, meta, clock, fresh, seeds, due, rate, bneck, bdirty, dlist, w):
     """Re-solve the rates the flows ended and started since the last solve can change
     (``FlowTable.resolve``)."""
     n_fresh, n_seeds = meta[M_FRESH], meta[M_SEEDS]
@@ -247,48 +247,59 @@ def resolve(ff, fi, lf, li, pl, lbp, meta, clock, fresh, seeds, bdirty, dlist, w
     if not meta[M_INCREMENTAL] or nr >= limit:
         for i in range(nr):
             inr[r[i]] = 0
-        full_solve(ff, fi, lf, li, pl, meta, clock, bdirty, dlist, RTOL, w)
+        full_solve(ff, fi, lf, li, pl, meta, clock, due, rate, bneck, bdirty, dlist, RTOL, w)
         return
-    n_new = nr  # then the flows bottlenecked on a link an ended or started flow crossed
-    for k in range(n_seeds):
-        nr = _bottlenecked_on(fi, li, pl, lbp, seeds[k], inr, r, nr)
-    for i in range(n_new):
+    for i in range(nr):  # then the flows bottlenecked on a link an ended or started flow crossed
         s = r[i]
         for e in range(fi[s, PSTART], fi[s, PSTART] + fi[s, PLEN]):
-            nr = _bottlenecked_on(fi, li, pl, lbp, pl[e, P_LINK], inr, r, nr)
+            seeds[n_seeds] = pl[e, P_LINK]
+            n_seeds += 1
+    for k in range(n_seeds):  # each link once (MARK)
+        l = seeds[k]
+        if li[l, NB] > 0 and not li[l, MARK]:
+            li[l, MARK] = 1
+            a = li[l, LB_START]
+            for q in range(a, a + li[l, LB_COUNT]):
+                s = lbp[q, 0]
+                if bneck[s] == l and not inr[s]:
+                    inr[s] = 1
+                    r[nr] = s
+                    nr += 1
     for k in range(n_seeds):
         li[seeds[k], MARK] = 0
-    for i in range(n_new):
-        s = r[i]
-        for e in range(fi[s, PSTART], fi[s, PSTART] + fi[s, PLEN]):
-            li[pl[e, P_LINK], MARK] = 0
     if nr == 0:
         return
-    nr = _repair(ff, fi, lf, li, pl, lbp, meta, clock, bdirty, dlist, w, nr, limit)
+    nr = _repair(ff, fi, lf, li, pl, lbp, meta, clock, due, rate, bneck, bdirty, dlist, w, nr, limit)
     for i in range(abs(nr)):
         inr[r[i]] = 0
     if nr < 0:
-        full_solve(ff, fi, lf, li, pl, meta, clock, bdirty, dlist, RTOL, w)
+        full_solve(ff, fi, lf, li, pl, meta, clock, due, rate, bneck, bdirty, dlist, RTOL, w)
 
 
 @kernel
-def _bottlenecked_on(fi, li, pl, lbp, l, inr, r, nr):
-    """Append to ``r[:nr]`` the flows bottlenecked on link ``l`` (each link once: MARK);
-    returns the new count."""
-    if li[l, NB] > 0 and not li[l, MARK]:
-        li[l, MARK] = 1
-        a = li[l, LB_START]
-        for q in range(a, a + li[l, LB_COUNT]):
-            s = lbp[q, 0]
-            if fi[s, BNECK] == l and not inr[s]:
-                inr[s] = 1
-                r[nr] = s
-                nr += 1
-    return nr
+def event(ff, fi, lf, li, pl, lbp, meta, clock, free, fresh, seeds, due, rate, bneck, bmin, bdirty, dlist, eps, w, done,
+          out_links, load, busy_since, busy):
+    """One event in one call: the flows due within ``eps`` leave (:func:`take_drained`), the rates
+    are repaired (:func:`resolve`) and the next due time found (:func:`next_due`), as the numpy
+    table's three calls do in that order.  The drained flows' slots go to ``done``, ordered by
+    owner (ascending slots within one, as a stable sort of the numpy table's ascending slots);
+    returns their count and the seconds until the next flow is due."""
+    nd, _ = take_drained(ff, fi, lf, li, pl, lbp, meta, clock, free, due, rate, bneck, bmin, bdirty, dlist, seeds, eps,
+                         done, out_links, load, busy_since, busy)
+    if nd > 1:
+        owners = np.empty(nd, dtype=np.int64)
+        for i in range(nd):
+            owners[i] = fi[done[i], OWNER]
+        order = np.argsort(owners, kind="mergesort")
+        slots = done[:nd].copy()
+        for i in range(nd):
+            done[i] = slots[order[i]]
+    resolve(ff, fi, lf, li, pl, lbp, meta, clock, fresh, seeds, due, rate, bneck, bdirty, dlist, w)
+    return nd, next_due(due, meta, clock, bmin, bdirty, dlist)
 
 
 @kernel
-def _repair(ff, fi, lf, li, pl, lbp, meta, clock, bdirty, dlist, w, nr, limit):
+def _repair(ff, fi, lf, li, pl, lbp, meta, clock, due, rate, bneck, bdirty, dlist, w, nr, limit):
     """Grow the repair set ``w.r[:nr]`` until its residual solve passes the certificate
     (``FlowTable._repair``).  Returns the final size, negated when the limits were reached
     (then everything is solved afresh)."""
@@ -302,7 +313,7 @@ def _repair(ff, fi, lf, li, pl, lbp, meta, clock, bdirty, dlist, w, nr, limit):
         for u in range(nu):
             acc[u] = 0.0
         for i in range(nr):
-            old = ff[r[i], RATE]
+            old = rate[r[i]]
             for e in range(starts[i], starts[i] + lens[i]):
                 acc[inv[e]] += old
         for u in range(nu):
@@ -313,15 +324,15 @@ def _repair(ff, fi, lf, li, pl, lbp, meta, clock, bdirty, dlist, w, nr, limit):
         for i in range(nr):
             w.fcap[i] = ff[r[i], CAP]
         _solve(nr, lens, starts, inv, nu, w.resid, w.fcap, RTOL, rates, bn, w.ws)
-        set_rates(ff, meta, clock, bdirty, dlist, r, nr, rates)
+        set_rates(ff, meta, clock, due, rate, bdirty, dlist, r, nr, rates)
         for u in range(nu):
             acc[u] = 0.0
         for i in range(nr):
             s = r[i]
-            if fi[s, BNECK] >= 0:
-                li[fi[s, BNECK], NB] -= 1
+            if bneck[s] >= 0:
+                li[bneck[s], NB] -= 1
             b = uniq[bn[i]] if bn[i] >= 0 else -1
-            fi[s, BNECK] = b
+            bneck[s] = b
             if b >= 0:
                 li[b, NB] += 1
             for e in range(starts[i], starts[i] + lens[i]):
@@ -331,7 +342,7 @@ def _repair(ff, fi, lf, li, pl, lbp, meta, clock, bdirty, dlist, w, nr, limit):
         meta[M_SOLVES] += 1
         meta[M_PARTIAL] += 1
         meta[M_SOLVED] += nr
-        n_more = _uncertified(ff, fi, lf, li, pl, lbp, w, nr, nu)
+        n_more = _uncertified(rate, bneck, lf, li, lbp, w, nr, nu)
         for u in range(nu):
             li[uniq[u], LMAP] = -1
         if n_more == 0:
@@ -345,7 +356,7 @@ def _repair(ff, fi, lf, li, pl, lbp, meta, clock, bdirty, dlist, w, nr, limit):
 
 
 @kernel
-def _uncertified(ff, fi, lf, li, pl, lbp, w, nr, nu):
+def _uncertified(rate, bneck, lf, li, lbp, w, nr, nu):
     """The certificate after R's residual solve (``FlowTable._uncertified``): the flows outside
     R that must join it go to ``w.more``; returns their count."""
     lens, starts, inv, uniq, rates, bn = w.lens, w.starts, w.inv, w.uniq, w.rates, w.bn
@@ -382,11 +393,11 @@ def _uncertified(ff, fi, lf, li, pl, lbp, w, nr, nu):
             n_bad += 1
     if n_bad == 0:
         return 0
-    return _exact(ff, fi, lf, li, pl, lbp, w, n_bad)
+    return _exact(rate, bneck, lf, li, lbp, w, n_bad)
 
 
 @kernel
-def _exact(ff, fi, lf, li, pl, lbp, w, n_bad):
+def _exact(rate, bneck, lf, li, lbp, w, n_bad):
     """The certificate flow by flow on the links ``w.bad[:n_bad]`` (``FlowTable._exact``)."""
     inr, more = w.inr, w.more
     n_more = 0
@@ -397,10 +408,10 @@ def _exact(ff, fi, lf, li, pl, lbp, w, n_bad):
         lvl = np.inf
         for q in range(a, a + c):
             s = lbp[q, 0]
-            rs = ff[s, RATE]
+            rs = rate[s]
             if rs > fastest:
                 fastest = rs
-            if rs < lvl and fi[s, BNECK] == l:
+            if rs < lvl and bneck[s] == l:
                 lvl = rs
         lf[l, TOP] = fastest
         lf[l, LVL] = lvl
@@ -409,11 +420,11 @@ def _exact(ff, fi, lf, li, pl, lbp, w, n_bad):
         low = np.inf  # slowest flow of R exceeded on this, its bottleneck
         for q in range(a, a + c):
             s = lbp[q, 0]
-            rs = ff[s, RATE]
+            rs = rate[s]
             if inr[s] == 1:
-                if rs < beat and rs < low and fi[s, BNECK] == l:
+                if rs < beat and rs < low and bneck[s] == l:
                     low = rs
-            elif inr[s] == 0 and (rs < beat or not full) and fi[s, BNECK] == l:
+            elif inr[s] == 0 and (rs < beat or not full) and bneck[s] == l:
                 inr[s] = 2
                 more[n_more] = s
                 n_more += 1
@@ -421,7 +432,7 @@ def _exact(ff, fi, lf, li, pl, lbp, w, n_bad):
             top = low * (1.0 + 4 * RTOL)
             for q in range(a, a + c):
                 s = lbp[q, 0]
-                if inr[s] == 0 and ff[s, RATE] > top:
+                if inr[s] == 0 and rate[s] > top:
                     inr[s] = 2
                     more[n_more] = s
                     n_more += 1
