@@ -430,8 +430,8 @@ CLAIMS = [
         "| h100-superpod-1024 | all_reduce 1G | 1,024 | flow | 7.2 | 4.8–6.4 | 1.1–1.5 |",
         "| h100-fat-tree-16k | all_reduce 1G | 4,096 | flow | 35.7 | 20.6–26.3 | 1.4–1.7 |",
         "| h100-fat-tree-16k | all_reduce 1G | 16,384 | flow | 176 | 269 | 0.65 |",
-        "| h100-fat-tree-16k | all_reduce 1G | 2,048 | analytical | 3.0 | 2.2–2.9 | 1.0–1.4 |",
-        "| h100-fat-tree-16k | all_reduce 1G | 16,384 | analytical | 35.0 | 19.3–19.8 | 1.8 |",
+        "| h100-fat-tree-16k | all_reduce 1G | 2,048 | analytical | 3.0 | 1.9–2.2 | 1.4–1.6 |",
+        "| h100-fat-tree-16k | all_reduce 1G | 16,384 | analytical | 35.0 | 14.9–15.1 | 2.3 |",
         "| megascale-12k (ECMP) | all_reduce 1G | 1,024 | flow | 9.5 | 7.1–8.4 | 1.1–1.3 |",
         "| llama3-24k (ECMP) | all_reduce 1G | 256 | flow | 2.5 | 31.1–41.7 | 0.06–0.08 |")],
     Claim("a run can take more than 10× the estimate (the `llama3-24k` row), and so can rings whose hops cross "

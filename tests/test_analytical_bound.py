@@ -142,3 +142,37 @@ def test_rings_and_trees_across_nodes_equal_the_flow_model(algo, gpus):
     flow = bench(su, "all_reduce", [1 << 30], model="flow", **kw)[0]
     analytical = bench(su, "all_reduce", [1 << 30], model="analytical", **kw)[0]
     assert analytical.time_us == pytest.approx(flow.time_us, rel=1e-9)
+
+
+@pytest.mark.parametrize("routing", ["ftree", "spray", "ecmp"])
+@pytest.mark.parametrize("algo,op", [("ring", "all_reduce"), ("tree", "all_reduce"), ("nvls_tree", "all_reduce"),
+                                     ("auto", "all_gather"), ("auto", "reduce_scatter")])
+def test_identical_transfers_timed_once_change_nothing(routing, algo, op, monkeypatch):
+    """The analytical fast path times each set of identical transfers of a step (a collective's
+    channels repeating their pairs, where the key cannot change the path) once, as one weighted
+    transfer: every size's time and every link's bytes, busy time and peak equal the run that
+    times each transfer on its own."""
+    from netsim.collectives import fastpath
+    from netsim.perftests.collective import BenchConfig, run_one, validated
+    from netsim.topology import load_topology, with_routing
+
+    topo = with_routing(load_topology("topologies/h100-superpod-1su.yaml"), routing)
+    cfg = validated(BenchConfig(op, gpus=32, algo=algo, model="analytical"), topo)
+    monkeypatch.setattr(fastpath, "SAME_MIN", 1)
+
+    def runs():
+        out = []
+        for size in (1 << 20, 1 << 28):
+            keep: list = []
+            run_one(topo, cfg, size, keep)
+            out += keep
+        return out
+
+    merged = runs()
+    monkeypatch.setattr(fastpath, "_same_transfers", lambda *a: None)
+    alone = runs()
+    assert len(merged) == len(alone) == 2
+    for m, a in zip(merged, alone):
+        assert m.time_s == pytest.approx(a.time_s, rel=1e-9)
+        for field in ("link_bytes", "link_busy_s", "link_peak", "finish_s"):
+            np.testing.assert_allclose(getattr(m, field), getattr(a, field), rtol=1e-9, atol=0)

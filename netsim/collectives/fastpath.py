@@ -44,7 +44,10 @@ import numpy as np
 from netsim.collectives.lockstep import Lockstep, StepShare, contended_links
 from netsim.collectives.schedule import PATH, UP, DOWN, Schedule, Step
 from netsim.network.base import Network
-from netsim.topology.model import equal_groups
+from netsim.topology.model import equal_groups, mix_hash
+
+#: Fewest transfers in a step worth looking for identical ones (:func:`fixed_durations`).
+SAME_MIN = 1024
 
 #: Longest step period (in steps) the skip-ahead looks for.
 MAX_PERIOD = 4
@@ -156,8 +159,12 @@ def fixed_durations(net: Network, step: Step, ranks: np.ndarray, repeat: int = 0
     stacks that many copies of one collective (replicas; see :meth:`Network.step_rates`)."""
     src, dst = ranks[step.src], ranks[step.dst]
     wire = step.nbytes * step.wire
-    routes = routes if routes is not None else step_routes(net.topo, ranks, step)
     cap = transfer_caps(step, src.size)
+    same = None if routes is not None or parts != 1 or net.live_sharing else _same_transfers(net.topo, src, dst,
+                                                                                                wire, cap, step)
+    if same is not None:
+        return _weighted_durations(net, step, src, dst, wire, cap, same, repeat, counts, drains)
+    routes = routes if routes is not None else step_routes(net.topo, ranks, step)
     timing = net.alone(src, dst, wire, step.key, routes, cap, parts)
     if timing is None:
         return None
@@ -171,6 +178,51 @@ def fixed_durations(net: Network, step: Step, ranks: np.ndarray, repeat: int = 0
         else:
             counts.append(item)
     return dur + step.overhead_s
+
+
+def _same_transfers(topo, src, dst, wire, cap, step: Step):
+    """Sets of identical transfers of ``step`` (same ends, hop, bytes and cap, and a key that cannot
+    change the path): ``(one row per set, each transfer's set, set sizes)``, or None when there
+    are few repeats (a step's NCCL channels often repeat their pairs)."""
+    if src.size < SAME_MIN or topo.routing == "adaptive" or not (step.key is None or getattr(topo.router, "keyless", False)):
+        return None
+    hop = np.zeros(src.size, dtype=np.int64) if step.hop is None else step.hop.astype(np.int64)
+    code = (src * topo.n_gpus + dst) * 3 + hop
+    rows, which = equal_groups(code)
+    if 2 * rows.size > src.size:
+        return None
+    rep = rows[which]
+    if not (np.array_equal(wire[rep], wire) and (cap is None or np.array_equal(cap[rep], cap))):
+        rows, which = equal_groups(mix_hash(code, wire.view(np.uint64),
+                                            np.zeros(1, np.uint64) if cap is None else cap.view(np.uint64)))
+        rep = rows[which]
+        if not (np.array_equal(code[rep], code) and np.array_equal(wire[rep], wire)
+                and (cap is None or np.array_equal(cap[rep], cap))) or 2 * rows.size > src.size:
+            return None
+    return rows, which, np.bincount(which, minlength=rows.size).astype(np.float64)
+
+
+def _weighted_durations(net: Network, step: Step, src, dst, wire, cap, same, repeat, counts, drains):
+    """:func:`fixed_durations` timing each set of identical transfers once, as one weighted
+    transfer (:meth:`Network.alone`'s ``weight``): the same durations and link counters."""
+    rows, which, weight = same
+    key = None if step.key is None else step.key[rows]
+    routes = net.topo.routes(src[rows], dst[rows], key)
+    if step.hop is not None and (step.hop[rows] != PATH).any():
+        routes = cut_routes(*routes, step.hop[rows])
+    timing = net.alone(src[rows], dst[rows], wire[rows], key, routes, None if cap is None else cap[rows], 1, weight)
+    if timing is None:
+        return None
+    dur, busy = timing
+    if drains is not None:
+        drains.append(busy[which])
+    if repeat:
+        item = (routes, wire[rows] * weight * repeat, busy * weight * repeat, int(src.size) * repeat, weight)
+        if counts is None:
+            net.count_alone([item])
+        else:
+            counts.append(item)
+    return dur[which] + step.overhead_s
 
 
 class _Index:

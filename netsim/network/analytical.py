@@ -63,12 +63,12 @@ class AnalyticalNetwork(Network):
             self._lat_ns = [float(d.astra_latency_ns) for d in dims]
             self._bw_gib = [float(d.astra_bw) for d in dims]
 
-    def step_rates(self, routes, nbytes: np.ndarray, cap=None, parts: int = 1) -> np.ndarray | None:
+    def step_rates(self, routes, nbytes: np.ndarray, cap=None, parts: int = 1, weight=None) -> np.ndarray | None:
         """See :meth:`Network.step_rates`: :func:`step_alone_rates` on the topology's capacities
         (``None`` on ASTRA-sim topologies, whose congestion-unaware backend shares nothing)."""
         if self.astra:
             return None
-        return step_alone_rates(routes[0], routes[1], nbytes, self.topo.capacity, cap, parts)
+        return step_alone_rates(routes[0], routes[1], nbytes, self.topo.capacity, cap, parts, weight)
 
     def durations(self, src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray,
                   key: np.ndarray | None = None, routes=None, cap=None) -> np.ndarray:
@@ -117,7 +117,7 @@ class AnalyticalNetwork(Network):
         self._count(routes, nbytes, ser)
         self._deliver(np.arange(src.size), self.env.now + dur, on_done)
 
-    def alone(self, src, dst, nbytes, key=None, routes=None, cap=None, parts: int = 1):
+    def alone(self, src, dst, nbytes, key=None, routes=None, cap=None, parts: int = 1, weight=None):
         """See :meth:`Network.alone`: the path latency plus the drain time of the fluid max-min
         model of the batch alone (:func:`step_alone_rates`); busy = the drain time.  On ASTRA-sim
         topologies, ASTRA-sim's congestion-unaware delay for both."""
@@ -127,11 +127,14 @@ class AnalyticalNetwork(Network):
             d = self._astra_ns(src, dst, nbytes) * 1e-9
             return d, d
         routes = routes if routes is not None else self.topo.routes(src, dst, key)
-        rates = self.step_rates(routes, nbytes, cap, parts)
+        rates = self.step_rates(routes, nbytes, cap, parts, weight)
         return self._timing(src, dst, nbytes, key, routes, rates)
 
-    def _count(self, routes, nbytes: np.ndarray, busy: np.ndarray, into: tuple | None = None) -> None:
-        """Link counters: bytes; busy += serialization time; peak = transfers of one batch."""
+    def _count(self, routes, nbytes: np.ndarray, busy: np.ndarray, into: tuple | None = None,
+               weight: np.ndarray | None = None) -> None:
+        """Link counters: bytes; busy += serialization time; peak = transfers of one batch
+        (``weight``: each route stands for that many identical transfers, whose bytes and busy
+        time ``nbytes``/``busy`` already sum)."""
         indptr, links = routes
         if not links.size:
             return
@@ -139,19 +142,25 @@ class AnalyticalNetwork(Network):
         lengths = np.diff(indptr)
         np.add.at(nbytes_, links, np.repeat(np.asarray(nbytes, np.float64), lengths))
         np.add.at(busy_, links, np.repeat(np.asarray(busy, np.float64), lengths))
-        used, counts = np.unique(links, return_counts=True)
+        if weight is None:
+            used, counts = np.unique(links, return_counts=True)
+        else:
+            per_link = np.bincount(links, weights=np.repeat(np.asarray(weight, np.float64), lengths))
+            used = np.flatnonzero(per_link)
+            counts = np.rint(per_link[used]).astype(peak.dtype)
         peak[used] = np.maximum(peak[used], counts)
 
 
 def step_alone_rates(indptr: np.ndarray, links: np.ndarray, nbytes: np.ndarray, capacity: np.ndarray,
-                     cap: np.ndarray | None = None, parts: int = 1) -> np.ndarray:
+                     cap: np.ndarray | None = None, parts: int = 1, weight: np.ndarray | None = None) -> np.ndarray:
     """Average rate (B/s) of each transfer of one step run alone: ``bytes / drain time`` in the
     fluid max-min model of the step's transfers starting together
     (:func:`~netsim.network.maxmin.drain_alone`: :data:`STEP_SOLVES` exact solves, then up to
     :data:`SHRINK_SOLVES` solves each once the flows left have shrunk by the same factor; flows
     left after that keep their last rates).  ``parts`` > 1: the transfers are that many
     equal consecutive blocks that do not share links (each gets its own copy of the links).
-    Transfers with no bytes or no links get ``inf``.
+    Transfers with no bytes or no links get ``inf``.  ``weight``: each transfer stands for that
+    many identical ones (:func:`~netsim.network.maxmin.drain_alone`).
 
     >>> ip, lk = np.array([0, 1, 2, 3]), np.array([0, 0, 1])
     >>> step_alone_rates(ip, lk, np.array([1.0, 3.0, 2.0]), np.array([2.0, 2.0])).tolist()
@@ -161,5 +170,7 @@ def step_alone_rates(indptr: np.ndarray, links: np.ndarray, nbytes: np.ndarray, 
     if parts > 1 and links.size:  # blocks never share: give each its own copy of the links
         block = np.repeat(np.arange(nbytes.size) // (nbytes.size // parts), np.diff(indptr))
         links, capacity = links + block * capacity.size, np.tile(capacity, parts)
-    drain = drain_alone(indptr, links, nbytes, capacity, cap, STEP_SOLVES, SHRINK_SOLVES)[0]
+    if weight is not None and parts > 1:
+        raise ValueError("weighted transfers are not split into parts")
+    drain = drain_alone(indptr, links, nbytes, capacity, cap, STEP_SOLVES, SHRINK_SOLVES, weight)[0]
     return np.where(drain > 0, nbytes / np.where(drain > 0, drain, 1.0), np.inf)

@@ -114,10 +114,14 @@ class Tally:
         self.transfers = 0
 
     def append(self, item: tuple) -> None:
-        routes, nbytes, busy, transfers = item
+        """``(routes, bytes, busy, transfers[, weight])`` (weight: see :meth:`Network.alone`)."""
+        routes, nbytes, busy, transfers, *weight = item
         self.transfers += transfers
         if routes is not None:
-            self._net._count(routes, nbytes, busy, self._into)
+            if weight and weight[0] is not None:
+                self._net._count(routes, nbytes, busy, self._into, weight[0])
+            else:
+                self._net._count(routes, nbytes, busy, self._into)
 
     def summary(self) -> tuple:
         """``(links, bytes, busy_s, peak_flows, transfers)`` over the links used."""
@@ -161,13 +165,15 @@ class Network:
 
     def alone(self, src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray, key: np.ndarray | None = None,
               routes: tuple[np.ndarray, np.ndarray] | None = None, cap: np.ndarray | None = None,
-              parts: int = 1) -> tuple[np.ndarray, np.ndarray] | None:
+              parts: int = 1, weight: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray] | None:
         """Timing of transfers that all start now and run alone on the network (one collective
         step): ``(seconds until each one's last byte lands, seconds each one occupies its links)``,
         or ``None`` where the model cannot tell without simulating them.  ``cap``: each one's own
         rate bound (B/s) or None; ``parts``: the transfers are that many equal consecutive blocks
         (copies of one collective) that the model may treat as not sharing (see
-        :meth:`step_rates`).  Counters are not touched (:meth:`count_alone` does that)."""
+        :meth:`step_rates`).  ``weight``: each transfer stands for that many identical ones (only
+        models without live sharing take it).  Counters are not touched (:meth:`count_alone` does
+        that)."""
         return None
 
     def step_rates(self, routes: tuple[np.ndarray, np.ndarray], nbytes: np.ndarray,
@@ -233,10 +239,14 @@ class Network:
 
     def count_alone(self, counts: list) -> None:
         """Count batches evaluated by :meth:`alone`: ``counts`` holds ``(routes, bytes, busy,
-        transfers)`` items (``routes`` None: nothing to put on links)."""
-        for routes, nbytes, busy, transfers in counts:
+        transfers[, weight])`` items (``routes`` None: nothing to put on links)."""
+        for routes, nbytes, busy, transfers, *weight in counts:
             self.stats["transfers"] += transfers
-            if routes is not None:
+            if routes is None:
+                continue
+            if weight and weight[0] is not None:  # weighted transfers: models without live sharing
+                self._count(routes, nbytes, busy, None, weight[0])
+            else:
                 self._count(routes, nbytes, busy)
 
     def tally(self) -> "Tally":

@@ -240,7 +240,7 @@ def link_loads(indptr: np.ndarray, links: np.ndarray, rates: np.ndarray, n_links
 
 def drain_alone(indptr: np.ndarray, links: np.ndarray, nbytes: np.ndarray, capacity: np.ndarray,
                 rate_cap: np.ndarray | None = None, max_rounds: int = 8,
-                shrink_rounds: int = 0) -> tuple[np.ndarray, bool, int]:
+                shrink_rounds: int = 0, weight: np.ndarray | None = None) -> tuple[np.ndarray, bool, int]:
     """Seconds each flow needs to drain when all start together and nothing else runs.
 
     Max-min rates are solved, the flows that drain first leave, and the rest are re-solved:
@@ -259,6 +259,10 @@ def drain_alone(indptr: np.ndarray, links: np.ndarray, nbytes: np.ndarray, capac
     8 exact and 16 shrinking rounds finish 4-12 % after the fluid makespan where keeping the
     rates after 8 finishes 63-119 % after it (``tests/test_drain_alone.py``).
 
+    ``weight`` (optional, >= 1 per flow): flow ``f`` stands for ``weight[f]`` identical flows
+    (:func:`solve_compressed`); without it, identical flows are found and merged here
+    (:func:`identical_flows`).  Either way each flow's drain is that of the unmerged batch.
+
     >>> ip, lk = np.array([0, 1, 2]), np.array([0, 0])
     >>> drain_alone(ip, lk, np.array([1.0, 3.0]), np.array([2.0]))[0].tolist()
     [1.0, 2.0]
@@ -270,6 +274,12 @@ def drain_alone(indptr: np.ndarray, links: np.ndarray, nbytes: np.ndarray, capac
     if not active.size:
         return drain, True, 0
     indptr, links, capacity, caps = _validate(indptr, links, capacity, rate_cap, 0.0)
+    if weight is not None:
+        ip = np.concatenate(([0], np.cumsum(lengths_all[active])))
+        d, complete, solves = _drain(ip, _gather(indptr, links, active), nbytes[active], capacity, caps[active],
+                                     np.asarray(weight, dtype=np.float64)[active], max_rounds, shrink_rounds)
+        drain[active] = d
+        return drain, complete, solves
     same = identical_flows(indptr, links, nbytes, caps, active)
     if same is not None:  # drain each set of identical flows once, as one weighted flow
         rep, which, weight = same
