@@ -399,7 +399,7 @@ CLAIMS = [
     Claim("(estimated at 20 CPU-s or more) it prints, within 5 s of starting",
           lambda: [_estimate_note_s(), 5.0]),
     Claim("netsim bench: estimate: about 3 min of CPU time (16,384 GPUs, flow model: 19.4M transfers simulated "
-          "event by event; README.md#progress); --model analytical takes about 35 s",
+          "event by event; README.md#progress); --model analytical takes about 18 s",
           by_test="tests/test_estimate.py::test_16k_flow_bench_prints_estimate_and_alternative_within_5s",
           why="the line the 16k bench prints; the test checks its form and timing, the model's figures are "
               "the table's"),
@@ -407,7 +407,7 @@ CLAIMS = [
           "a repeated step is routed once), plus 8 µs per transfer the flow model *simulates* (each phase's "
           "transfers times the repetitions simulated before the executor fast-forwards it: 5, or 24 for rings; "
           "every repetition with `--engine event`/`reference`, and on hashed routing across nodes at 4 µs each). "
-          "The analytical model costs 2 µs per routed transfer and 6 ns per transfer of every repetition. The "
+          "The analytical model costs 1 µs per routed transfer and 6 ns per transfer of every repetition. The "
           "counts come from the bare schedule of the algorithm NCCL picks (for at most 8 of the sizes; the others "
           "take the nearest one's); above 1,024 GPUs",
           lambda: [_estimate().SIZE_S, _estimate().ROUTE_S * 1e6, _estimate().SIM_S * 1e6, _estimate().FF_STEPS,
@@ -430,8 +430,8 @@ CLAIMS = [
         "| h100-superpod-1024 | all_reduce 1G | 1,024 | flow | 7.2 | 4.8–6.4 | 1.1–1.5 |",
         "| h100-fat-tree-16k | all_reduce 1G | 4,096 | flow | 35.7 | 20.6–26.3 | 1.4–1.7 |",
         "| h100-fat-tree-16k | all_reduce 1G | 16,384 | flow | 176 | 269 | 0.65 |",
-        "| h100-fat-tree-16k | all_reduce 1G | 2,048 | analytical | 3.0 | 1.9–2.2 | 1.4–1.6 |",
-        "| h100-fat-tree-16k | all_reduce 1G | 16,384 | analytical | 35.0 | 14.9–15.1 | 2.3 |",
+        "| h100-fat-tree-16k | all_reduce 1G | 2,048 | analytical | 1.5 | 1.9–2.2 | 0.70–0.79 |",
+        "| h100-fat-tree-16k | all_reduce 1G | 16,384 | analytical | 17.6 | 14.9–15.1 | 1.2 |",
         "| megascale-12k (ECMP) | all_reduce 1G | 1,024 | flow | 9.5 | 7.1–8.4 | 1.1–1.3 |",
         "| llama3-24k (ECMP) | all_reduce 1G | 256 | flow | 2.5 | 31.1–41.7 | 0.06–0.08 |")],
     Claim("a run can take more than 10× the estimate (the `llama3-24k` row), and so can rings whose hops cross "

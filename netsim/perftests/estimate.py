@@ -61,8 +61,9 @@ ROUTE_S = 1.2e-6
 SIM_S = 8e-6
 #: The same on hashed routing across nodes, where colliding flows finish one by one.
 HASHED_SIM_S = 4e-6
-#: CPU seconds per routed transfer on the analytical model (each step's max-min drain alone) ...
-ANALYTICAL_S = 2e-6
+#: CPU seconds per routed transfer on the analytical model (each step's max-min drain alone, identical
+#: transfers timed once: measured on the README table's analytical rows) ...
+ANALYTICAL_S = 1e-6
 #: ... and per transfer of every repetition (the vectorized pass over the steps).
 STEP_S = 6e-9
 #: Repetitions of a phase simulated before the executor fast-forwards it ...
