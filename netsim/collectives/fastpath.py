@@ -53,34 +53,40 @@ SAME_MIN = 1024
 MAX_PERIOD = 4
 
 
-def step_routes(topo, ranks: np.ndarray, step: Step) -> tuple[np.ndarray, np.ndarray]:
-    """CSR paths of every transfer of ``step`` (group ranks mapped through ``ranks``), with
-    UP/DOWN transfers cut to their first/last link."""
-    indptr, links = topo.routes(ranks[step.src], ranks[step.dst], step.key)
-    if step.hop is None or not (step.hop != PATH).any():
+def step_routes(topo, ranks: np.ndarray, step: Step, rows: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """CSR paths of every transfer of ``step`` (or of its transfers ``rows``; group ranks mapped
+    through ``ranks``), with UP/DOWN transfers cut to their first/last link."""
+    def pick(a):
+        return a if rows is None or a is None else a[rows]
+
+    indptr, links = topo.routes(ranks[pick(step.src)], ranks[pick(step.dst)], pick(step.key))
+    hop = pick(step.hop)
+    if hop is None or not (hop != PATH).any():
         return indptr, links
-    return cut_routes(indptr, links, step.hop)
+    return cut_routes(indptr, links, hop)
 
 
 def step_latency(topo, ranks: np.ndarray, step: Step) -> float:
     """The longest path latency among the transfers of ``step`` (0 for none): :func:`step_routes`'
     paths, each distinct (src, dst, hop) routed once where the key cannot change a path (a keyless
     router, or no key)."""
-    src, dst = ranks[step.src], ranks[step.dst]
-    if not src.size:
+    if not step.n_transfers:
         return 0.0
-    rows = None
-    if topo.routing != "adaptive" and (step.key is None or getattr(topo.router, "keyless", False)):
-        hop = np.zeros(src.size, dtype=np.int64) if step.hop is None else step.hop.astype(np.int64)
-        rows, _ = equal_groups((src * topo.n_gpus + dst) * 3 + hop)
-    if rows is not None and 2 * rows.size <= src.size:
-        key = None if step.key is None else step.key[rows]
-        indptr, links = topo.routes(src[rows], dst[rows], key)
-        if step.hop is not None and (step.hop[rows] != PATH).any():
-            indptr, links = cut_routes(indptr, links, step.hop[rows])
-    else:
-        indptr, links = step_routes(topo, ranks, step)
+    rows = equal_groups(_pair_code(topo, ranks, step))[0] if _pair_routed(topo, step) else None
+    indptr, links = step_routes(topo, ranks, step, rows)
     return float(topo.path_latency(indptr, links).max()) if links.size else 0.0
+
+
+def _pair_routed(topo, step: Step) -> bool:
+    """Whether a transfer's path depends on its ends and hop alone: a key that cannot change it (a
+    keyless router, or no key) and no load-dependent routing."""
+    return topo.routing != "adaptive" and (step.key is None or getattr(topo.router, "keyless", False))
+
+
+def _pair_code(topo, ranks: np.ndarray, step: Step) -> np.ndarray:
+    """One integer per transfer of ``step`` naming its (src, dst, hop)."""
+    hop = 0 if step.hop is None else step.hop.astype(np.int64)
+    return (ranks[step.src] * topo.n_gpus + ranks[step.dst]) * 3 + hop
 
 
 def cut_routes(indptr: np.ndarray, links: np.ndarray, hop: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -157,72 +163,51 @@ def fixed_durations(net: Network, step: Step, ranks: np.ndarray, repeat: int = 0
     (:func:`step_routes`), when the caller has them.  ``drains``: the seconds each transfer
     occupies its links (from its start until drained) are appended.  ``parts``: the step
     stacks that many copies of one collective (replicas; see :meth:`Network.step_rates`)."""
-    src, dst = ranks[step.src], ranks[step.dst]
+    n = step.n_transfers
     wire = step.nbytes * step.wire
-    cap = transfer_caps(step, src.size)
-    same = None if routes is not None or parts != 1 or net.live_sharing else _same_transfers(net.topo, src, dst,
-                                                                                                wire, cap, step)
-    if same is not None:
-        return _weighted_durations(net, step, src, dst, wire, cap, same, repeat, counts, drains)
-    routes = routes if routes is not None else step_routes(net.topo, ranks, step)
-    timing = net.alone(src, dst, wire, step.key, routes, cap, parts)
+    cap = transfer_caps(step, n)
+    same = None if routes is not None or parts != 1 or net.live_sharing else _same_transfers(net.topo, ranks, step,
+                                                                                                wire, cap)
+    rows, which, weight = same if same is not None else (None, None, None)
+    if routes is None:
+        routes = step_routes(net.topo, ranks, step, rows)
+
+    def pick(a):  # one transfer per set of identical ones
+        return a if rows is None or a is None else a[rows]
+
+    timing = net.alone(ranks[pick(step.src)], ranks[pick(step.dst)], pick(wire), pick(step.key), routes, pick(cap),
+                       parts, weight)
     if timing is None:
         return None
     dur, busy = timing
     if drains is not None:
-        drains.append(busy)
+        drains.append(busy if which is None else busy[which])
     if repeat:
-        item = (routes, wire * repeat, busy * repeat, int(src.size) * repeat)
+        w = 1.0 if weight is None else weight  # a set's bytes and busy time: its members'
+        item = (routes, pick(wire) * w * repeat, busy * w * repeat, n * repeat, weight)
         if counts is None:
             net.count_alone([item])
         else:
             counts.append(item)
-    return dur + step.overhead_s
+    return (dur if which is None else dur[which]) + step.overhead_s
 
 
-def _same_transfers(topo, src, dst, wire, cap, step: Step):
-    """Sets of identical transfers of ``step`` (same ends, hop, bytes and cap, and a key that cannot
-    change the path): ``(one row per set, each transfer's set, set sizes)``, or None when there
-    are few repeats (a step's NCCL channels often repeat their pairs)."""
-    if src.size < SAME_MIN or topo.routing == "adaptive" or not (step.key is None or getattr(topo.router, "keyless", False)):
+def _same_transfers(topo, ranks: np.ndarray, step: Step, wire: np.ndarray, cap: np.ndarray | None):
+    """Sets of identical transfers of ``step`` (same ends, hop, bytes and cap, on paths their key
+    cannot change): ``(one row per set, each transfer's set, set sizes)``, or None when under half
+    repeat (a step's NCCL channels often repeat their pairs).  Grouped by a hash, then checked."""
+    if step.n_transfers < SAME_MIN or not _pair_routed(topo, step):
         return None
-    hop = np.zeros(src.size, dtype=np.int64) if step.hop is None else step.hop.astype(np.int64)
-    code = (src * topo.n_gpus + dst) * 3 + hop
-    rows, which = equal_groups(code)
-    if 2 * rows.size > src.size:
+    code = _pair_code(topo, ranks, step)
+    caps = np.zeros(1, np.uint64) if cap is None else cap.view(np.uint64)
+    rows, which = equal_groups(mix_hash(code, wire.view(np.uint64), caps))
+    if 2 * rows.size > code.size:
         return None
     rep = rows[which]
-    if not (np.array_equal(wire[rep], wire) and (cap is None or np.array_equal(cap[rep], cap))):
-        rows, which = equal_groups(mix_hash(code, wire.view(np.uint64),
-                                            np.zeros(1, np.uint64) if cap is None else cap.view(np.uint64)))
-        rep = rows[which]
-        if not (np.array_equal(code[rep], code) and np.array_equal(wire[rep], wire)
-                and (cap is None or np.array_equal(cap[rep], cap))) or 2 * rows.size > src.size:
-            return None
+    if not (np.array_equal(code[rep], code) and np.array_equal(wire[rep], wire)
+            and (cap is None or np.array_equal(cap[rep], cap))):
+        return None  # a hash collision: time every transfer
     return rows, which, np.bincount(which, minlength=rows.size).astype(np.float64)
-
-
-def _weighted_durations(net: Network, step: Step, src, dst, wire, cap, same, repeat, counts, drains):
-    """:func:`fixed_durations` timing each set of identical transfers once, as one weighted
-    transfer (:meth:`Network.alone`'s ``weight``): the same durations and link counters."""
-    rows, which, weight = same
-    key = None if step.key is None else step.key[rows]
-    routes = net.topo.routes(src[rows], dst[rows], key)
-    if step.hop is not None and (step.hop[rows] != PATH).any():
-        routes = cut_routes(*routes, step.hop[rows])
-    timing = net.alone(src[rows], dst[rows], wire[rows], key, routes, None if cap is None else cap[rows], 1, weight)
-    if timing is None:
-        return None
-    dur, busy = timing
-    if drains is not None:
-        drains.append(busy[which])
-    if repeat:
-        item = (routes, wire[rows] * weight * repeat, busy * weight * repeat, int(src.size) * repeat, weight)
-        if counts is None:
-            net.count_alone([item])
-        else:
-            counts.append(item)
-    return dur[which] + step.overhead_s
 
 
 class _Index:

@@ -127,7 +127,7 @@ class FlowNetwork(Network):
 
     live_sharing = True
 
-    def alone(self, src, dst, nbytes, key=None, routes=None, cap=None, parts: int = 1):
+    def alone(self, src, dst, nbytes, key=None, routes=None, cap=None, parts: int = 1, weight=None):
         """See :meth:`Network.alone`: the path latency plus the drain time of the batch alone
         (:func:`~netsim.network.maxmin.drain_alone`); ``None`` under ``adaptive`` routing (paths
         depend on the live load) or beyond :data:`MAX_DRAIN_ROUNDS` rate solves.  ``parts`` is
@@ -140,7 +140,7 @@ class FlowNetwork(Network):
         lengths = np.diff(indptr)
         capv = None if cap is None else np.broadcast_to(np.asarray(cap, dtype=np.float64), wire.shape)
         drain, complete, solves = drain_alone(indptr, links, np.where(lengths > 0, wire, 0.0), self.topo.capacity,
-                                              capv, MAX_DRAIN_ROUNDS)
+                                              capv, MAX_DRAIN_ROUNDS, weight=weight)
         self.stats["rate_solves"] += solves
         if not complete:
             return None

@@ -275,23 +275,13 @@ def drain_alone(indptr: np.ndarray, links: np.ndarray, nbytes: np.ndarray, capac
         return drain, True, 0
     indptr, links, capacity, caps = _validate(indptr, links, capacity, rate_cap, 0.0)
     if weight is not None:
-        ip = np.concatenate(([0], np.cumsum(lengths_all[active])))
-        d, complete, solves = _drain(ip, _gather(indptr, links, active), nbytes[active], capacity, caps[active],
-                                     np.asarray(weight, dtype=np.float64)[active], max_rounds, shrink_rounds)
-        drain[active] = d
-        return drain, complete, solves
-    same = identical_flows(indptr, links, nbytes, caps, active)
-    if same is not None:  # drain each set of identical flows once, as one weighted flow
-        rep, which, weight = same
-        sub = _gather(indptr, links, rep)
-        ip = np.concatenate(([0], np.cumsum(lengths_all[rep])))
-        d, complete, solves = _drain(ip, sub, nbytes[rep], capacity, caps[rep], weight, max_rounds, shrink_rounds)
-        drain[active] = d[which]
-        return drain, complete, solves
-    ip = np.concatenate(([0], np.cumsum(lengths_all[active])))
-    d, complete, solves = _drain(ip, _gather(indptr, links, active), nbytes[active], capacity, caps[active], None,
-                                 max_rounds, shrink_rounds)
-    drain[active] = d
+        rows, which, w = active, None, np.asarray(weight, dtype=np.float64)[active]
+    else:  # drain each set of identical flows once, as one weighted flow
+        rows, which, w = identical_flows(indptr, links, nbytes, caps, active) or (active, None, None)
+    ip = np.concatenate(([0], np.cumsum(lengths_all[rows])))
+    d, complete, solves = _drain(ip, _gather(indptr, links, rows), nbytes[rows], capacity, caps[rows], w, max_rounds,
+                                 shrink_rounds)
+    drain[active] = d if which is None else d[which]
     return drain, complete, solves
 
 
