@@ -60,6 +60,8 @@ def topology_case(rng: random.Random):
         if where in ("node.gpus", "nodes", "node.links_per_gpu", "tiers.up") and value in (0,) \
                 and where == "tiers.up":
             invalid = False  # up: 0 is a valid top tier
+        if where == "tiers.oversubscription" and value == 1.5:
+            invalid = False  # a ratio, any number >= 1 (docs/topology.md)
     else:
         value = rng.choice(GOOD_BW if where.endswith("bw") else GOOD_TIME if where.endswith("latency")
                            else GOOD_INTS)
