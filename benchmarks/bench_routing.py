@@ -8,6 +8,9 @@ R2  RoCE queue pairs per connection (``scale_out.qps_per_connection``, NCCL_IB_Q
     placements.  More queue pairs give the hash more flows to spread.
 R3  the same job on a rail-optimized vs a top-of-rack 3-tier fabric of the same switches
     (topologies/studies/fat_tree_3tier.yaml), ftree and PXN: 1,024-GPU all-to-all 64 MiB.
+R4  1 GiB NCCL ring all-reduce (``--algo ring``) over all 16,384 GPUs of h100-fat-tree-16k, default
+    routing (ftree), flow model, default engine (ranks drift out of step: mode ``staggered``); and on
+    a 2,048-GPU cut, the default engine against ``--engine event`` (same finish times).
 
 Every row is a fresh process: wall s, CPU s, peak RSS.  Run: python benchmarks/bench_routing.py [--quick] [--ecmp]
 """
@@ -63,12 +66,23 @@ def _r3(rail):
             "time_us": us, "cpu_s": cpu}
 
 
+def _r4(gpus: int, engine: str):
+    from netsim.perftests import BenchConfig, run_one
+    from netsim.topology.spec import load_topology
+    topo = load_topology(ROOT / "topologies" / "h100-fat-tree-16k.yaml")
+    t0 = time.process_time()
+    row, stats = run_one(topo, BenchConfig("all_reduce", algo="ring", gpus=gpus, engine=engine), 1 << 30)
+    return {"case": f"R4 ring all_reduce 1 GiB {gpus} GPUs", "setting": f"{engine} ({stats['mode']})",
+            "time_us": row.time_us, "cpu_s": time.process_time() - t0}
+
+
 def main(quick: bool = False, ecmp: bool = False) -> None:
     cases = [partial(_r1, r) for r in (["ftree", "spray"] + (["ecmp"] if ecmp else []))]
     for op, size in (("alltoall", 16 << 20), ("all_reduce", 64 << 20)):
         for seed in ((0,) if quick else (0, 1, 2)):
             cases += [partial(_r2, op, size, q, seed) for q in (1, 2, 4, 8)]
     cases += [partial(_r3, rail) for rail in ("true", "false")]
+    cases += [partial(_r4, 2048, "auto"), partial(_r4, 2048, "event")] + ([] if quick else [partial(_r4, 16384, "auto")])
     rows = [run_case(c) for c in cases]
     print_table(rows, [("case", "case", "s"), ("setting", "setting", "s"), ("time_us", "time us", ".2f"),
                        ("cpu_s", "CPU s", ".2f"), ("wall_s", "wall s", ".2f"), ("peak_rss_MB", "peak RSS MB", ".0f")])

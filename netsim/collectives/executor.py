@@ -342,7 +342,9 @@ def run_collective(network: Network, schedule: Schedule, ranks=None, start=None,
             if end > network.env.now:
                 network.env.run(until=end)
             stats = {"steps_skipped": fixed["steps_skipped"], "steps_simulated": fixed["steps_simulated"],
-                     "mode": "lockstep" if fixed["lockstep"] else "vectorized"}
+                     "steps_staggered": fixed["steps_staggered"],
+                     "mode": "staggered" if fixed["steps_staggered"] else
+                             "lockstep" if fixed["lockstep"] else "vectorized"}
             return CollectiveResult(schedule, ranks, starts, fixed["finish"], stats)
     run = CollectiveRun(network.env, network, schedule, ranks, start, fast_forward=fast_forward)
     network.exclusive = run if fast_forward else None

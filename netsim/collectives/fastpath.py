@@ -41,7 +41,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from netsim.collectives.lockstep import Lockstep, StepShare, contended_links
+from netsim.collectives.lockstep import Lockstep, Stagger, StepShare, contended_links
 from netsim.collectives.schedule import PATH, UP, DOWN, Schedule, Step
 from netsim.network.base import Network
 from netsim.topology.model import equal_groups, mix_hash
@@ -242,13 +242,15 @@ class _Index:
 class _Pattern:
     """Precomputed gathers of one step pattern."""
 
-    def __init__(self, step: Step, n: int, dur: np.ndarray, routes=None, contended=None, drain=None):
+    def __init__(self, step: Step, n: int, dur: np.ndarray, routes=None, contended=None, drain=None, topo=None):
         src, dst = step.endpoints()
         order = np.argsort(src, kind="stable")
         self.src, self.dst, self.dur = src[order], dst[order], dur[order]
         self.share = None
         if contended is not None and src.size:
-            self.share = StepShare(routes, contended, order, drain[order])
+            stagger = None if topo is None else Stagger(routes, order, step.nbytes * step.wire,
+                                                        transfer_caps(step, step.n_transfers), step.overhead_s, topo)
+            self.share = StepShare(routes, contended, order, drain[order], stagger)
         self.n = n
         self.delay = step.delay_s if step.n_transfers == 0 else 0.0
         self.permutation = (np.unique(self.src).size == self.src.size
@@ -270,28 +272,32 @@ class _Pattern:
 
     def advance(self, x: np.ndarray, check: Lockstep | None = None) -> np.ndarray:
         """Finish times after one more step; ``check`` follows the lockstep conditions
-        (:mod:`~netsim.collectives.lockstep`) on schedules with contended links."""
+        (:mod:`~netsim.collectives.lockstep`) on schedules with contended links, and re-times the
+        components that start staggered."""
         if self.src.size == 0:
             return x + self.delay
         if not self.permutation:
             start = np.maximum(x[self.src], x[self.dst])
-            deliv = start + self.dur
-            out = x.copy()
-            out[self.ranks] = np.maximum(out[self.ranks], np.maximum.reduceat(deliv[self.touch], self.starts))
         else:
             start = self.g_dst.combine(np.maximum, self.g_src(x), x, np.empty(self.src.size))
-            deliv = start + self.dur
-            if self.src.size == self.n:
-                out = deliv.copy()  # every rank sends, and deliv >= its own previous finish
-            else:
-                out = x.copy()
-                out[self.src] = np.maximum(out[self.src], deliv)
-            if self.full_dst:
-                out = self.g_inv.combine(np.maximum, out, deliv, out)
-            else:
-                out[self.dst] = np.maximum(out[self.dst], deliv)
+        deliv = start + self.dur
         if check is not None and self.share is not None:
-            check.step(self.share, start)
+            fix = check.step(self.share, start)
+            if fix is not None:
+                deliv[fix[0]] = start[fix[0]] + fix[1]
+        if not self.permutation:
+            out = x.copy()
+            out[self.ranks] = np.maximum(out[self.ranks], np.maximum.reduceat(deliv[self.touch], self.starts))
+            return out
+        if self.src.size == self.n:
+            out = deliv.copy()  # every rank sends, and deliv >= its own previous finish
+        else:
+            out = x.copy()
+            out[self.src] = np.maximum(out[self.src], deliv)
+        if self.full_dst:
+            out = self.g_inv.combine(np.maximum, out, deliv, out)
+        else:
+            out[self.dst] = np.maximum(out[self.dst], deliv)
         return out
 
 
@@ -326,7 +332,7 @@ def fixed_patterns(net: Network, schedule: Schedule, ranks: np.ndarray, parts: i
         if dur is None:
             return None
         drain = drains[0] if drains else None
-        patterns.append((_Pattern(step, schedule.nranks, dur, routes, mask, drain), ph.repeat))
+        patterns.append((_Pattern(step, schedule.nranks, dur, routes, mask, drain, net.topo), ph.repeat))
     return Prepared(patterns, counts.summary(), mask is not None)
 
 
@@ -370,7 +376,7 @@ def run_fixed(net: Network, schedule: Schedule, ranks: np.ndarray, start: np.nda
         net.add_tally(prepared.counts)
     exact = check is None or check.ok
     return {"finish": x, "steps_simulated": simulated, "steps_skipped": skipped, "exact": exact,
-            "lockstep": prepared.lockstep}
+            "lockstep": prepared.lockstep, "steps_staggered": 0 if check is None else check.staggered}
 
 
 def uniform_advance(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> float | None:

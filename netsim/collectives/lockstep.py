@@ -33,7 +33,10 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["contended_links", "components", "StepShare", "Lockstep", "RTOL"]
+from netsim.network.maxmin import drain_staggered
+from netsim.topology.model import csr_gather, equal_groups, mix_hash
+
+__all__ = ["contended_links", "components", "StepShare", "Stagger", "Lockstep", "RTOL"]
 
 #: Relative slack of the time comparisons (see the module docstring).
 RTOL = 1e-12
@@ -112,8 +115,9 @@ class StepShare:
     """
 
     def __init__(self, routes: tuple[np.ndarray, np.ndarray], mask: np.ndarray, order: np.ndarray,
-                 drain: np.ndarray):
+                 drain: np.ndarray, stagger: Stagger | None = None):
         self.drain = drain
+        self.stagger = stagger
         indptr, links = routes
         pos = np.empty(order.size, dtype=np.int64)
         pos[order] = np.arange(order.size)  # step transfer -> position in the pattern
@@ -142,11 +146,15 @@ class Lockstep:
     def __init__(self, n_links: int):
         self.busy = np.full(n_links, -np.inf)  # latest delivery of a transfer on each contended link
         self.ok = True
+        self.staggered = 0  # steps in which some component was re-timed by :class:`Stagger`
 
-    def step(self, share: StepShare, start: np.ndarray) -> bool:
-        """Check one step (``start`` per transfer, pattern order); returns ``ok``."""
+    def step(self, share: StepShare, start: np.ndarray):
+        """Check one step (``start`` per transfer, pattern order).  Returns ``None`` when the step's
+        durations hold as computed (or the check failed: ``ok`` says which), else ``(idx, dur)``:
+        transfers of components that did not start together, re-timed by :class:`Stagger`."""
         if not self.ok:
-            return False
+            return None
+        fix, drain = None, share.drain
         slack = RTOL * max(float(np.abs(start).max()), 1e-300)
         if share.ent_t.size and (start[share.ent_t] < self.busy[share.ent_l] - slack).any():
             self.ok = False
@@ -156,12 +164,169 @@ class Lockstep:
                 order, bounds = share.groups()
                 s = start[order]
                 spread = np.maximum.reduceat(s, bounds) - np.minimum.reduceat(s, bounds)
-                self.ok = not (spread > slack).any()
+                if (spread > slack).any():
+                    fix = None if share.stagger is None else share.stagger.durations(start, slack)
+                    self.ok = fix is not None
+                    if fix is not None:
+                        self.staggered += 1
+                        drain = drain.copy()
+                        drain[fix[0]] = fix[2]
         if self.ok and share.ent_t.size:
             t = share.ent_t
-            np.maximum.at(self.busy, share.ent_l, start[t] + share.drain[t])
-        return self.ok
+            np.maximum.at(self.busy, share.ent_l, start[t] + drain[t])
+        return fix[:2] if self.ok and fix is not None else None
 
     def shift(self, share: StepShare, dt: float) -> None:
         """Steps skipped by the periodic extrapolation: this pattern's links moved by ``dt``."""
         self.busy[share.links] += dt
+
+
+#: Start offsets inside a component are timed on this grid (seconds) when a step is re-timed by
+#: :class:`Stagger`: components whose transfers start at the same offsets share one drain.  A
+#: start moved by less than the grid moves no finish time by more than that (1e-15 s, far
+#: below the 1e-9 relative to which the engines are tested equal).
+GRID_S = 1e-15
+
+#: Largest component :class:`Stagger` re-times, and most distinct drains it computes in one step;
+#: past either the run goes back to the event-driven executor (which is exact anyway).
+STAGGER_MAX_TRANSFERS = 64
+STAGGER_MAX_NEW = 4096
+
+
+class Stagger:
+    """Exact durations of one step pattern's transfers when a component's transfers do not
+    start together.
+
+    Components here join transfers through *any* shared link (a component of
+    :meth:`StepShare.groups` plus the same-pair transfers it meets on uncontended links).  Max-min
+    fair sharing decomposes over them, so a component that starts staggered, on links no other
+    step occupies (condition 2, still checked), drains as the fluid model of its own transfers
+    with their own starts (:func:`~netsim.network.maxmin.drain_staggered`), whatever the rest of
+    the step does.  Components with the same shape (transfers in the same order with the same
+    bytes, cap and latency, on links of the same capacities shared the same way) that start at the
+    same offsets drain alike: each such class is timed once per step and remembered.
+    """
+
+    def __init__(self, routes: tuple[np.ndarray, np.ndarray], order: np.ndarray, wire: np.ndarray,
+                 caps: np.ndarray | None, overhead: float, topo):
+        # step order in; everything kept in pattern order (``order``), built on first use
+        self._given = (routes, order, wire, caps, topo)
+        self.overhead, self.capacity = overhead, topo.capacity
+        self._shape: np.ndarray | None = None
+        self._cache: dict = {}
+
+    def _build(self) -> None:
+        (ip0, lk0), order, wire, caps, topo = self._given
+        self._given = None
+        self.indptr, self.links = csr_gather(ip0, lk0, order)
+        self.wire = np.asarray(wire, dtype=np.float64)[order]
+        lat = topo.path_latency(self.indptr, self.links) if self.links.size else np.zeros(order.size)
+        self.lat = np.where(np.diff(self.indptr) == 0, 0.0, lat)
+        m = order.size
+        self.caps = np.full(m, np.inf) if caps is None else np.asarray(caps, dtype=np.float64)[order]
+        lengths = np.diff(self.indptr)
+        lab = components(np.repeat(np.arange(m), lengths), self.links, m)
+        self.order = np.argsort(lab, kind="stable")  # transfers, component by component
+        k = lab[self.order]
+        new = np.r_[True, k[1:] != k[:-1]]
+        self.bounds = np.flatnonzero(new)
+        self.size = np.diff(np.r_[self.bounds, m])
+        self.comp = np.empty(m, dtype=np.int64)
+        self.comp[self.order] = np.cumsum(new) - 1
+        self.pos = np.empty(m, dtype=np.int64)  # place in its component
+        self.pos[self.order] = np.arange(m) - np.repeat(self.bounds, self.size)
+
+    def shapes(self) -> np.ndarray:
+        """Shape class of every component (equal ids: identical max-min problems up to link names)."""
+        if self._shape is not None:
+            return self._shape
+        o, ip = self.order, self.indptr
+        lens = np.diff(ip)[o]
+        ent = csr_gather(ip, self.links, o)[1]
+        idx = np.arange(ent.size)
+        first = np.full(self.capacity.size, ent.size, dtype=np.int64)
+        np.minimum.at(first, ent, idx)  # a link lies in one component: its first entry there
+        comp_ent = np.repeat(self.comp[o], lens)
+        start_ent = np.r_[0, np.cumsum(np.bincount(comp_ent, minlength=self.size.size))[:-1]]
+        local = first[ent] - start_ent[comp_ent]  # canonical link name inside the component
+        hop = idx - np.repeat(np.r_[0, np.cumsum(lens)[:-1]], lens)
+        cap = self.capacity[ent].astype(np.float64)
+        with np.errstate(over="ignore"):
+            per_ent = mix_hash(local, hop, cap.view(np.uint64))
+            t_start = np.r_[0, np.cumsum(lens)[:-1]]
+            per_t = np.zeros(o.size, dtype=np.uint64)
+            nz = lens > 0
+            per_t[nz] = np.add.reduceat(per_ent, t_start[nz])
+            per_t = mix_hash(per_t, lens, self.pos[o], self.wire[o].view(np.uint64), self.caps[o].view(np.uint64),
+                             self.lat[o].view(np.uint64))
+            h = mix_hash(np.add.reduceat(per_t, self.bounds), self.size)
+        rep, which = equal_groups(h)
+        shape = which.copy()
+        # check every member against its class representative, entry by entry (hash-and-check)
+        rc = rep[which]  # representative component of each component
+        r_t = o[np.minimum(self.bounds[rc][self.comp[o]] + self.pos[o], o.size - 1)]  # rep's transfer, same place
+        same_t = ((self.size[rc][self.comp[o]] == self.size[self.comp[o]]) & (lens == np.diff(ip)[r_t])
+                  & (self.wire[o] == self.wire[r_t]) & (self.caps[o] == self.caps[r_t]) & (self.lat[o] == self.lat[r_t]))
+        if same_t.all():
+            pos_of = np.empty(o.size, dtype=np.int64)
+            pos_of[o] = np.arange(o.size)
+            r_ent = np.repeat(np.r_[0, np.cumsum(lens)][pos_of[r_t]], lens) + hop
+            same_e = (local == local[r_ent]) & (cap == cap[r_ent])
+            bad_t = np.zeros(o.size, dtype=bool)
+            bad_t[np.repeat(np.arange(o.size), lens)[~same_e]] = True
+        else:
+            bad_t = ~same_t
+        bad = np.unique(self.comp[o][bad_t])
+        shape[bad] = rep.size + np.arange(bad.size)  # a collision: those components are their own class
+        self._shape = shape
+        return shape
+
+    def durations(self, start: np.ndarray, slack: float):
+        """``(transfers, durations, drains)`` for the components whose transfers do not start within
+        ``slack`` of each other, or ``None`` past :data:`STAGGER_MAX_TRANSFERS` /
+        :data:`STAGGER_MAX_NEW` (or a drain past its solve limit)."""
+        if self._given is not None:
+            self._build()
+        s = start[self.order]
+        lo = np.minimum.reduceat(s, self.bounds)
+        bad = np.flatnonzero(np.maximum.reduceat(s, self.bounds) - lo > slack)
+        if (self.size[bad] > STAGGER_MAX_TRANSFERS).any():
+            return None
+        shape = self.shapes()
+        idx = self.order[(np.repeat(self.bounds[bad], self.size[bad])
+                          + np.arange(int(self.size[bad].sum())) - np.repeat(np.r_[0, np.cumsum(self.size[bad])[:-1]],
+                                                                               self.size[bad]))]
+        c = self.comp[idx]
+        off = np.rint((start[idx] - lo[c]) / GRID_S).astype(np.int64)
+        first = np.r_[0, np.cumsum(self.size[bad])[:-1]]
+        with np.errstate(over="ignore"):
+            h = mix_hash(np.add.reduceat(mix_hash(off, self.pos[idx]), first), shape[bad])
+        rep, which = equal_groups(h)
+        r_of = np.repeat(first[rep][which], self.size[bad]) + self.pos[idx]  # rep's member at the same place
+        if not (np.array_equal(off[r_of], off) and np.array_equal(shape[bad][rep][which], shape[bad])):
+            return None  # a hash collision: let the event-driven executor decide
+        drains = np.empty(idx.size)
+        fresh = 0
+        for g, r in enumerate(rep.tolist()):
+            a, b = int(first[r]), int(first[r]) + int(self.size[bad[r]])
+            key = (int(shape[bad[r]]), off[a:b].tobytes())
+            d = self._cache.get(key)
+            if d is None:
+                fresh += 1
+                if fresh > STAGGER_MAX_NEW:
+                    return None
+                d = self._drain(idx[a:b], off[a:b])
+                if d is None:
+                    return None
+                if len(self._cache) >= 1 << 16:
+                    self._cache.clear()
+                self._cache[key] = d
+            drains[a:b] = d
+        drains = drains[r_of]  # every staggered component takes its class representative's drains
+        return idx, self.lat[idx] + drains + self.overhead, drains
+
+    def _drain(self, members: np.ndarray, off: np.ndarray) -> np.ndarray | None:
+        ip, lk = csr_gather(self.indptr, self.links, members)
+        t0 = off * GRID_S
+        fin = drain_staggered(ip, lk, self.wire[members], self.capacity, t0, self.caps[members])
+        return None if fin is None else fin - t0

@@ -1,0 +1,118 @@
+"""Components that start out of step are re-timed exactly (``netsim.collectives.lockstep.Stagger``).
+
+When a step's transfers that share links do not start at one instant, the default engine times
+each such component as the fluid max-min model of its own transfers with their own starts
+(:func:`netsim.network.maxmin.drain_staggered`) instead of falling back to the event queue.
+These tests check the drain against the simultaneous one and the collectives against the
+event-driven executor, on layouts where the re-timing is used (``steps_staggered`` > 0).
+"""
+
+import numpy as np
+import pytest
+import simpy
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from netsim.collectives.executor import run_collective
+from netsim.network.flow import FlowNetwork
+from netsim.network.maxmin import drain_alone, drain_staggered
+from netsim.perftests import BenchConfig, build_plan, placed_ranks, validated
+from test_engine_exact import tree
+
+RTOL = 1e-9
+
+
+@st.composite
+def batches(draw):
+    n_links = draw(st.integers(1, 6))
+    n = draw(st.integers(1, 10))
+    routes = [draw(st.lists(st.integers(0, n_links - 1), min_size=0, max_size=3, unique=True)) for _ in range(n)]
+    indptr = np.r_[0, np.cumsum([len(r) for r in routes])].astype(np.int64)
+    links = np.array([link for r in routes for link in r], dtype=np.int64)
+    nbytes = np.array(draw(st.lists(st.sampled_from([0.0, 1.0, 2.5, 4.0, 7.0]), min_size=n, max_size=n)))
+    capacity = np.array(draw(st.lists(st.sampled_from([1.0, 2.0, 3.0]), min_size=n_links, max_size=n_links)))
+    caps = np.array(draw(st.lists(st.sampled_from([np.inf, 0.5, 1.5]), min_size=n, max_size=n)))
+    return indptr, links, nbytes, capacity, caps
+
+
+@settings(max_examples=200, deadline=None)
+@given(batches())
+def test_together_equals_the_simultaneous_drain(b):
+    indptr, links, nbytes, capacity, caps = b
+    alone, complete, _ = drain_alone(indptr, links, nbytes, capacity, caps, max_rounds=64)
+    assert complete
+    fin = drain_staggered(indptr, links, nbytes, capacity, np.zeros(nbytes.size), caps)
+    np.testing.assert_allclose(fin, alone, rtol=RTOL, atol=1e-12)
+
+
+@settings(max_examples=200, deadline=None)
+@given(batches(), st.lists(st.sampled_from([0.0, 0.25, 1.0, 3.0]), min_size=10, max_size=10))
+def test_staggered_drain_is_feasible_and_never_faster_than_alone(b, offsets):
+    """A flow never drains faster than alone on its path at its cap, and shifting every start
+    by the same amount shifts every finish by it."""
+    indptr, links, nbytes, capacity, caps = b
+    start = np.array(offsets[:nbytes.size])
+    fin = drain_staggered(indptr, links, nbytes, capacity, start, caps)
+    lengths = np.diff(indptr)
+    for f in range(nbytes.size):
+        path = links[indptr[f]:indptr[f + 1]]
+        if lengths[f] and nbytes[f] > 0:
+            best = min(float(capacity[path].min()), float(caps[f]))
+            assert fin[f] >= start[f] + nbytes[f] / best * (1 - 1e-12)
+        else:
+            assert fin[f] == start[f]
+    np.testing.assert_allclose(drain_staggered(indptr, links, nbytes, capacity, start + 5.0, caps), fin + 5.0,
+                               rtol=1e-12)
+
+
+def test_a_late_flow_meets_what_is_left():
+    """Two flows of 2 bytes on one link of 2 B/s, the second 0.5 s late: the first drains alone at
+    2 B/s for 0.5 s, then both share (1 B/s each): the first ends at 1.5 s, the second at 2.0 s."""
+    ip, lk = np.array([0, 1, 2]), np.array([0, 0])
+    fin = drain_staggered(ip, lk, np.array([2.0, 2.0]), np.array([2.0]), np.array([0.0, 0.5]))
+    assert fin.tolist() == [1.5, 2.0]
+    apart = drain_staggered(ip, lk, np.array([2.0, 2.0]), np.array([2.0]), np.array([0.0, 1.0]))
+    assert apart.tolist() == [1.0, 2.0]  # no overlap: each alone
+
+
+def _run(topo, cfg, size, engine):
+    cfg = validated(cfg, topo)
+    p = build_plan(topo, cfg, float(size))
+    net = FlowNetwork(simpy.Environment(), topo)
+    res = run_collective(net, p.schedule, placed_ranks(topo, cfg), engine=engine)
+    return res, net.link_stats()["bytes"].copy()
+
+
+@pytest.mark.parametrize("over,rail,op,algo,gpus,placement", [
+    (1, True, "all_reduce", "ring", 16, "random:11"),
+    (4, True, "all_gather", "ring", 16, "random:11"),
+    (1, False, "all_reduce", "tree", 8, "strided:3"),
+    (4, False, "all_reduce", "tree", 8, "strided:3"),
+    (1, True, "all_reduce", "tree", 10, "random:3"),
+])
+@pytest.mark.parametrize("size", [1 << 12, 1 << 18, 3 << 20])
+def test_staggered_steps_equal_the_event_driven_run(over, rail, op, algo, gpus, placement, size):
+    topo = tree(over, rail, routing="ftree")
+    cfg = BenchConfig(op, algo=algo, gpus=gpus, placement=placement)
+    auto, b_auto = _run(topo, cfg, size, "auto")
+    ref, b_ref = _run(topo, cfg, size, "event")
+    np.testing.assert_allclose(auto.finish, ref.finish, rtol=RTOL, atol=0)
+    np.testing.assert_allclose(b_auto, b_ref, rtol=RTOL, atol=0)
+    if size == 1 << 18:  # the layouts were chosen because they stagger: keep them doing so
+        assert auto.stats["mode"] == "staggered" and auto.stats["steps_staggered"] > 0
+
+
+@pytest.mark.slow
+def test_nccl_ring_out_of_step_equals_the_event_driven_run():
+    """1 GiB NCCL ring all-reduce on a 2,048-GPU cut of h100-fat-tree-16k (the rings' hops cross
+    leaves and spines with different latencies, ranks drift out of step): staggered steps, equal to
+    the event-driven run."""
+    from conftest import TOPOLOGIES
+    from netsim.topology.spec import load_topology
+    topo = load_topology(TOPOLOGIES / "h100-fat-tree-16k.yaml")
+    cfg = BenchConfig("all_reduce", algo="ring", gpus=2048)
+    auto, b_auto = _run(topo, cfg, 1 << 30, "auto")
+    ref, b_ref = _run(topo, cfg, 1 << 30, "event")
+    assert auto.stats["mode"] == "staggered" and auto.stats["steps_staggered"] > 0
+    np.testing.assert_allclose(auto.finish, ref.finish, rtol=RTOL, atol=0)
+    np.testing.assert_allclose(b_auto, b_ref, rtol=RTOL, atol=0)
