@@ -100,7 +100,7 @@ def _said(key: str, field: str, pattern: str) -> float:
 
 def _switch() -> list[float]:
     k = "switch QM9700"
-    assert _said(k, "source", r"price: ([\d,]+) USD, a 64-port") == _u(k) and "2024-08-22" in _lines()[k]["source"]
+    assert _said(k, "source", r"price: ([\d,]+) USD, what the") == _u(k) and "2024-08-22" in _lines()[k]["source"]
     return [_u(k), _w(k), topo("h100-superpod-1su").facts.switch_tiers[0].radix,
             _said(k, "reason", r"NVIDIA's own at about ([\d,]+) USD")]
 
@@ -190,8 +190,8 @@ CLAIMS = [
     C("passive cables 0 W", _passive_cables),
     C("never priced 0 silently", why="a behaviour: an unpriced row is noted and left out, not priced "
                                      "(tests/test_cost.py); 0 names the price it is not given"),
-    C("| `switch QM9700` | 36,000 USD, 750 W | a 64-port 400G InfiniBand switch as FS.com listed it (archived "
-      "2024-08-22), quoted in the \"H100 Freakonomics\" cost sheet (prices as of 2024-08; it names no part number "
+    C("| `switch QM9700` | 36,000 USD, 750 W | a 64-port 400G InfiniBand switch as the \"H100 Freakonomics\" cost "
+      "sheet prices it, from an FS.com listing (archived 2024-08-22; prices as of 2024-08; it names no part number "
       "and puts NVIDIA's own at about 50,000 USD)", _switch),
     C("| 562.5 USD, 11.72 W per 400G port | the QM9700 line / 64 ports; Ethernet set equal to InfiniBand; 100G "
       "at 1/4", _switch_ports),
@@ -200,7 +200,7 @@ CLAIMS = [
     C("| 149.5 USD; 0 W | half of an 800G twin-port OSFP to 2 × 400G passive breakout DAC (NVIDIA MCP7Y00 / MCP7Y10 "
       "kind, 2 m), 299 USD at FS.com", _dac),
     C("| 100, 120 USD; 0 W |", lambda: [_u("cable multimode fiber"), _u("cable single-mode fiber"), *_passive_cables()]),
-    C("| 604.25, 559.5 USD; 8.5 W per port | FS.com listings of compatible modules (2026-09-22): multimode, the mean "
+    C("| 604.25, 559.5 USD; 8.5 W per port | FS.com listings of compatible modules (recorded 2026-09-22): multimode, the mean "
       "of a NIC's single-port SR4 (MMA4Z00-NS400 coding, 769 USD) and half a switch's twin-port SR8 (MMA4Z00-NS, "
       "879 USD); single-mode, half a twin-port DR8 (MMS4X00-NS, 1,119 USD); power half the twin-port module's "
       "roughly 17 W maximum", _optics),
