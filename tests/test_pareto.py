@@ -13,6 +13,7 @@ from netsim.errors import InputError
 from netsim.sweep import parse_sweep, run_sweep
 from netsim.sweep.study import design_answer, fabric_columns, study_points
 from netsim.topology.overrides import load_with_overrides
+from netsim.topology.prices import load_prices
 
 from conftest import TOPOLOGIES
 
@@ -231,9 +232,11 @@ def test_a_user_price_file_changes_the_answer_as_expected(small_study, tmp_path,
                         "scale_out.tiers.0.oversubscription": FABRICS[f][1], "nodes": 2})).itertuples()
                     if r.item == "switch" and r.model == "128-port 400G") for f in FABRICS}
     assert ports["3-tier"] == 0 and ports["2-tier"] > ports["2-tier 4:1"] > 0
+    port_usd = load_prices().lines["switch port infiniband 400G"].usd  # the shipped line the file replaces
+    assert port_usd < 5000
     delta = (mine.set_index(["workload", "fabric"])["cost_usd"] - default.set_index(["workload", "fabric"])["cost_usd"])
     for (_, fabric), d in delta.items():
-        assert d == pytest.approx(ports[fabric] * (5000 - 468.75))
+        assert d == pytest.approx(ports[fabric] * (5000 - port_usd))
     ar_mine = mine[mine["workload"].str.startswith("all_reduce")]
     assert cheapest_within(ar_mine)["fabric"].tolist() == ["3-tier"]
     # the same through the command line: netsim sweep ... --prices FILE prints the changed answer

@@ -85,7 +85,46 @@ def _gpus_hb() -> list[float]:
     h, g = "gpu H100", "gpu GB200"
     rack_usd = _u(g) * 72 + 9 * _u("nvlink switch tray")
     rack_w = _w(g) * 72 + 9 * _w("nvlink switch tray")
-    return [_u(h), _w(h), _u(g), _w(g), _w(h) * 8 / 1e3, 8, _u(h) * 8, rack_usd / 1e6, rack_w / 1e3, 72]
+    assert _cited(h, r"([\d,]+) USD, SemiAnalysis's estimate")[0] == _u(h) * 8 and "2023-05" in _lines()[h]["source"]
+    return [_u(h), _w(h), _u(g), _w(g), _u(h) * 8, _w(h) * 8 / 1e3, 8, rack_usd / 1e6, rack_w / 1e3, 72]
+
+
+def _said(key: str, field: str, pattern: str) -> float:
+    """The number of ``pattern``'s match in the line's ``field`` (source or reason)."""
+    import re
+
+    m = re.search(pattern, _lines()[key][field])
+    assert m, (key, field, pattern)
+    return float(m.group(1).replace(",", ""))
+
+
+def _switch() -> list[float]:
+    k = "switch QM9700"
+    assert _said(k, "source", r"price: ([\d,]+) USD, what the") == _u(k) and "2024-08-22" in _lines()[k]["source"]
+    return [_u(k), _w(k), topo("h100-superpod-1su").facts.switch_tiers[0].radix,
+            _said(k, "reason", r"NVIDIA's own at about ([\d,]+) USD")]
+
+
+def _nic() -> list[float]:
+    k = "nic port infiniband 400G"
+    assert _said(k, "source", r"MCX75310AAS-NEAT\): ([\d,]+) USD at FS.com") == _u(k)
+    return [_u(k), _w(k), _said(k, "source", r"NADDOD at ([\d,]+) USD")]
+
+
+def _dac() -> list[float]:
+    k = "cable copper DAC"
+    module = _said(k, "source", r"([\d,]+) USD for either at FS.com")
+    assert module / 2 == _u(k)  # a twin-port breakout serves 2 NIC links
+    return [_u(k), _w(k), 2, _said(k, "source", r"breakout DAC, (\d+) m"), module]
+
+
+def _optics() -> list[float]:
+    mm, sm = "transceiver multimode 400G", "transceiver single-mode 400G"
+    nic_end = _said(mm, "source", r"flat top\) at ([\d,]+) USD")
+    twin_sr8 = _said(mm, "source", r"finned top\) at ([\d,]+) / 2 USD")
+    twin_dr8 = _said(sm, "source", r": ([\d,]+) USD at FS.com US")
+    assert (nic_end + twin_sr8 / 2) / 2 == _u(mm) and twin_dr8 / 2 == _u(sm)
+    return [_u(mm), _u(sm), _w(mm), nic_end, twin_sr8, twin_dr8, 2 * _w(sm)]
 
 
 def _doubling() -> list[float]:
@@ -151,28 +190,31 @@ CLAIMS = [
     C("passive cables 0 W", _passive_cables),
     C("never priced 0 silently", why="a behaviour: an unpriced row is noted and left out, not priced "
                                      "(tests/test_cost.py); 0 names the price it is not given"),
-    C("| `switch QM9700` | 30,000 USD, 750 W |", lambda: _row((_u, "switch QM9700"), (_w, "switch QM9700"))),
-    C("| 468.75 USD, 11.72 W per 400G port | the QM9700 line / 64 ports; Ethernet set equal to InfiniBand; 100G "
+    C("| `switch QM9700` | 36,000 USD, 750 W | a 64-port 400G InfiniBand switch as the \"H100 Freakonomics\" cost "
+      "sheet prices it, from an FS.com listing (archived 2024-08-22; prices as of 2024-08; it names no part number "
+      "and puts NVIDIA's own at about 50,000 USD)", _switch),
+    C("| 562.5 USD, 11.72 W per 400G port | the QM9700 line / 64 ports; Ethernet set equal to InfiniBand; 100G "
       "at 1/4", _switch_ports),
-    C("| 2,000 USD, 25 W per 400G port |", lambda: _row((_u, "nic port infiniband 400G"),
-                                                         (_w, "nic port infiniband 400G"))),
-    C("| 150, 100, 120 USD; 0 W |", lambda: [_u("cable copper DAC"), _u("cable multimode fiber"),
-                                            _u("cable single-mode fiber"), *_passive_cables()]),
-    C("| 500, 700 USD; 8.5 W per port | half an NVIDIA MMA4Z00-NS / MMS4X00-NS twin-port 2 × 400G OSFP module "
-      "and half its roughly 17 W maximum", lambda: [_u("transceiver multimode 400G"), _u("transceiver single-mode 400G"),
-                                                    _w("transceiver multimode 400G"), 2,
-                                                    2 * _w("transceiver single-mode 400G")]),
-    C("| 67,500 USD, 1,687.5 W | 144 NVLinks per GB200 NVL72 tray (1,296 on 9 trays)", _tray),
+    C("| 2,188 USD, 25 W per 400G port | NVIDIA ConnectX-7 MCX75310AAS-NEAT at FS.com, as quoted in public notes "
+      "dated 2026-07-03 and 2026-09 (NADDOD listed it at 1,599 USD)", _nic),
+    C("| 149.5 USD; 0 W | half of an 800G twin-port OSFP to 2 × 400G passive breakout DAC (NVIDIA MCP7Y00 / MCP7Y10 "
+      "kind, 2 m), 299 USD at FS.com", _dac),
+    C("| 100, 120 USD; 0 W |", lambda: [_u("cable multimode fiber"), _u("cable single-mode fiber"), *_passive_cables()]),
+    C("| 604.25, 559.5 USD; 8.5 W per port | FS.com listings of compatible modules (recorded 2026-09-22): multimode, the mean "
+      "of a NIC's single-port SR4 (MMA4Z00-NS400 coding, 769 USD) and half a switch's twin-port SR8 (MMA4Z00-NS, "
+      "879 USD); single-mode, half a twin-port DR8 (MMS4X00-NS, 1,119 USD); power half the twin-port module's "
+      "roughly 17 W maximum", _optics),
+    C("| 81,000 USD, 1,687.5 W | 144 NVLinks per GB200 NVL72 tray (1,296 on 9 trays)", _tray),
     C("| 24,875 USD, 812.5 W; 18,625 USD, 437.5 W | DGX A100 at 199,000 USD (NVIDIA, 14 May 2020) and 6.5 kW max; "
       "DGX-1 (V100) at 149,000 USD (NVIDIA, 10 May 2017) and 3,500 W", _gpus),
-    C("| 37,500 USD, 1,275 W; 33,229 USD, 1,456 W | DGX H100's 10.2 kW max / 8 (datasheet) and an estimated "
-      "300,000 USD server; an NVL72 rack at about 3 million USD and 120 kW as reported, less its switch trays, / 72",
-      _gpus_hb),
-    C("Doubling the QM9700's price raises the 1,024-GPU fabric's total by exactly its 48 switches × 30,000", _doubling),
+    C("| 33,750 USD, 1,275 W; 31,542 USD, 1,456 W | a DGX H100 at 270,000 USD with its own NICs (SemiAnalysis's "
+      "estimate, 2023-05) and 10.2 kW max (datasheet), / 8; an NVL72 rack at about 3 million USD and 120 kW as "
+      "reported, less its switch trays, / 72", _gpus_hb),
+    C("Doubling the QM9700's price raises the 1,024-GPU fabric's total by exactly its 48 switches × 36,000", _doubling),
     C("A sweep that sets `scale_out.tiers.0.oversubscription` to 2 on a SuperPOD SU has half the spines",
       _half_spines),
     *[C(_row_text(n), _shipped_row(n)) for n in SHIPPED],
-    C("The 3-tier tree costs 41 % more per GPU than the 2-tier one at the same 16,384 GPUs", _three_vs_two),
+    C("The 3-tier tree costs 37 % more per GPU than the 2-tier one at the same 16,384 GPUs", _three_vs_two),
     C("`--tolerance PCT` (default 5)", lambda: [__import__("doc_claims").cli_default("sweep", "--tolerance")]),
     C("raising the price of a port of the 2-tier study fabric's unnamed 128-port switches raises each 2-tier fabric "
       "by exactly its ports times the difference, and the 3-tier fabric",
