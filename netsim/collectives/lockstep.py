@@ -187,10 +187,13 @@ class Lockstep:
 #: below the 1e-9 relative to which the engines are tested equal).
 GRID_S = 1e-15
 
-#: Largest component :class:`Stagger` re-times, and most distinct drains it computes in one step;
-#: past either the run goes back to the event-driven executor (which is exact anyway).
+#: Largest component :class:`Stagger` re-times, and most distinct drains it computes in one step
+#: (per transfer of the step, at least :data:`STAGGER_MIN_NEW`): past either the run goes back to
+#: the event-driven executor, exact anyway and then no slower (a drain costs about what a few
+#: flow events do).
 STAGGER_MAX_TRANSFERS = 64
-STAGGER_MAX_NEW = 4096
+STAGGER_NEW_PER_TRANSFER = 1 / 16
+STAGGER_MIN_NEW = 4
 
 
 class Stagger:
@@ -284,7 +287,7 @@ class Stagger:
     def durations(self, start: np.ndarray, slack: float):
         """``(transfers, durations, drains)`` for the components whose transfers do not start within
         ``slack`` of each other, or ``None`` past :data:`STAGGER_MAX_TRANSFERS` /
-        :data:`STAGGER_MAX_NEW` (or a drain past its solve limit)."""
+        :data:`STAGGER_NEW_PER_TRANSFER` (or a drain past its solve limit)."""
         if self._given is not None:
             self._build()
         s = start[self.order]
@@ -313,7 +316,7 @@ class Stagger:
             d = self._cache.get(key)
             if d is None:
                 fresh += 1
-                if fresh > STAGGER_MAX_NEW:
+                if fresh > max(STAGGER_MIN_NEW, int(self.order.size * STAGGER_NEW_PER_TRANSFER)):
                     return None
                 d = self._drain(idx[a:b], off[a:b])
                 if d is None:
