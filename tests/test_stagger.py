@@ -116,3 +116,14 @@ def test_nccl_ring_out_of_step_equals_the_event_driven_run():
     assert auto.stats["mode"] == "staggered" and auto.stats["steps_staggered"] > 0
     np.testing.assert_allclose(auto.finish, ref.finish, rtol=RTOL, atol=0)
     np.testing.assert_allclose(b_auto, b_ref, rtol=RTOL, atol=0)
+
+
+@settings(max_examples=300, deadline=None)
+@given(batches(), st.lists(st.sampled_from([0.0, 0.25, 1.0, 1.5, 3.0]), min_size=10, max_size=10))
+def test_compiled_drain_equals_the_numpy_reference(b, offsets):
+    from netsim.network.drainkernel import drain_staggered_compiled
+    indptr, links, nbytes, capacity, caps = b
+    start = np.array(offsets[:nbytes.size])
+    ref = drain_staggered(indptr, links, nbytes, capacity, start, caps)
+    got = drain_staggered_compiled(indptr, links, nbytes, capacity, start, caps)
+    np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-15)

@@ -217,6 +217,7 @@ class Stagger:
         self.overhead, self.capacity = overhead, topo.capacity
         self._shape: np.ndarray | None = None
         self._cache: dict = {}
+        self._drain_fn = None  # numba's drain where it imports, else the numpy reference (:meth:`_drain`)
 
     def _build(self) -> None:
         (ip0, lk0), order, wire, caps, topo = self._given
@@ -329,7 +330,13 @@ class Stagger:
         return idx, self.lat[idx] + drains + self.overhead, drains
 
     def _drain(self, members: np.ndarray, off: np.ndarray) -> np.ndarray | None:
+        if self._drain_fn is None:
+            try:
+                from netsim.network.drainkernel import drain_staggered_compiled as fn
+            except ImportError:  # numba missing or not built for this Python
+                fn = drain_staggered
+            self._drain_fn = fn
         ip, lk = csr_gather(self.indptr, self.links, members)
         t0 = off * GRID_S
-        fin = drain_staggered(ip, lk, self.wire[members], self.capacity, t0, self.caps[members])
+        fin = self._drain_fn(ip, lk, self.wire[members], self.capacity, t0, self.caps[members])
         return None if fin is None else fin - t0
