@@ -127,3 +127,37 @@ def test_compiled_drain_equals_the_numpy_reference(b, offsets):
     ref = drain_staggered(indptr, links, nbytes, capacity, start, caps)
     got = drain_staggered_compiled(indptr, links, nbytes, capacity, start, caps)
     np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-15)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(batches(), st.lists(st.sampled_from([0.0, 0.5, 2.0]), min_size=10, max_size=10)),
+                min_size=1, max_size=4))
+def test_batched_drains_equal_one_by_one(parts):
+    """Link-disjoint batches drained in one compiled call equal each drained alone (numpy)."""
+    from netsim.network.drainkernel import drain_staggered_batch
+    ips, lks, nb, cap, caps, starts, ptr, ref = [], [], [], [], [], [], [0], []
+    base = 0
+    for (indptr, links, nbytes, capacity, c), offs in parts:
+        start = np.array(offs[:nbytes.size])
+        ref.append(drain_staggered(indptr, links, nbytes, capacity, start, c))
+        ips.append(np.diff(indptr))
+        lks.append(links + base)
+        cap.append(capacity)
+        base += capacity.size
+        nb.append(nbytes), caps.append(c), starts.append(start)
+        ptr.append(ptr[-1] + nbytes.size)
+    indptr = np.r_[0, np.cumsum(np.concatenate(ips))]
+    got = drain_staggered_batch(indptr, np.concatenate(lks), np.concatenate(nb), np.concatenate(cap),
+                                np.concatenate(starts), np.concatenate(caps), np.array(ptr))
+    np.testing.assert_allclose(got, np.concatenate(ref), rtol=1e-12, atol=1e-15)
+
+
+def test_without_numba_the_numpy_reference_times_the_same(monkeypatch):
+    import sys
+    topo = tree(1, True, routing="ftree")
+    cfg = BenchConfig("all_reduce", algo="ring", gpus=16, placement="random:11")
+    compiled, _ = _run(topo, cfg, 1 << 18, "auto")
+    monkeypatch.setitem(sys.modules, "netsim.network.drainkernel", None)  # the import fails: numpy path
+    ref, _ = _run(topo, cfg, 1 << 18, "auto")
+    assert ref.stats["mode"] == "staggered"
+    np.testing.assert_allclose(compiled.finish, ref.finish, rtol=1e-12, atol=0)

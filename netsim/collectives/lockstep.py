@@ -310,33 +310,50 @@ class Stagger:
         if not (np.array_equal(off[r_of], off) and np.array_equal(shape[bad][rep][which], shape[bad])):
             return None  # a hash collision: let the event-driven executor decide
         drains = np.empty(idx.size)
-        fresh = 0
-        for g, r in enumerate(rep.tolist()):
+        misses: list = []
+        for r in rep.tolist():
             a, b = int(first[r]), int(first[r]) + int(self.size[bad[r]])
             key = (int(shape[bad[r]]), off[a:b].tobytes())
             d = self._cache.get(key)
             if d is None:
-                fresh += 1
-                if fresh > max(STAGGER_MIN_NEW, int(self.order.size * STAGGER_NEW_PER_TRANSFER)):
-                    return None
-                d = self._drain(idx[a:b], off[a:b])
-                if d is None:
-                    return None
-                if len(self._cache) >= 1 << 16:
-                    self._cache.clear()
-                self._cache[key] = d
-            drains[a:b] = d
+                misses.append((a, b, key))
+            else:
+                drains[a:b] = d
+        if misses:
+            if len(misses) > max(STAGGER_MIN_NEW, int(self.order.size * STAGGER_NEW_PER_TRANSFER)):
+                return None
+            if len(self._cache) + len(misses) > 1 << 16:
+                self._cache.clear()
+            where = np.concatenate([np.arange(a, b) for a, b, _ in misses])
+            fresh = self._drains(idx[where], off[where], np.r_[0, np.cumsum([b - a for a, b, _ in misses])])
+            if fresh is None:
+                return None
+            drains[where] = fresh
+            for a, b, key in misses:
+                self._cache[key] = drains[a:b].copy()
         drains = drains[r_of]  # every staggered component takes its class representative's drains
         return idx, self.lat[idx] + drains + self.overhead, drains
 
-    def _drain(self, members: np.ndarray, off: np.ndarray) -> np.ndarray | None:
+    def _drains(self, members: np.ndarray, off: np.ndarray, comp_ptr: np.ndarray) -> np.ndarray | None:
+        """Drain seconds of ``members`` (components ``comp_ptr[c]:comp_ptr[c+1]``, start offsets
+        ``off`` in grid units): numba's batch where it imports, else the numpy reference one by one."""
         if self._drain_fn is None:
             try:
-                from netsim.network.drainkernel import drain_staggered_compiled as fn
+                from netsim.network.drainkernel import drain_staggered_batch as fn
             except ImportError:  # numba missing or not built for this Python
-                fn = drain_staggered
+                fn = False
             self._drain_fn = fn
         ip, lk = csr_gather(self.indptr, self.links, members)
         t0 = off * GRID_S
-        fin = self._drain_fn(ip, lk, self.wire[members], self.capacity, t0, self.caps[members])
-        return None if fin is None else fin - t0
+        if self._drain_fn:
+            fin = self._drain_fn(ip, lk, self.wire[members], self.capacity, t0, self.caps[members], comp_ptr)
+            return None if fin is None else fin - t0
+        out = np.empty(members.size)
+        for a, b in zip(comp_ptr[:-1].tolist(), comp_ptr[1:].tolist()):
+            m = members[a:b]
+            ip, lk = csr_gather(self.indptr, self.links, m)
+            fin = drain_staggered(ip, lk, self.wire[m], self.capacity, t0[a:b], self.caps[m])
+            if fin is None:
+                return None
+            out[a:b] = fin - t0[a:b]
+        return out

@@ -15,7 +15,7 @@ from netsim.network.flowrepair import _solve
 from netsim.network.kernelcache import kernel
 from netsim.network.maxmin import compress_links
 
-__all__ = ["drain_staggered_compiled"]
+__all__ = ["drain_staggered_compiled", "drain_staggered_batch"]
 
 
 @kernel
@@ -94,4 +94,57 @@ def drain_staggered_compiled(indptr: np.ndarray, links: np.ndarray, nbytes: np.n
     order = live[np.argsort(start[live], kind="stable")]
     ok = _drain(lengths, np.asarray(indptr[:-1], dtype=np.int64), inv.astype(np.int64), used.size,
                 np.asarray(capacity, dtype=np.float64)[used], nbytes, caps, start, order, max_solves, finish)
+    return finish if ok else None
+
+
+@kernel
+def _drain_batch(comp_ptr, link_ptr, order, lens, starts, inv, cap_used, nbytes, caps, start, max_solves, finish):
+    """:func:`_drain` for each component ``c``: flows ``order[comp_ptr[c]:comp_ptr[c+1]]`` (by
+    start), on local links ``link_ptr[c]..link_ptr[c+1]-1`` (``inv`` already relative to them)."""
+    for c in range(comp_ptr.size - 1):
+        a, b = comp_ptr[c], comp_ptr[c + 1]
+        if a == b:
+            continue
+        lo, hi = link_ptr[c], link_ptr[c + 1]
+        if not _drain(lens, starts, inv, hi - lo, cap_used[lo:hi], nbytes, caps, start, order[a:b], max_solves,
+                      finish):
+            return False
+    return True
+
+
+def drain_staggered_batch(indptr: np.ndarray, links: np.ndarray, nbytes: np.ndarray, capacity: np.ndarray,
+                          start: np.ndarray, rate_cap: np.ndarray, comp_ptr: np.ndarray,
+                          max_solves: int = 1024) -> np.ndarray | None:
+    """:func:`drain_staggered_compiled` of many independent batches in one call: flows
+    ``comp_ptr[c]:comp_ptr[c+1]`` form batch ``c``, and no two batches share a link (the
+    components of :class:`~netsim.collectives.lockstep.Stagger`).  ``None`` if any batch passes
+    ``max_solves``."""
+    nbytes = np.asarray(nbytes, dtype=np.float64)
+    start = np.asarray(start, dtype=np.float64)
+    finish = start.copy()
+    lengths = np.diff(indptr).astype(np.int64)
+    n_comp = comp_ptr.size - 1
+    comp_of = np.repeat(np.arange(n_comp), np.diff(comp_ptr))
+    live = (lengths > 0) & (nbytes > 0)
+    order = np.lexsort((start, comp_of))  # by batch, then by start (stable)
+    order = order[live[order]]
+    live_ptr = np.searchsorted(comp_of[order], np.arange(n_comp + 1))
+    links = np.asarray(links)
+    if not links.size:
+        return finish
+    # local link ids by first appearance: batches are link-disjoint, so each batch's ids are contiguous
+    uniq, first, inv = np.unique(links, return_index=True, return_inverse=True)
+    by_first = np.argsort(first, kind="stable")
+    rank = np.empty(uniq.size, dtype=np.int64)
+    rank[by_first] = np.arange(uniq.size)
+    inv = rank[inv.reshape(-1)]
+    ent_comp = np.repeat(comp_of, lengths)
+    link_ptr = np.zeros(n_comp + 1, dtype=np.int64)
+    np.maximum.at(link_ptr, ent_comp + 1, inv + 1)
+    link_ptr = np.maximum.accumulate(link_ptr)
+    inv = inv - link_ptr[ent_comp]
+    cap_used = np.asarray(capacity, dtype=np.float64)[uniq[by_first]]
+    ok = _drain_batch(live_ptr.astype(np.int64), link_ptr, order.astype(np.int64), lengths,
+                      np.asarray(indptr[:-1], dtype=np.int64), inv, cap_used, nbytes,
+                      np.asarray(rate_cap, dtype=np.float64), start, max_solves, finish)
     return finish if ok else None
