@@ -123,8 +123,10 @@ class StepShare:
         pos[order] = np.arange(order.size)  # step transfer -> position in the pattern
         hit = mask[links]
         ent = np.repeat(pos, np.diff(indptr))[hit]
-        self.ent_t, self.ent_l = ent, links[hit]
-        self.links = _distinct(self.ent_l, mask.size)
+        by_link = np.argsort(links[hit], kind="stable")  # entries link by link: per-link min/max by reduceat
+        self.ent_t, self.ent_l = ent[by_link], links[hit][by_link]
+        self.bounds = np.flatnonzero(np.r_[True, self.ent_l[1:] != self.ent_l[:-1]]) if ent.size else ent
+        self.links = self.ent_l[self.bounds]  # distinct, sorted
         self.touch = _distinct(ent, order.size)  # transfers on contended links
         self._groups = None
 
@@ -156,25 +158,29 @@ class Lockstep:
             return None
         fix, drain = None, share.drain
         slack = RTOL * max(float(np.abs(start).max()), 1e-300)
-        if share.ent_t.size and (start[share.ent_t] < self.busy[share.ent_l] - slack).any():
+        st = start[share.ent_t] if share.ent_t.size else None
+        if st is not None and (np.minimum.reduceat(st, share.bounds) < self.busy[share.links] - slack).any():
             self.ok = False
         elif share.touch.size:
             s = start[share.touch]
             if float(s.max() - s.min()) > slack:  # not all together: then each component must be
-                order, bounds = share.groups()
-                s = start[order]
-                spread = np.maximum.reduceat(s, bounds) - np.minimum.reduceat(s, bounds)
-                if (spread > slack).any():
-                    fix = None if share.stagger is None else share.stagger.durations(start, slack)
+                if share.stagger is not None:  # ... or is re-timed with its own starts
+                    fix = share.stagger.durations(start, slack)
                     self.ok = fix is not None
-                    if fix is not None:
+                    if fix is not None and fix[0].size:
                         self.staggered += 1
                         drain = drain.copy()
                         drain[fix[0]] = fix[2]
-        if self.ok and share.ent_t.size:
-            t = share.ent_t
-            np.maximum.at(self.busy, share.ent_l, start[t] + drain[t])
-        return fix[:2] if self.ok and fix is not None else None
+                else:
+                    order, bounds = share.groups()
+                    s = start[order]
+                    spread = np.maximum.reduceat(s, bounds) - np.minimum.reduceat(s, bounds)
+                    self.ok = not (spread > slack).any()
+        if self.ok and st is not None:
+            end = np.maximum.reduceat(st + drain[share.ent_t], share.bounds)
+            np.maximum(self.busy[share.links], end, out=end)
+            self.busy[share.links] = end
+        return fix[:2] if self.ok and fix is not None and fix[0].size else None
 
     def shift(self, share: StepShare, dt: float) -> None:
         """Steps skipped by the periodic extrapolation: this pattern's links moved by ``dt``."""
@@ -237,6 +243,8 @@ class Stagger:
         self.size = np.diff(np.r_[self.bounds, m])
         self.comp = np.empty(m, dtype=np.int64)
         self.comp[self.order] = np.cumsum(new) - 1
+        with np.errstate(over="ignore"):  # a member's weight in its component's offset hash
+            self._odd = mix_hash(np.arange(int(self.size.max()) if m else 1)) | np.uint64(1)
         self.pos = np.empty(m, dtype=np.int64)  # place in its component
         self.pos[self.order] = np.arange(m) - np.repeat(self.bounds, self.size)
 
@@ -294,6 +302,8 @@ class Stagger:
         s = start[self.order]
         lo = np.minimum.reduceat(s, self.bounds)
         bad = np.flatnonzero(np.maximum.reduceat(s, self.bounds) - lo > slack)
+        if not bad.size:
+            return bad, np.zeros(0), np.zeros(0)
         if (self.size[bad] > STAGGER_MAX_TRANSFERS).any():
             return None
         shape = self.shapes()
@@ -304,7 +314,8 @@ class Stagger:
         off = np.rint((start[idx] - lo[c]) / GRID_S).astype(np.int64)
         first = np.r_[0, np.cumsum(self.size[bad])[:-1]]
         with np.errstate(over="ignore"):
-            h = mix_hash(np.add.reduceat(mix_hash(off, self.pos[idx]), first), shape[bad])
+            h = mix_hash(np.add.reduceat((off.astype(np.uint64) + np.uint64(1)) * self._odd[self.pos[idx]], first),
+                         shape[bad])
         rep, which = equal_groups(h)
         r_of = np.repeat(first[rep][which], self.size[bad]) + self.pos[idx]  # rep's member at the same place
         if not (np.array_equal(off[r_of], off) and np.array_equal(shape[bad][rep][which], shape[bad])):
