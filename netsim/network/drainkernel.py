@@ -1,6 +1,6 @@
 """Compiled :func:`~netsim.network.maxmin.drain_staggered` (numba): the fluid drain of a few flows
 that start at different instants, step for step as the numpy reference (the same solves, by
-:mod:`~netsim.network.flowrepair`'s ``_solve``, the same tie rule and arrival order).
+:mod:`~netsim.network.flowrepair`'s ``solve_flows``, the same tie rule and arrival order).
 
 The collectives' fast path times thousands of small staggered components per step
 (:class:`~netsim.collectives.lockstep.Stagger`); in numpy each drain costs about a millisecond of
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from netsim.network.flowrepair import _solve
+from netsim.network.flowrepair import solve_flows
 from netsim.network.kernelcache import kernel
 from netsim.network.maxmin import compress_links
 
@@ -47,7 +47,7 @@ def _drain(lens, starts, inv, nu, cap_used, nbytes, caps, start, order, max_solv
             lens_a[q] = lens[f]
             st_a[q] = starts[f]
             caps_a[q] = caps[f]
-        _solve(na, lens_a, st_a, inv, nu, cap_used, caps_a, 1e-9, rates, bn, ws)
+        solve_flows(na, lens_a, st_a, inv, nu, cap_used, caps_a, 1e-9, rates, bn, ws)
         solves += 1
         if solves > max_solves:
             return False

@@ -1,7 +1,7 @@
 """Compiled max-min solves of the flow table (numba): :mod:`~netsim.network.flowkernel`'s
 other half.
 
-``_solve`` is :func:`~netsim.network.maxmin.solve_compressed` (the same rounds of local
+``solve_flows`` is :func:`~netsim.network.maxmin.solve_compressed` (the same rounds of local
 bottlenecks and tie rule, on the links some unfrozen flow still crosses); :func:`resolve`,
 ``_repair``, ``_uncertified`` and ``_exact`` are ``FlowTable.resolve`` and its certificate,
 step for step, with "the flows on these links" read from the link blocks.
@@ -21,7 +21,7 @@ from netsim.network.flowtable import FULL_FRACTION, MAX_REPAIRS, RTOL
 
 
 @kernel
-def _solve(nf, lens, starts, inv, nu, resid, caps, rtol, rates, bn, ws):
+def solve_flows(nf, lens, starts, inv, nu, resid, caps, rtol, rates, bn, ws):
     """:func:`~netsim.network.maxmin.solve_compressed` on flows 0..nf-1 (entries
     ``inv[starts[f]:starts[f]+lens[f]]``, local link ids < nu); ``ws``: float scratch (5, >= nu).
     Each round gives every unfrozen flow its tentative rate (:func:`_tentative`), freezes the flows
@@ -194,7 +194,7 @@ def full_solve(ff, fi, lf, li, pl, meta, clock, due, rate, bneck, bdirty, dlist,
     caps = w.fcap
     for i in range(nr):
         caps[i] = ff[slots[i], CAP]
-    _solve(nr, lens, starts, w.inv, nu, w.resid, caps, rtol, w.rates, bn, w.ws)
+    solve_flows(nr, lens, starts, w.inv, nu, w.resid, caps, rtol, w.rates, bn, w.ws)
     set_rates(ff, meta, clock, due, rate, bdirty, dlist, slots, nr, w.rates)
     n_links = lf.shape[0]
     for l in range(n_links):
@@ -323,7 +323,7 @@ def _repair(ff, fi, lf, li, pl, lbp, meta, clock, due, rate, bneck, bdirty, dlis
             w.resid[u] = v if v > 0.0 else 0.0
         for i in range(nr):
             w.fcap[i] = ff[r[i], CAP]
-        _solve(nr, lens, starts, inv, nu, w.resid, w.fcap, RTOL, rates, bn, w.ws)
+        solve_flows(nr, lens, starts, inv, nu, w.resid, w.fcap, RTOL, rates, bn, w.ws)
         set_rates(ff, meta, clock, due, rate, bdirty, dlist, r, nr, rates)
         for u in range(nu):
             acc[u] = 0.0
