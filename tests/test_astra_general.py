@@ -10,6 +10,7 @@ import importlib
 import sys
 from pathlib import Path
 
+import numpy as np
 from hypothesis import given, settings, strategies as st
 
 from netsim.astra import run_astra
@@ -139,8 +140,9 @@ def test_garbage_left_by_the_event_loop_does_not_grow_with_messages(tmp_path, mo
 
 
 def test_benchmark_cases_are_the_general_algorithms(tmp_path):
-    """The benchmark's inputs leave the batched engines (doubleBinaryTree, direct, halvingDoubling,
-    several active chunks) and the engine it runs is exact against the full engine on them."""
+    """The benchmark's inputs use the general algorithms (doubleBinaryTree, direct, halvingDoubling,
+    several active chunks); the analytical model runs them batched (netsim.astra.batched_algos), the
+    congestion-aware one event by event, and both equal the full engine on them."""
     bench = _bench()
     cli = bench.make_inputs(tmp_path, "general", 8)
     import json
@@ -150,6 +152,8 @@ def test_benchmark_cases_are_the_general_algorithms(tmp_path):
             sysj["reduce-scatter-implementation"]) == (["doubleBinaryTree"], ["direct"], ["halvingDoubling"])
     assert sysj["preferred-dataset-splits"] == 64 and sysj["active-chunks-per-dimension"] == 4
     args = (cli["--workload-configuration"], cli["--system-configuration"], cli["--network-configuration"])
-    auto, full = run_astra(*args), run_astra(*args, engine="full")
-    assert auto.engine == "full" and auto.lines() == full.lines()
-    assert len(set(auto.finish.tolist())) > 1  # uneven compute: ranks finish apart
+    for model, engine in (("analytical", "batched"), ("congestion-aware", "full")):
+        auto, full = run_astra(*args, model=model), run_astra(*args, model=model, engine="full")
+        assert auto.engine == engine and np.array_equal(auto.finish, full.finish)
+        assert sorted(auto.lines()) == sorted(full.lines())  # same-instant finishes: rank order vs event order
+        assert len(set(auto.finish.tolist())) > 1  # uneven compute: ranks finish apart

@@ -64,7 +64,8 @@ import math
 import numpy as np
 
 from netsim import astra_arith as arith
-from netsim.astra.batched_ring import Interleaved, RingBatch
+from netsim.astra.batched_algos import GeneralBatch, general_applies
+from netsim.astra.batched_ring import Interleaved
 from netsim.astra.batched_timed import MAX_MESSAGES, NotBatched, Replay, Timed, contested
 from netsim.astra.custom import dag
 from netsim.astra.streams import ASTRA, chunk_count, static_divergence
@@ -212,9 +213,12 @@ def batched_plan(tables: dict, ctx, groups: dict, rendezvous: bool) -> tuple[Pla
         algos = cfg.algorithms(op)
         world = any(not rings[u[2]].local for u in used if u[0] == op)
         local = any(rings[u[2]].local for u in used if u[0] == op)
-        if not algos or (world and (len(algos) != 1 or algos[0].kind != "ring")) or \
-                (local and len(algos) == 1 and algos[0].kind != "ring"):
+        if not algos or (world and len(algos) != 1) or (local and len(algos) == 1 and algos[0].kind != "ring"):
             return None, f"{op} does not use the ring algorithm on the one dimension"
+        if world and algos[0].kind != "ring":
+            why = general_applies(ctx, op, algos[0], net.npus)
+            if why is not None:
+                return None, why
     if used and (cfg.scheduling_policy is None or cfg.preferred_dataset_splits is None):
         return None, "scheduling-policy or preferred-dataset-splits missing"
     for op, size, _name in used:
@@ -291,7 +295,7 @@ class _Waves:
     def __init__(self, ctx, plan: Plan, batch=None):
         self.ctx, self.plan = ctx, plan
         self.runs = [ChainRun(r, plan.chains[r], ctx) for r in range(ctx.npus)]
-        self.batch = batch if batch is not None else RingBatch(ctx)
+        self.batch = batch if batch is not None else GeneralBatch(ctx)
         self.waiting: dict[tuple, list[int]] = {}
         self.ready: list[tuple] = []
         self.events: list[tuple] = []  # (time, rank, order, log line or note)
@@ -339,7 +343,8 @@ class _Waves:
                 pred = np.concatenate([r.pred + k * p for k, r in enumerate(rings)]) if len(rings) > 1 \
                     else rings[0].pred
                 start = np.array([runs[r].now for r in ranks.tolist()], dtype=np.int64)
-                end = self.batch.collective(op, size, p, ranks, pred, start, 10 if local else e)
+                algo = None if local else self.ctx.system.algorithms(op)[0]
+                end = self.batch.collective(op, size, p, ranks, pred, start, 10 if local else e, algo=algo)
                 for r, t in zip(ranks.tolist(), end.tolist()):
                     run = runs[r]
                     run.collective_done(run.chain.order[run.pos], int(t))
