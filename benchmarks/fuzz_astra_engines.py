@@ -13,6 +13,10 @@ the batched engine handed back at run time, mismatches, CPU seconds of each engi
 traces on every rank run on the symmetric engine, whose message count is one rank's).
 
     python benchmarks/fuzz_astra_engines.py [--configs 200] [--seed 0] [--models analytical congestion-aware]
+                                            [--main DIR]
+
+``--main DIR`` also runs the event engine of another checkout (e.g. a worktree of ``main``) on each
+config, in a fresh process, and requires its lines (sorted) to be this checkout's event engine's.
 
 Exit status 1 on any mismatch.  tests/test_astra_batched_algos.py draws from the same generator.
 """
@@ -84,7 +88,7 @@ def write(cfg: dict, root: Path) -> tuple:
     return root / "w", parse_system(cfg["system"]), root / "n.yml"
 
 
-def compare(cfg: dict, root: Path, model: str) -> dict:
+def compare(cfg: dict, root: Path, model: str, other: str | None = None) -> dict:
     """Run ``cfg`` with the default and the event engine; ``{"engine", "mismatch", "auto_s", "full_s"}``
     (``mismatch``: None, or what differs; an input error on both sides counts as equal when its text is)."""
     import numpy as np
@@ -118,7 +122,25 @@ def compare(cfg: dict, root: Path, model: str) -> dict:
         out["mismatch"] = "lines"
     elif a.engine != "symmetric" and a.stats["messages"] != f.stats["messages"]:  # symmetric: one rank's
         out["mismatch"] = "messages"
+    elif other is not None and _other_lines(other, args, model) != sorted(f.lines()):
+        out["mismatch"] = f"the event engine of {other}"
     return out
+
+
+def _other_lines(repo: str, args: tuple, model: str) -> list[str]:
+    """Sorted stdout lines of ``repo``'s event engine on the same files (a fresh process)."""
+    import json
+    import os
+    import subprocess
+
+    code = ("import json, sys; from netsim.astra import run_astra; from netsim.astra.system import parse_system; "
+            "w, s, n, m = json.loads(sys.argv[1]); "
+            "print(json.dumps(sorted(run_astra(w, parse_system(s), n, model=m, engine='full').lines())))")
+    env = dict(os.environ, PYTHONPATH=repo)
+    wl, sysc, net = args
+    out = subprocess.run([sys.executable, "-c", code, json.dumps([str(wl), sysc.raw, str(net), model])],
+                         capture_output=True, text=True, env=env, cwd=tempfile.gettempdir(), check=True)
+    return json.loads(out.stdout)
 
 
 def main(argv=None) -> int:
@@ -126,6 +148,7 @@ def main(argv=None) -> int:
     ap.add_argument("--configs", type=int, default=200)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--models", nargs="+", default=["analytical", "congestion-aware"])
+    ap.add_argument("--main", metavar="DIR", help="also compare with the event engine of the checkout in DIR")
     args = ap.parse_args(argv)
     rows, bad = [], []
     with tempfile.TemporaryDirectory() as tmp:
@@ -134,7 +157,7 @@ def main(argv=None) -> int:
                    "full_s": 0.0}
             for i in range(args.configs):
                 cfg = draw(random.Random(f"{args.seed}:{i}"))
-                res = compare(cfg, Path(tmp) / f"{model}{i}", model)
+                res = compare(cfg, Path(tmp) / f"{model}{i}", model, args.main)
                 row["configs"] += 1
                 row["batched"] += res["engine"] == "batched"
                 row["handed"] += res["handed_back"]
