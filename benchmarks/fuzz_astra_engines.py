@@ -2,7 +2,7 @@
 
 Each config (:func:`draw`, seeded) is a 1-D ASTRA-sim network (Ring, Switch or FullyConnected,
 2-16 NPUs), per-rank chains of uneven compute and 1-4 collectives (all-reduce, all-gather,
-reduce-scatter of random sizes), an algorithm per operation (ring, direct, directN,
+reduce-scatter, all-to-all of random sizes), an algorithm per operation (ring, direct, directN,
 halvingDoubling, doubleBinaryTree where ASTRA-sim can run it), 1-4 active chunks, 1-64
 dataset splits, LIFO or FIFO, a random endpoint delay and local memory bandwidth; both models.
 Every config runs with ``engine="auto"`` and ``engine="full"``; the finish, exposed, GPU, wall
@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from _harness import print_table  # noqa: E402
 
-OPS = ("all_reduce", "all_gather", "reduce_scatter")
+OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
 
 
 def draw(rng: random.Random) -> dict:
@@ -47,7 +47,7 @@ def draw(rng: random.Random) -> dict:
     algos = {}
     for op in OPS:
         pool = ["ring", "direct", f"direct{rng.randrange(1, 20)}"]
-        if pow2:
+        if pow2 and op != "all_to_all":
             pool.append("halvingDoubling")
             if op == "all_reduce":
                 pool.append("doubleBinaryTree")

@@ -9,9 +9,11 @@ timeline has a closed recurrence, so the same integer-ns results come from array
   differ, so nothing is per dimension); one queue per dimension, no rendezvous, no custom collectives, no roofline or replay-only, a
   non-zero endpoint delay;
 * every rank's trace is a *chain* (its data-dependency DAG has exactly one topological
-  order), of COMP nodes and ALL_REDUCE / ALL_GATHER / REDUCE_SCATTER collectives with
-  the ``ring`` algorithm, on the world group or on comm groups of the comm-group JSON
-  (any sizes >= 2; groups on disjoint ranks run side by side); the members of a group
+  order), of COMP nodes and ALL_REDUCE / ALL_GATHER / REDUCE_SCATTER / ALL_TO_ALL collectives
+  with the ``ring`` algorithm (all-to-all: ``p(p-1)/2`` unreduced messages of ``chunk / p``), on
+  the world group or on comm groups of the comm-group JSON (any sizes >= 2; groups on disjoint
+  ranks run side by side), or world collectives with the other algorithms where
+  :func:`~netsim.astra.batched_algos.general_applies` (kernels there); the members of a group
   issue the same sequence of collectives (operation, bytes) on it;
 * congestion-aware on a ``Ring`` network: every sub-group's ring neighbours are one
   hop apart.
@@ -74,7 +76,7 @@ from netsim.chakra.schema import CommType, NodeType
 from netsim.vocab import normalize_group_name
 
 _OPS = {int(CommType.ALL_REDUCE): "all_reduce", int(CommType.ALL_GATHER): "all_gather",
-        int(CommType.REDUCE_SCATTER): "reduce_scatter"}
+        int(CommType.REDUCE_SCATTER): "reduce_scatter", int(CommType.ALL_TO_ALL): "all_to_all"}
 _COMP, _COLL = int(NodeType.COMP_NODE), int(NodeType.COMM_COLL_NODE)
 
 
@@ -126,7 +128,7 @@ def _chain(table) -> tuple[Chain | None, str | None]:
     for i in range(n):
         if types[i] == _COLL:
             if int(t.is_cpu_op[i]) == 1 or int(t.comm_type[i]) not in _OPS:
-                return None, "a collective other than ALL_REDUCE/ALL_GATHER/REDUCE_SCATTER (or on the CPU)"
+                return None, "a collective other than ALL_REDUCE/ALL_GATHER/REDUCE_SCATTER/ALL_TO_ALL (or on the CPU)"
             if int(t.comm_size[i]) in (MISSING,) or int(t.comm_size[i]) < 1:
                 return None, "a collective without a positive comm_size"
     children, indeg = dag(t, t.source)
@@ -225,7 +227,7 @@ def batched_plan(tables: dict, ctx, groups: dict, rendezvous: bool) -> tuple[Pla
         chunk = arith.chunk_bytes(size, cfg.preferred_dataset_splits, net.npus, op)
         if chunk < 1 or (op != "all_gather" and chunk // net.npus < 1):
             return None, "a collective with empty chunks or messages"
-    if any(u[0] != "all_gather" for u in used) and not cfg.local_mem_bw_GBps > 0:
+    if any(u[0] in ("all_reduce", "reduce_scatter") for u in used) and not cfg.local_mem_bw_GBps > 0:
         return None, "local-mem-bw is not positive"
     if any(u[0] == "all_reduce" for u in used) and cfg.collective_optimization is None:
         return None, "collective-optimization missing"

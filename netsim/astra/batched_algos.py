@@ -20,7 +20,8 @@ landing at ``A`` is consumed at ``max(A, P)``):
   sends down ``e + red`` after its child's message; an inner node sends down ``e + red`` after
   its parent's message (posted when it sent up); a leaf exits ``e`` after it.
 * direct with every peer in flight (window -1 or >= p - 1): the first ``p - 1`` sends leave at
-  ``t0 + e``.  All-gather exits ``e`` after its last receive, reduce-scatter ``e + red`` after.
+  ``t0 + e``.  All-gather and all-to-all exit ``e`` after their last receive, reduce-scatter
+  ``e + red`` after.
   All-reduce: each first-half receive ``R_i`` frees a bundle at ``g_i = R_i + e + red``; a bundle
   that completes before the last first-half receive ``R_max`` sends nothing, the first after it
   (``g*``) sends as many as have completed, the others one each: the m-th second-half send leaves
@@ -61,6 +62,8 @@ def general_applies(ctx, op: str, algo, p: int) -> str | None:
     pow2 = p >= 2 and p & (p - 1) == 0
     if algo.kind == "direct" and 0 <= algo.window < p - 1:
         return f"{op} uses direct with a window of {algo.window} (< {p - 1} peers)"
+    if op == "all_to_all" and algo.kind != "direct":
+        return f"all_to_all uses {algo.kind} (ASTRA-sim cannot run it; the event engine says so)"
     if algo.kind == "halvingDoubling" and not pow2:
         return f"{op} uses halvingDoubling on {p} NPUs (not a power of two)"
     if algo.kind == "doubleBinaryTree" and (op != "all_reduce" or not pow2):
@@ -227,7 +230,7 @@ class GeneralBatch(RingBatch):
         s1 = t0 + e
         r1 = np.maximum(s1[src] + d[src, idx], s1[:, None])
         self.steps += 2
-        if op == "all_gather":
+        if op in ("all_gather", "all_to_all"):  # all-to-all: p - 1 messages of chunk / p, none reduced
             self.messages += p * (p - 1)
             return r1.max(axis=1) + e
         red = self._red(msg)
