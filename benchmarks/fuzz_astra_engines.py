@@ -4,7 +4,9 @@ Each config (:func:`draw`, seeded) is a 1-D ASTRA-sim network (Ring, Switch or F
 2-16 NPUs), per-rank chains of uneven compute and 1-4 collectives (all-reduce, all-gather,
 reduce-scatter, all-to-all of random sizes), an algorithm per operation (ring, direct, directN,
 halvingDoubling, doubleBinaryTree where ASTRA-sim can run it), 1-4 active chunks, 1-64
-dataset splits, LIFO or FIFO, a random endpoint delay and local memory bandwidth; both models.
+dataset splits, LIFO or FIFO, a random endpoint delay and local memory bandwidth; on 4 NPUs or
+more, a third of configs partition the ranks into comm groups and run each collective on the world
+or on the groups; both models.
 Every config runs with ``engine="auto"`` and ``engine="full"``; the finish, exposed, GPU, wall
 and overlap cycles of every rank, every per-type time and the multiset of stdout lines must be
 equal (same-instant finishes print in rank order from the batched engines, in event order
@@ -60,9 +62,18 @@ def draw(rng: random.Random) -> dict:
               "local-mem-bw": rng.choice([50, 1600, 3.3])}
     for op in OPS:
         system[f"{op.replace('_', '-')}-implementation"] = [algos[op]]
-    return {"kind": rng.choice(["Ring", "Switch", "FullyConnected"]), "n": n, "ops": ops, "sizes": sizes,
-            "compute": compute, "system": system, "bw": rng.choice([50.0, 12.5, 200.0]),
-            "latency": rng.choice([500.0, 1.0, 70.0])}
+    cfg = {"kind": rng.choice(["Ring", "Switch", "FullyConnected"]), "n": n, "ops": ops, "sizes": sizes,
+           "compute": compute, "system": system, "bw": rng.choice([50.0, 12.5, 200.0]),
+           "latency": rng.choice([500.0, 1.0, 70.0])}
+    if n >= 4 and rng.random() < 0.35:  # comm groups: a random partition, each collective on the world or on them
+        ranks = list(range(n))
+        rng.shuffle(ranks)
+        cut = sorted(rng.sample(range(2, n - 1), rng.randrange(0, min(3, n - 3) + 1)))
+        cut = [c for i, c in enumerate(cut) if c - ([0] + cut)[i] >= 2 and n - c >= 2]
+        bounds = [0, *cut, n]
+        cfg["groups"] = {str(i + 1): ranks[a:b] for i, (a, b) in enumerate(zip(bounds, bounds[1:]))}
+        cfg["on_group"] = [rng.random() < 0.6 for _ in ops]
+    return cfg
 
 
 def write(cfg: dict, root: Path) -> tuple:
@@ -72,20 +83,29 @@ def write(cfg: dict, root: Path) -> tuple:
     from netsim.chakra.schema import CommType, NodeType
 
     comp, coll = int(NodeType.COMP_NODE), int(NodeType.COMM_COLL_NODE)
+    groups = cfg.get("groups")
+    mine = {r: g for g, members in (groups or {}).items() for r in members}
     per = []
     for r in range(cfg["n"]):
         c = cfg["compute"][r]
         nodes = [EtNode(0, "c", comp, duration_micros=c[0])]
         for k, (op, size) in enumerate(zip(cfg["ops"], cfg["sizes"])):
+            pg = mine[r] if groups and cfg["on_group"][k] else None
             nodes.append(EtNode(2 * k + 1, f"{op}{k}", coll, data_deps=(2 * k,), comm_type=int(CommType[op.upper()]),
-                                comm_size=size, is_cpu_op=False))
+                                comm_size=size, is_cpu_op=False, pg_name=pg))
             nodes.append(EtNode(2 * k + 2, f"c{k}", comp, data_deps=(2 * k + 1,), duration_micros=c[k + 1]))
         per.append(nodes)
     root.mkdir(parents=True, exist_ok=True)
     write_workload(root / "w", per)
     (root / "n.yml").write_text(f"topology: [{cfg['kind']}]\nnpus_count: [{cfg['n']}]\nbandwidth: [{cfg['bw']}]\n"
                                 f"latency: [{cfg['latency']}]\n")
-    return root / "w", parse_system(cfg["system"]), root / "n.yml"
+    gpath = None
+    if groups:
+        import json
+
+        gpath = root / "g.json"
+        gpath.write_text(json.dumps(groups))
+    return root / "w", parse_system(cfg["system"]), root / "n.yml", gpath
 
 
 def compare(cfg: dict, root: Path, model: str, other: str | None = None) -> dict:
@@ -94,16 +114,18 @@ def compare(cfg: dict, root: Path, model: str, other: str | None = None) -> dict
     import numpy as np
 
     from netsim.astra import run_astra
-    from netsim.errors import InputError
+    from netsim.errors import DeadlockError, InputError
 
     args = write(cfg, root)
     got = {}
     for engine in ("auto", "full"):
         t = time.process_time()
         try:
-            got[engine] = run_astra(*args, model=model, engine=engine)
+            got[engine] = run_astra(*args[:3], comm_groups=args[3], model=model, engine=engine)
         except InputError as exc:
             got[engine] = str(exc)
+        except DeadlockError as exc:  # both engines must stop alike (the batched one hands a deadlock back)
+            got[engine] = f"deadlock: {exc} {sorted(getattr(exc, 'lines', []))}"
         got[engine + "_s"] = time.process_time() - t
     a, f = got["auto"], got["full"]
     out = {"auto_s": got["auto_s"], "full_s": got["full_s"], "mismatch": None,
@@ -134,11 +156,13 @@ def _other_lines(repo: str, args: tuple, model: str) -> list[str]:
     import subprocess
 
     code = ("import json, sys; from netsim.astra import run_astra; from netsim.astra.system import parse_system; "
-            "w, s, n, m = json.loads(sys.argv[1]); "
-            "print(json.dumps(sorted(run_astra(w, parse_system(s), n, model=m, engine='full').lines())))")
+            "w, s, n, g, m = json.loads(sys.argv[1]); "
+            "print(json.dumps(sorted(run_astra(w, parse_system(s), n, comm_groups=g, model=m, engine='full')"
+            ".lines())))")
     env = dict(os.environ, PYTHONPATH=repo)
-    wl, sysc, net = args
-    out = subprocess.run([sys.executable, "-c", code, json.dumps([str(wl), sysc.raw, str(net), model])],
+    wl, sysc, net, groups = args
+    out = subprocess.run([sys.executable, "-c", code, json.dumps([str(wl), sysc.raw, str(net),
+                                                                  groups and str(groups), model])],
                          capture_output=True, text=True, env=env, cwd=tempfile.gettempdir(), check=True)
     return json.loads(out.stdout)
 

@@ -215,12 +215,13 @@ def batched_plan(tables: dict, ctx, groups: dict, rendezvous: bool) -> tuple[Pla
         algos = cfg.algorithms(op)
         world = any(not rings[u[2]].local for u in used if u[0] == op)
         local = any(rings[u[2]].local for u in used if u[0] == op)
-        if not algos or (world and len(algos) != 1) or (local and len(algos) == 1 and algos[0].kind != "ring"):
+        if not algos or (world and len(algos) != 1):
             return None, f"{op} does not use the ring algorithm on the one dimension"
-        if world and algos[0].kind != "ring":
-            why = general_applies(ctx, op, algos[0], net.npus)
-            if why is not None:
-                return None, why
+        for p, loc in {(rings[u[2]].p, rings[u[2]].local) for u in used if u[0] == op}:
+            if algos[0].kind != "ring" and not (loc and len(algos) > 1):  # a sub-group runs a list of several as ring
+                why = general_applies(ctx, op, algos[0], p, local=loc)
+                if why is not None:
+                    return None, why
     if used and (cfg.scheduling_policy is None or cfg.preferred_dataset_splits is None):
         return None, "scheduling-policy or preferred-dataset-splits missing"
     for op, size, _name in used:
@@ -345,8 +346,10 @@ class _Waves:
                 pred = np.concatenate([r.pred + k * p for k, r in enumerate(rings)]) if len(rings) > 1 \
                     else rings[0].pred
                 start = np.array([runs[r].now for r in ranks.tolist()], dtype=np.int64)
-                algo = None if local else self.ctx.system.algorithms(op)[0]
-                end = self.batch.collective(op, size, p, ranks, pred, start, 10 if local else e, algo=algo)
+                algos = self.ctx.system.algorithms(op)
+                algo = algos[0] if len(algos) == 1 or not local else None  # a sub-group's list of several: ring
+                end = self.batch.collective(op, size, p, ranks, pred, start, 10 if local else e, algo=algo,
+                                            local=local)
                 for r, t in zip(ranks.tolist(), end.tolist()):
                     run = runs[r]
                     run.collective_done(run.chain.order[run.pos], int(t))

@@ -50,13 +50,15 @@ from netsim.astra.batched_timed import NotBatched
 KINDS = ("direct", "halvingDoubling", "doubleBinaryTree")
 
 
-def general_applies(ctx, op: str, algo, p: int) -> str | None:
-    """None when :class:`GeneralBatch` is exact for world collectives ``op`` with ``algo`` on ``p``
-    NPUs, else why not."""
+def general_applies(ctx, op: str, algo, p: int, local: bool = False) -> str | None:
+    """None when :class:`GeneralBatch` is exact for collectives ``op`` with ``algo`` on ``p`` NPUs (the
+    world, or a sub-group's ring when ``local``), else why not."""
     if algo.kind not in KINDS:
         return f"{op} uses {algo.kind}"
-    if ctx.model != "analytical" or len(ctx.network.dims) != 1:
+    if ctx.model != "analytical" or (len(ctx.network.dims) != 1 and not local):
         return f"{op} uses {algo.kind}, batched on a 1-D network in the analytical model only"
+    if local and algo.kind == "doubleBinaryTree":
+        return f"{op} uses doubleBinaryTree on a sub-group (ASTRA-sim crashes; the event engine says so)"
     if algo.flat:
         return f"{op} uses a flat (one*) algorithm"
     pow2 = p >= 2 and p & (p - 1) == 0
@@ -139,23 +141,30 @@ class GeneralBatch(RingBatch):
         self._trees: dict[bool, _Tree] = {}
         self.tree_streams = 0  # doubleBinaryTree phases created so far (every rank alike)
 
-    def delays(self, msg: int) -> np.ndarray:
+    def delays(self, src: np.ndarray, dst: np.ndarray, msg: int) -> np.ndarray:
+        """Delay of a ``msg``-byte message from rank ``src`` to rank ``dst`` (arrays of one shape); a
+        matrix per size where the network is small, else computed."""
+        n = self.ctx.npus
+        if n > 512:
+            return self._delays(src, dst, msg)
         d = self._delay.get(msg)
         if d is None:
-            n = self.ctx.npus
-            src, dst = np.divmod(np.arange(n * n, dtype=np.int64), n)
-            off = src != dst
+            a, b = np.divmod(np.arange(n * n, dtype=np.int64), n)
+            off = a != b
             flat = np.zeros(n * n, dtype=np.int64)
-            flat[off] = self._delays(src[off], dst[off], msg)
+            flat[off] = self._delays(a[off], b[off], msg)
             d = self._delay[msg] = flat.reshape(n, n)
-        return d
+        return d[src, dst]
 
     def collective(self, op: str, size: int, p: int, ranks: np.ndarray, pred: np.ndarray, start: np.ndarray,
-                   bundle: int, algo=None) -> np.ndarray:
+                   bundle: int, algo=None, local: bool = False) -> np.ndarray:
+        """As :meth:`RingBatch.collective`; ``algo`` other than ring runs its kernel (slots ``k p .. k p + p - 1``
+        are ring ``k``'s members in ring order, ``local``: sub-group rings)."""
         if algo is None or algo.kind == "ring":
             return super().collective(op, size, p, ranks, pred, start, bundle)
-        if p != self.ctx.npus or not np.array_equal(ranks, np.arange(p)):
-            raise NotBatched(f"{algo.kind} batched on the world group only")
+        self._ranks, self._p, self._local = ranks, p, local
+        slot = np.arange(ranks.size, dtype=np.int64)
+        self._base, self._idx = slot - slot % p, slot % p
         cfg = self.ctx.system
         splits = cfg.preferred_dataset_splits
         chunk = arith.chunk_bytes(size, splits, self.ctx.npus, op)
@@ -179,18 +188,18 @@ class GeneralBatch(RingBatch):
     # ------------------------------------------------------------------ kernels
     def _hd(self, op: str, p: int, chunk: int, t0: np.ndarray, e: int) -> np.ndarray:
         sched = hd_schedule(op, p, chunk)
-        idx = np.arange(p, dtype=np.int64)
+        idx, base, ranks = self._idx, self._base, self._ranks
         s = t0 + e
         r = s
         for k, (offset, msg, _reduces) in enumerate(sched[:-1]):
             if msg < 1:
                 raise NotBatched("a halvingDoubling message of 0 bytes")
-            up = (idx // offset) % 2 == 0 if offset else np.ones(p, dtype=bool)
-            peer = np.where(up, idx + offset, idx - offset) % p
-            r = np.maximum(s[peer] + self.delays(msg)[peer, idx], s)
+            up = (idx // offset) % 2 == 0
+            peer = base + np.where(up, idx + offset, idx - offset) % p  # the partner's slot
+            r = np.maximum(s[peer] + self.delays(ranks[peer], ranks, msg), s)
             nxt = sched[k + 1]
             s = r + e + (self._red(nxt[1]) if nxt[2] else 0)
-        self.messages += p * (len(sched) - 1)
+        self.messages += ranks.size * (len(sched) - 1)
         self.steps += len(sched) - 1
         return r + e
 
@@ -200,22 +209,26 @@ class GeneralBatch(RingBatch):
         tree = self._trees.get(root_max)
         if tree is None:
             tree = self._trees[root_max] = _Tree(p, root_max)
-        d, step = self.delays(chunk), e + self._red(chunk)
+        step = e + self._red(chunk)
+        ranks = self._ranks  # the world: slot = rank
+        kids = np.flatnonzero(tree.parent >= 0)
+        d_up = np.zeros(p, dtype=np.int64)  # each node's message to its parent, and back
+        d_down = np.zeros(p, dtype=np.int64)
+        d_up[kids] = self.delays(ranks[kids], ranks[tree.parent[kids]], chunk)
+        d_down[kids] = self.delays(ranks[tree.parent[kids]], ranks[kids], chunk)
         up = np.zeros(p, dtype=np.int64)  # when each node sends up (the root: down)
         up[tree.leaves] = t0[tree.leaves] + e
         for lv in tree.levels:
             lt, rt = tree.left[lv], tree.right[lv]
-            got = np.maximum(np.maximum(up[lt] + d[lt, lv], up[rt] + d[rt, lv]), t0[lv])
+            got = np.maximum(np.maximum(up[lt] + d_up[lt], up[rt] + d_up[rt]), t0[lv])
             up[lv] = got + step
         root, child = tree.root, tree.child
         down = np.zeros(p, dtype=np.int64)  # when each node sends down (leaves: exit)
-        down[root] = max(int(up[child] + d[child, root]), int(t0[root])) + step
+        down[root] = max(int(up[child] + d_up[child]), int(t0[root])) + step
         for lv in tree.levels[::-1]:
-            par = tree.parent[lv]
-            down[lv] = np.maximum(down[par] + d[par, lv], up[lv]) + step
+            down[lv] = np.maximum(down[tree.parent[lv]] + d_down[lv], up[lv]) + step
         lf = tree.leaves
-        par = tree.parent[lf]
-        down[lf] = np.maximum(down[par] + d[par, lf], up[lf]) + e
+        down[lf] = np.maximum(down[tree.parent[lf]] + d_down[lf], up[lf]) + e
         self.messages += 2 * (p - 1)
         self.steps += 2 * len(tree.levels) + 2
         return down
@@ -224,18 +237,19 @@ class GeneralBatch(RingBatch):
         msg = chunk if op == "all_gather" else chunk // p
         if msg < 1:
             raise NotBatched("a direct message of 0 bytes")
-        d = self.delays(msg)
-        idx = np.arange(p, dtype=np.int64)[:, None]
-        src = (idx - 1 - np.arange(p - 1, dtype=np.int64)[None, :]) % p  # packet i's peer (sender to me)
+        ranks, n = self._ranks, self._ranks.size
+        # packet i's peer slot (the sender of the message I receive with it) and that message's delay
+        src = self._base[:, None] + (self._idx[:, None] - 1 - np.arange(p - 1, dtype=np.int64)[None, :]) % p
+        d = self.delays(ranks[src], np.broadcast_to(ranks[:, None], src.shape), msg)
         s1 = t0 + e
-        r1 = np.maximum(s1[src] + d[src, idx], s1[:, None])
+        r1 = np.maximum(s1[src] + d, s1[:, None])
         self.steps += 2
         if op in ("all_gather", "all_to_all"):  # all-to-all: p - 1 messages of chunk / p, none reduced
-            self.messages += p * (p - 1)
+            self.messages += n * (p - 1)
             return r1.max(axis=1) + e
         red = self._red(msg)
         if op == "reduce_scatter":
-            self.messages += p * (p - 1)
+            self.messages += n * (p - 1)
             return r1.max(axis=1) + e + red
         g = r1 + e + red
         rmax = r1.max(axis=1)
@@ -245,11 +259,12 @@ class GeneralBatch(RingBatch):
         gstar = np.where(g > rmax[:, None], g, np.iinfo(np.int64).max).min(axis=1)
         send2 = np.maximum(np.sort(g, axis=1), gstar[:, None])  # the m-th second-half send: packet m
         cols = np.broadcast_to(np.arange(p - 1, dtype=np.int64)[None, :], src.shape)
-        r2 = np.maximum(send2[src, cols] + d[src, idx], send2)
-        h = r2 + e
+        r2 = np.maximum(send2[src, cols] + d, send2)
+        # a sub-group's ring (local) keeps reducing in its third batch of bundles when p > 2 (Direct.nonzero_packets)
+        h = r2 + e + (red if self._local and p > 2 else 0)
         if np.any(h.min(axis=1) < send2.max(axis=1)):
             raise NotBatched("a direct all-reduce second-half receive frees a bundle before the last second-half "
                              "send")
-        self.messages += 2 * p * (p - 1)
+        self.messages += 2 * n * (p - 1)
         self.steps += 2
         return np.maximum(h.max(axis=1), g.max(axis=1))
