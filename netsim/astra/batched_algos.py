@@ -1,11 +1,14 @@
 """Batched kernels for ASTRA-sim's other native algorithms: ``direct``, ``halvingDoubling`` and
-``doubleBinaryTree`` streams of a world collective, every rank at once (congestion-unaware model).
+``doubleBinaryTree`` streams, every rank at once (congestion-unaware model).
 
 :class:`GeneralBatch` extends :class:`~netsim.astra.batched_ring.RingBatch` (which keeps the ring
 recurrence, the waves of :mod:`netsim.astra.batched` and the stream admission: with ``T`` active
 chunks, stream ``T + m`` of a collective starts at the m-th earliest exit).  Where it applies
-(:func:`general_applies`): the analytical model on a 1-D network, one queue per dimension, a
-world collective; in the congestion-unaware model streams share nothing but admission, so each
+(:func:`general_applies`): the analytical model, one queue per dimension, a world collective on a
+1-D network or (direct, halvingDoubling) a sub-group's ring on any network (its members in JSON
+order, 10 ns bundles; a direct all-reduce there reduces in its third batch of bundles too when the
+ring has more than 2 members, as ``Direct.nonzero_packets`` counts a local ring); in the
+congestion-unaware model streams share nothing but admission, so each
 stream's timeline is a closed recurrence over the ranks, read from the per-rank state machines
 of :mod:`netsim.astra.algorithms` (``e`` = endpoint delay, ``red(b)`` = the reduction of a
 ``b``-byte message, ``d(u, v)`` = the pair's delay; a receive posted at ``P`` for a message
