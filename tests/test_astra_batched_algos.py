@@ -204,3 +204,21 @@ def test_sub_group_kernels(tmp_path, net, algo):
     for key in ("finish", "exposed", "gpu", "wall", "overlap"):
         assert np.array_equal(getattr(ref, key), getattr(new, key)), key
     assert sorted(ref.lines()) == sorted(new.lines()) and ref.stats["messages"] == new.stats["messages"]
+
+
+@pytest.mark.parametrize("block", range(3))
+def test_windowed_direct_all_gather_and_all_to_all(tmp_path, block):
+    """directN with a window short of the peers, on all-gathers and all-to-alls (the generator's configs with
+    those operations and random windows): the default engine equals the event engine, most of them batched."""
+    fz = _fuzz()
+    batched = 0
+    for i in range(block * 12, block * 12 + 12):
+        rng = random.Random(f"w:{i}")
+        cfg = fz.draw(rng)
+        cfg["system"]["all-gather-implementation"] = [f"direct{rng.randrange(1, cfg['n'] + 1)}"]
+        cfg["system"]["all-to-all-implementation"] = [f"direct{rng.randrange(1, cfg['n'] + 1)}"]
+        cfg["ops"] = [rng.choice(["all_gather", "all_to_all"]) for _ in cfg["ops"]]
+        res = fz.compare(cfg, tmp_path / str(i), "analytical")
+        assert res["mismatch"] is None, (res, cfg)
+        batched += res["engine"] == "batched"
+    assert batched >= 4

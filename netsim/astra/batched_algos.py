@@ -22,6 +22,7 @@ landing at ``A`` is consumed at ``max(A, P)``):
   posts both child receives at ``t0`` and sends up ``e + red`` after the later one; the root
   sends down ``e + red`` after its child's message; an inner node sends down ``e + red`` after
   its parent's message (posted when it sent up); a leaf exits ``e`` after it.
+* direct all-gather / all-to-all with any window: :meth:`GeneralBatch._direct_unreduced`.
 * direct with every peer in flight (window -1 or >= p - 1): the first ``p - 1`` sends leave at
   ``t0 + e``.  All-gather and all-to-all exit ``e`` after their last receive, reduce-scatter
   ``e + red`` after.
@@ -65,7 +66,7 @@ def general_applies(ctx, op: str, algo, p: int, local: bool = False) -> str | No
     if algo.flat:
         return f"{op} uses a flat (one*) algorithm"
     pow2 = p >= 2 and p & (p - 1) == 0
-    if algo.kind == "direct" and 0 <= algo.window < p - 1:
+    if algo.kind == "direct" and 0 <= algo.window < p - 1 and op not in ("all_gather", "all_to_all"):
         return f"{op} uses direct with a window of {algo.window} (< {p - 1} peers)"
     if op == "all_to_all" and algo.kind != "direct":
         return f"all_to_all uses {algo.kind} (ASTRA-sim cannot run it; the event engine says so)"
@@ -166,6 +167,7 @@ class GeneralBatch(RingBatch):
         if algo is None or algo.kind == "ring":
             return super().collective(op, size, p, ranks, pred, start, bundle)
         self._ranks, self._p, self._local = ranks, p, local
+        self._window = p - 1 if algo.window < 0 else min(algo.window, p - 1)
         slot = np.arange(ranks.size, dtype=np.int64)
         self._base, self._idx = slot - slot % p, slot % p
         cfg = self.ctx.system
@@ -244,12 +246,12 @@ class GeneralBatch(RingBatch):
         # packet i's peer slot (the sender of the message I receive with it) and that message's delay
         src = self._base[:, None] + (self._idx[:, None] - 1 - np.arange(p - 1, dtype=np.int64)[None, :]) % p
         d = self.delays(ranks[src], np.broadcast_to(ranks[:, None], src.shape), msg)
+        if op in ("all_gather", "all_to_all"):  # all-to-all: p - 1 messages of chunk / p, none reduced
+            self.messages += n * (p - 1)
+            return self._direct_unreduced(p, t0, e, src, d)
         s1 = t0 + e
         r1 = np.maximum(s1[src] + d, s1[:, None])
         self.steps += 2
-        if op in ("all_gather", "all_to_all"):  # all-to-all: p - 1 messages of chunk / p, none reduced
-            self.messages += n * (p - 1)
-            return r1.max(axis=1) + e
         red = self._red(msg)
         if op == "reduce_scatter":
             self.messages += n * (p - 1)
@@ -271,3 +273,21 @@ class GeneralBatch(RingBatch):
         self.messages += 2 * n * (p - 1)
         self.steps += 2
         return np.maximum(h.max(axis=1), g.max(axis=1))
+
+    def _direct_unreduced(self, p: int, t0: np.ndarray, e: int, src: np.ndarray, d: np.ndarray) -> np.ndarray:
+        """A direct all-gather / all-to-all with ``W`` messages in flight: no bundle reduces, so bundles
+        complete in insert order and send k leaves ``e`` after insert k: at ``t0`` for the first ``W``,
+        then at the (k - W)-th receive (among the first k: a later one cannot come sooner); exit ``e``
+        after the last receive."""
+        w = self._window
+        if w == p - 1:  # every send at once
+            s1 = t0 + e
+            self.steps += 2
+            return np.maximum(s1[src] + d, s1[:, None]).max(axis=1) + e
+        sends = np.empty(src.shape, dtype=np.int64)
+        got = np.empty(src.shape, dtype=np.int64)
+        for k in range(p - 1):
+            sends[:, k] = t0 + e if k < w else np.partition(got[:, :k], k - w, axis=1)[:, k - w] + e
+            got[:, k] = np.maximum(sends[src[:, k], k] + d[:, k], sends[:, k])
+        self.steps += p - 1
+        return got.max(axis=1) + e
