@@ -10,6 +10,7 @@ import importlib
 import sys
 from pathlib import Path
 
+import numpy as np
 from hypothesis import given, settings, strategies as st
 
 from netsim.astra import run_astra
@@ -139,8 +140,9 @@ def test_garbage_left_by_the_event_loop_does_not_grow_with_messages(tmp_path, mo
 
 
 def test_benchmark_cases_are_the_general_algorithms(tmp_path):
-    """The benchmark's inputs leave the batched engines (doubleBinaryTree, direct, halvingDoubling,
-    several active chunks) and the engine it runs is exact against the full engine on them."""
+    """The benchmark's inputs use the general algorithms (doubleBinaryTree, direct, halvingDoubling,
+    several active chunks); the analytical model runs them batched (netsim.astra.batched_algos), the
+    congestion-aware one event by event, and both equal the full engine on them."""
     bench = _bench()
     cli = bench.make_inputs(tmp_path, "general", 8)
     import json
@@ -150,6 +152,54 @@ def test_benchmark_cases_are_the_general_algorithms(tmp_path):
             sysj["reduce-scatter-implementation"]) == (["doubleBinaryTree"], ["direct"], ["halvingDoubling"])
     assert sysj["preferred-dataset-splits"] == 64 and sysj["active-chunks-per-dimension"] == 4
     args = (cli["--workload-configuration"], cli["--system-configuration"], cli["--network-configuration"])
-    auto, full = run_astra(*args), run_astra(*args, engine="full")
-    assert auto.engine == "full" and auto.lines() == full.lines()
-    assert len(set(auto.finish.tolist())) > 1  # uneven compute: ranks finish apart
+    for model, engine in (("analytical", "batched"), ("congestion-aware", "full")):
+        auto, full = run_astra(*args, model=model), run_astra(*args, model=model, engine="full")
+        assert auto.engine == engine and np.array_equal(auto.finish, full.finish)
+        assert sorted(auto.lines()) == sorted(full.lines())  # same-instant finishes: rank order vs event order
+        assert len(set(auto.finish.tolist())) > 1  # uneven compute: ranks finish apart
+
+
+def _links_log(lazy: bool, kind: str, sends: list) -> list:
+    """Every arrival (time, message) of ``sends`` = [(issue time, src, dst, size, forward?)] on the
+    store-and-forward model, with link-free events pushed lazily (``_HeapLink``) or always (``_Link``); a
+    ``forward`` message sends one more from its destination when it lands (same-instant chains)."""
+    from netsim.astra import congestion
+    from netsim.astra.engine import AstraNetwork, NetDim
+
+    class Eager(congestion.StoreAndForward):
+        def _link(self, a, b):
+            link = self.links.get((a, b))
+            if link is None:
+                link = self.links[(a, b)] = congestion._Link(self.clock, self.lat, self.bw, self)
+            return link
+
+    clock = HeapClock()
+    net = AstraNetwork("x", (NetDim(kind, 5, 50.0, 3.0),))
+    links = (congestion.StoreAndForward if lazy else Eager)(clock, net)
+    log = []
+
+    def send(k, src, dst, size, forward):
+        def landed():
+            log.append((clock.now, k))
+            if forward:
+                links(dst, (dst + 1) % 5, size, lambda: log.append((clock.now, -k - 1)))
+        links(src, dst, size, landed)
+
+    for k, (t, src, dst, size, forward) in enumerate(sends):
+        clock.at(t, lambda a=(k, src, dst, size, forward): send(*a))
+    clock.run()
+    return log
+
+
+@settings(max_examples=60, deadline=None)
+@given(kind=st.sampled_from(["Switch", "Ring", "FullyConnected"]),
+       sends=st.lists(st.tuples(st.sampled_from([0, 55, 58, 110, 113, 116, 165, 3000]), st.integers(0, 4),
+                                st.integers(1, 4), st.sampled_from([3000, 3000, 3000, 1, 65536]), st.booleans()),
+                      min_size=1, max_size=40))
+def test_lazy_link_free_events_keep_every_arrival_and_its_order(kind, sends):
+    """A link pushes its free event only once a message waits (``_HeapLink``): every arrival's time and
+    the order of same-instant ones are those of the link that always pushes it.  Issue times are
+    multiples of a 3,000-byte message's serialization (55 ns) and hop (58 ns), so messages reach
+    links in the very nanosecond the link frees, before or after its free event."""
+    sends = [(t, s, (s + d) % 5, size, fw) for t, s, d, size, fw in sends]
+    assert _links_log(True, kind, sends) == _links_log(False, kind, sends)

@@ -9,9 +9,11 @@ timeline has a closed recurrence, so the same integer-ns results come from array
   differ, so nothing is per dimension); one queue per dimension, no rendezvous, no custom collectives, no roofline or replay-only, a
   non-zero endpoint delay;
 * every rank's trace is a *chain* (its data-dependency DAG has exactly one topological
-  order), of COMP nodes and ALL_REDUCE / ALL_GATHER / REDUCE_SCATTER collectives with
-  the ``ring`` algorithm, on the world group or on comm groups of the comm-group JSON
-  (any sizes >= 2; groups on disjoint ranks run side by side); the members of a group
+  order), of COMP nodes and ALL_REDUCE / ALL_GATHER / REDUCE_SCATTER / ALL_TO_ALL collectives
+  with the ``ring`` algorithm (all-to-all: ``p(p-1)/2`` unreduced messages of ``chunk / p``), on
+  the world group or on comm groups of the comm-group JSON (any sizes >= 2; groups on disjoint
+  ranks run side by side), or world collectives with the other algorithms where
+  :func:`~netsim.astra.batched_algos.general_applies` (kernels there); the members of a group
   issue the same sequence of collectives (operation, bytes) on it;
 * congestion-aware on a ``Ring`` network: every sub-group's ring neighbours are one
   hop apart.
@@ -64,7 +66,8 @@ import math
 import numpy as np
 
 from netsim import astra_arith as arith
-from netsim.astra.batched_ring import Interleaved, RingBatch
+from netsim.astra.batched_algos import GeneralBatch, general_applies
+from netsim.astra.batched_ring import Interleaved
 from netsim.astra.batched_timed import MAX_MESSAGES, NotBatched, Replay, Timed, contested
 from netsim.astra.custom import dag
 from netsim.astra.streams import ASTRA, chunk_count, static_divergence
@@ -73,7 +76,7 @@ from netsim.chakra.schema import CommType, NodeType
 from netsim.vocab import normalize_group_name
 
 _OPS = {int(CommType.ALL_REDUCE): "all_reduce", int(CommType.ALL_GATHER): "all_gather",
-        int(CommType.REDUCE_SCATTER): "reduce_scatter"}
+        int(CommType.REDUCE_SCATTER): "reduce_scatter", int(CommType.ALL_TO_ALL): "all_to_all"}
 _COMP, _COLL = int(NodeType.COMP_NODE), int(NodeType.COMM_COLL_NODE)
 
 
@@ -125,7 +128,7 @@ def _chain(table) -> tuple[Chain | None, str | None]:
     for i in range(n):
         if types[i] == _COLL:
             if int(t.is_cpu_op[i]) == 1 or int(t.comm_type[i]) not in _OPS:
-                return None, "a collective other than ALL_REDUCE/ALL_GATHER/REDUCE_SCATTER (or on the CPU)"
+                return None, "a collective other than ALL_REDUCE/ALL_GATHER/REDUCE_SCATTER/ALL_TO_ALL (or on the CPU)"
             if int(t.comm_size[i]) in (MISSING,) or int(t.comm_size[i]) < 1:
                 return None, "a collective without a positive comm_size"
     children, indeg = dag(t, t.source)
@@ -212,16 +215,20 @@ def batched_plan(tables: dict, ctx, groups: dict, rendezvous: bool) -> tuple[Pla
         algos = cfg.algorithms(op)
         world = any(not rings[u[2]].local for u in used if u[0] == op)
         local = any(rings[u[2]].local for u in used if u[0] == op)
-        if not algos or (world and (len(algos) != 1 or algos[0].kind != "ring")) or \
-                (local and len(algos) == 1 and algos[0].kind != "ring"):
+        if not algos or (world and len(algos) != 1):
             return None, f"{op} does not use the ring algorithm on the one dimension"
+        for p, loc in {(rings[u[2]].p, rings[u[2]].local) for u in used if u[0] == op}:
+            if algos[0].kind != "ring" and not (loc and len(algos) > 1):  # a sub-group runs a list of several as ring
+                why = general_applies(ctx, op, algos[0], p, local=loc)
+                if why is not None:
+                    return None, why
     if used and (cfg.scheduling_policy is None or cfg.preferred_dataset_splits is None):
         return None, "scheduling-policy or preferred-dataset-splits missing"
     for op, size, _name in used:
         chunk = arith.chunk_bytes(size, cfg.preferred_dataset_splits, net.npus, op)
         if chunk < 1 or (op != "all_gather" and chunk // net.npus < 1):
             return None, "a collective with empty chunks or messages"
-    if any(u[0] != "all_gather" for u in used) and not cfg.local_mem_bw_GBps > 0:
+    if any(u[0] in ("all_reduce", "reduce_scatter") for u in used) and not cfg.local_mem_bw_GBps > 0:
         return None, "local-mem-bw is not positive"
     if any(u[0] == "all_reduce" for u in used) and cfg.collective_optimization is None:
         return None, "collective-optimization missing"
@@ -291,7 +298,7 @@ class _Waves:
     def __init__(self, ctx, plan: Plan, batch=None):
         self.ctx, self.plan = ctx, plan
         self.runs = [ChainRun(r, plan.chains[r], ctx) for r in range(ctx.npus)]
-        self.batch = batch if batch is not None else RingBatch(ctx)
+        self.batch = batch if batch is not None else GeneralBatch(ctx)
         self.waiting: dict[tuple, list[int]] = {}
         self.ready: list[tuple] = []
         self.events: list[tuple] = []  # (time, rank, order, log line or note)
@@ -339,7 +346,10 @@ class _Waves:
                 pred = np.concatenate([r.pred + k * p for k, r in enumerate(rings)]) if len(rings) > 1 \
                     else rings[0].pred
                 start = np.array([runs[r].now for r in ranks.tolist()], dtype=np.int64)
-                end = self.batch.collective(op, size, p, ranks, pred, start, 10 if local else e)
+                algos = self.ctx.system.algorithms(op)
+                algo = algos[0] if len(algos) == 1 or not local else None  # a sub-group's list of several: ring
+                end = self.batch.collective(op, size, p, ranks, pred, start, 10 if local else e, algo=algo,
+                                            local=local)
                 for r, t in zip(ranks.tolist(), end.tolist()):
                     run = runs[r]
                     run.collective_done(run.chain.order[run.pos], int(t))

@@ -36,7 +36,8 @@ class Interleaved(Exception):
 
 
 def ring_shape(ctx, op: str, size: int, p: int) -> tuple[int, int, int, int]:
-    """``(streams, messages per stream, message bytes, reduction ns)`` of a ring collective on ``p`` ranks."""
+    """``(streams, messages per stream, message bytes, reduction ns)`` of a ring collective on ``p`` ranks
+    (reduction ns: of each of the first ``p - 1`` messages after the first; all-gather and all-to-all: 0)."""
     cfg = ctx.system
     splits = cfg.preferred_dataset_splits
     chunk = arith.chunk_bytes(size, splits, ctx.npus, op)  # inflation to the NPU count, not p
@@ -46,8 +47,9 @@ def ring_shape(ctx, op: str, size: int, p: int) -> tuple[int, int, int, int]:
     msg = chunk if op == "all_gather" else chunk // p
     if msg < 1 or chunk < 1:
         raise ValueError("batched_plan admitted a collective with empty messages")
-    k_total = 2 * (p - 1) if op == "all_reduce" else p - 1
-    red = 0 if op == "all_gather" else arith.reduction_ns(msg, cfg.local_mem_bw_GBps)
+    # all-to-all: p(p-1)/2 messages of chunk / p, none reduced (ASTRA-sim Ring.cc)
+    k_total = 2 * (p - 1) if op == "all_reduce" else p * (p - 1) // 2 if op == "all_to_all" else p - 1
+    red = 0 if op in ("all_gather", "all_to_all") else arith.reduction_ns(msg, cfg.local_mem_bw_GBps)
     return count, k_total, msg, red
 
 

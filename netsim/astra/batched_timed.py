@@ -376,7 +376,7 @@ class Replay:
         self.steps = 0
 
     def collective(self, op: str, size: int, p: int, ranks: np.ndarray, pred: np.ndarray, start: np.ndarray,
-                   bundle: int) -> np.ndarray:
+                   bundle: int, algo=None, local: bool = False) -> np.ndarray:
         legs = self.next[ranks]
         self.next[ranks] += 1
         if not np.array_equal(self.timed.t_start[legs], start):  # pragma: no cover - a bug, not an input

@@ -26,13 +26,14 @@ layer; :class:`StoreAndForwardNetwork` puts the same model behind netsim's
 from __future__ import annotations
 
 from collections import deque
+from heapq import heappush
 from functools import partial
 from typing import Callable
 
 import numpy as np
 
 from netsim import astra_arith as arith
-from netsim.astra.engine import AstraNetwork, SimPyClock, load_network
+from netsim.astra.engine import AstraNetwork, HeapClock, SimPyClock, load_network
 from netsim.errors import InputError
 from netsim.network.base import Network
 
@@ -68,6 +69,72 @@ class _Link:
             self._transmit(self.pending.popleft())
 
 
+class _Chunk:
+    """A message on its route; called when it reaches the end of hop ``i``."""
+
+    __slots__ = ("path", "i", "size", "cb")
+
+    def __init__(self, path: list, size: int, cb):
+        self.path, self.i, self.size, self.cb = path, 0, size, cb
+
+    def __call__(self) -> None:
+        self.i += 1
+        if self.i == len(self.path):
+            self.cb()
+        else:
+            self.path[self.i].send(self)
+
+
+class _HeapLink:
+    """:class:`_Link` on a :class:`~netsim.astra.engine.HeapClock`, with the same events in the same
+    order, less the link-free events that would find nothing waiting.
+
+    A transmission takes the free event's sequence number when it starts, as :class:`_Link` does,
+    but pushes that event only once a message waits behind it; a message that comes finds the link
+    busy exactly when the free event (``free_at``, ``free_seq``) would not have run yet: the clock
+    runs events in (time, sequence) order, and ``clock.seq`` is the running event's."""
+
+    __slots__ = ("clock", "lat", "bw", "pending", "times", "free_at", "free_seq", "queued", "free_cb")
+
+    def __init__(self, clock, lat: float, bw: float, owner: "StoreAndForward"):
+        self.clock, self.lat, self.bw = clock, lat, bw
+        self.pending: deque = deque()
+        self.times = owner.times
+        self.free_at, self.free_seq, self.queued = -1, 0, False
+        self.free_cb = self._free
+
+    def send(self, chunk: _Chunk) -> None:
+        clock = self.clock
+        now = clock.now
+        if now < self.free_at or (now == self.free_at and clock.seq < self.free_seq):
+            if not self.queued:
+                heappush(clock._q, (self.free_at, self.free_seq, self.free_cb))
+                self.queued = True
+            self.pending.append(chunk)
+        else:
+            self._transmit(chunk, now)
+
+    def _transmit(self, chunk: _Chunk, now: int) -> None:
+        size = chunk.size
+        t = self.times.get(size)
+        if t is None:
+            t = self.times[size] = (arith.link_ns(size, self.lat, self.bw), arith.serialization_ns(size, self.bw))
+        clock = self.clock
+        q, seq = clock._q, clock._seq
+        heappush(q, (now + t[0], next(seq), chunk))
+        free_at = self.free_at = now + t[1]
+        self.free_seq = next(seq)
+        # pushed at once where a message already waits, or at t = 0 (the clock counts events there)
+        self.queued = bool(self.pending) or free_at == 0
+        if self.queued:
+            heappush(q, (free_at, self.free_seq, self.free_cb))
+
+    def _free(self) -> None:
+        self.queued = False
+        if self.pending:
+            self._transmit(self.pending.popleft(), self.clock.now)
+
+
 class StoreAndForward:
     """``transmit(src, dst, size, on_arrival)`` of the congestion-aware model (1-D networks)."""
 
@@ -101,7 +168,8 @@ class StoreAndForward:
     def _link(self, a: int, b: int) -> _Link:
         link = self.links.get((a, b))
         if link is None:
-            link = self.links[(a, b)] = _Link(self.clock, self.lat, self.bw, self)
+            cls = _HeapLink if isinstance(self.clock, HeapClock) else _Link
+            link = self.links[(a, b)] = cls(self.clock, self.lat, self.bw, self)
         return link
 
     def __call__(self, src: int, dst: int, size: int, on_arrival: Callable[[], None]) -> None:
@@ -109,8 +177,10 @@ class StoreAndForward:
         if path is None:
             route = self.route(src, dst)
             path = self._paths[(src, dst)] = [self._link(a, b) for a, b in zip(route, route[1:])]
-        chunk = [path, 0, size, on_arrival]
-        path[0].send(chunk)
+        if isinstance(path[0], _HeapLink):
+            path[0].send(_Chunk(path, size, on_arrival))
+        else:
+            path[0].send([path, 0, size, on_arrival])
 
     def _arrived(self, chunk: list) -> None:
         chunk[1] += 1

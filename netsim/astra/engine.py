@@ -41,6 +41,7 @@ class HeapClock:
 
     def __init__(self) -> None:
         self.now = 0
+        self.seq = 0  # the running event's sequence number (its place among same-time events)
         self._q: list = []
         self._seq = itertools.count(1)
         self.events = 0
@@ -69,14 +70,14 @@ class HeapClock:
     def _run(self) -> None:
         q, pop = self._q, heapq.heappop
         while q and q[0][0] == 0:
-            _, _, fn = pop(q)
+            _, self.seq, fn = pop(q)
             self.events += 1
             self.at_zero += 1
             fn()
         events = self.events
         try:
             while q:
-                t, _, fn = pop(q)
+                t, self.seq, fn = pop(q)
                 self.now = t
                 events += 1
                 fn()
