@@ -45,8 +45,8 @@ LACK_RAMP = ("the size ramp: from 64 MiB to 1 GiB the measured busbw climbs far 
              "and per-step latency of the NVLS tree and its network stage at scale); the OKE run also dips at 1 GiB "
              "between its 512 MiB and 2 GiB points, an algorithm/protocol switch netsim does not make there")
 LACK_CTAS = ("channel-bound NVLS tree: the same cluster reaches 391 GB/s at 8 GiB with NCCL_MIN_CTAS=24 instead of "
-             "321 by default (nccl-tests#309; that run also set 2 QPs per connection), so NCCL's default channel count, not the NICs, sets the rate; netsim's "
-             "channels carry the links' full rate")
+             "321 by default (nccl-tests#309; that run also set 2 QPs per connection), so NCCL's default channel "
+             "count, not the NICs, sets the rate; netsim's channels carry the links' full rate")
 LACK_A2A = ("per-peer p2p channels and proxy progress: 191 peers over 3 racks, each network peer on its own "
             "channels; netsim streams every peer at line rate at once")
 LACK_GB300_A2A = ("the GB300 measurement moves about half of one 400G port per GPU across the racks (algbw 48 GB/s, "
