@@ -179,7 +179,6 @@ CLAIMS = [
     C("**Y — alltoall over 3 racks.** 191 peers per rank", _y_key),
     C("across 2 racks.** The measurement moves about half of one 400G port per GPU\n  between the racks: algbw 48 GB/s, half of it "
       "remote.", why="the GB300 alltoall's algbw column (47.5-48.2 GB/s from 1 GiB), quoted"),
-    C("NCCL 2.28.7's use of\n  the dual-port NIC", why=QUOTED),
     C("**S — a ring of 1,024 ranks.** The measured time is nearly flat from 1 to 2 GiB (19.4 and 20.2 ms).\n  That is 2 × 1,023 steps of about 9.5 µs "
       "that do not overlap the transfer. netsim's ring at 1 GiB takes\n  10.6 ms in all. At 4–16 GiB", _s_key,
       tol="digits", slow=False),
