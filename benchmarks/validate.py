@@ -88,9 +88,12 @@ LACK_NVLS = ("NVLS transfers are capped at nvlsEfficiency of the GPU's NVLink ra
              "throughput; the measured NVLS busbw runs above that model")
 
 
-def _bench(topo, op, size, gpus, algo="auto", model="flow", metric="busbw_GBps", sets=()):
-    return {"run": "bench", "topology": topo, "op": op, "bytes": size, "gpus": gpus, "algo": algo,
-            "model": model, "metric": metric, "sets": list(sets)}
+def _bench(topo, op, size, gpus, algo="auto", model="flow", metric="busbw_GBps", sets=(), protocol=None,
+           channels=None):
+    """A ``netsim bench`` setting; ``protocol`` / ``channels`` only where the measurement forced them."""
+    out = {"run": "bench", "topology": topo, "op": op, "bytes": size, "gpus": gpus, "algo": algo,
+           "model": model, "metric": metric, "sets": list(sets)}
+    return out | {k: v for k, v in (("protocol", protocol), ("channels", channels)) if v is not None}
 
 
 def _moe(op, ep, tokens, algo, model, metric, mode="normal", experts=256, max_nodes=4, h800=True, topo=None,
@@ -262,14 +265,21 @@ for rid, args in (("llama3-8k", (8192, 8, 1, 16, 64, 32, 8192, "flow")),
                         note=_E2E_NOTE[rid]))
 
 
+# ---- held out (issue 33, item 1): multi-node nccl-tests runs (2 to 128 nodes) and 256-GPU training steps, settings
+# and sources in validate_scale.py (written before any of these rows ran)
+from validate_scale import collective_records, e2e_records  # noqa: E402
+
+RECORDS += collective_records(_rec, _bench) + e2e_records(_rec)
+
 # --- running --------------------------------------------------------------------------------------
 def command(rec: dict) -> str:
     """The netsim command line equivalent to the record's setting."""
     s = rec["setting"]
     sets = "".join(f" --set {x}" for x in s.get("sets", []))
     if s["run"] == "bench":
+        forced = "".join(f" --{flag} {s[k]}" for k, flag in (("protocol", "proto"), ("channels", "channels")) if k in s)
         return (f"netsim bench --topology topologies/{s['topology']} --op {s['op']} -b {s['bytes']} -e {s['bytes']} "
-                f"--gpus {s['gpus']} --algo {s['algo']} --model {s['model']}{sets}")
+                f"--gpus {s['gpus']} --algo {s['algo']} --model {s['model']}{forced}{sets}")
     if s["run"] == "moe":
         mode = " --mode low_latency" if s["mode"] == "low_latency" else ""
         if s.get("ll_transport", "nvlink") != "nvlink":
@@ -281,10 +291,14 @@ def command(rec: dict) -> str:
 
 
 def _llm_argv(s: dict) -> list[str]:
+    batch = (["--microbatches", str(s["microbatches"])] if "microbatches" in s else
+             ["--global-batch", str(s["global_batch"]), "--micro-batch", str(s["micro_batch"])])
+    optional = [x for k, flag in (("ep", "--ep"), ("schedule", "--schedule"), ("vpp", "--vpp")) if k in s
+                for x in (flag, str(s[k]))]
     return ["netsim", "run", "--topology", f"topologies/{s['topology']}", "--llm", s["llm"], "--tp", str(s["tp"]),
-            "--cp", str(s["cp"]), "--pp", str(s["pp"]), "--dp", str(s["dp"]), "--microbatches",
-            str(s["microbatches"]), "--seq", str(s["seq"]), "--model", s["model"], "--json", "-q",
-            *(["--sequence-parallel"] if s.get("sp") else [])]
+            "--cp", str(s["cp"]), "--pp", str(s["pp"]), "--dp", str(s["dp"]), *batch, *optional,
+            "--seq", str(s["seq"]), "--model", s["model"], "--json", "-q",
+            *(["--sequence-parallel"] if s.get("sp") else []), *(x for v in s.get("sets", ()) for x in ("--set", v))]
 
 
 def simulate(rec: dict) -> float:
@@ -294,7 +308,9 @@ def simulate(rec: dict) -> float:
     if s["run"] == "bench":
         from netsim.perftests import BenchConfig, run_one
         topo = load_topology_set(TOPO / s["topology"], s["sets"])
-        row, _ = run_one(topo, BenchConfig(s["op"], algo=s["algo"], gpus=s["gpus"], model=s["model"]), s["bytes"])
+        cfg = BenchConfig(s["op"], algo=s["algo"], gpus=s["gpus"], model=s["model"], protocol=s.get("protocol"),
+                          channels=s.get("channels"))
+        row, _ = run_one(topo, cfg, s["bytes"])
         return float(getattr(row, s["metric"]))
     if s["run"] == "moe":
         from netsim.perftests.moe import MoEConfig, run_moe, validated

@@ -132,3 +132,49 @@ def test_llm_rows_run_sequence_parallel_and_the_cli_takes_their_arguments():
         assert "--sequence-parallel" in argv and argv == validate.command(BY_ID[rid]).split()
         args = build_parser().parse_args(argv[1:])
         assert args.sequence_parallel is True and args.tp == 8
+
+
+def test_issue33_held_out_rows_meet_the_count_and_read_their_tables():
+    """Issue 33 item 1: >= 25 multi-node held-out nccl-tests rows (most on 16 hosts or more) and >= 5 end-to-end
+    rows at >= 256 GPUs, none an anchor, every published figure read from published.yaml."""
+    import published
+    import validate_scale
+
+    multi = [r for r in validate.RECORDS if r["kind"] in ("mn-all-reduce", "mn-all-to-all")]
+    assert len(multi) >= 25 and not any(r["anchor"] for r in multi)
+    assert sum(r["setting"]["gpus"] >= 64 for r in multi) > len(multi) / 2
+    big = [r for r in validate.RECORDS if r["kind"] == "end-to-end" and "dp" in r["setting"]
+           and r["setting"]["tp"] * r["setting"]["cp"] * r["setting"]["pp"] * r["setting"]["dp"] >= 256]
+    assert len(big) >= 5
+    for label, pub in published.rows("oci_gb300_quickstart")["all_reduce_2rack"].items():
+        r = BY_ID[f"mn-ar-gb300-oci-2r-{label}"]
+        assert r["published"] == pub and r["setting"]["bytes"] == validate_scale.size_bytes(label)
+    tps = published.rows("megatron_bridge_25_11")["dsv3_gb200"]
+    assert BY_ID["e2e-dsv3-gb200"]["published"] == pytest.approx(4096 * 4096 / (tps * 256), abs=1e-3)
+
+
+def test_forced_nccl_settings_reach_the_command_line_and_the_simulation():
+    """nccl-tests#322 forced ring, LL128 and 32 channels: the setting forces them, the printed command carries
+    them, and the CLI reports the busbw simulate() returns (analytical model, 1,024 ranks)."""
+    r = BY_ID["mn-ar-h100-roce-128n-4G"]
+    s = r["setting"]
+    assert (s["algo"], s["protocol"], s["channels"]) == ("ring", "LL128", 32)
+    cmd = validate.command(r)
+    assert "--proto LL128 --channels 32" in cmd
+    out = subprocess.run(shlex.split(cmd), cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    avg = float(next(line for line in out.splitlines() if "Avg bus bandwidth" in line).split(":")[1])
+    assert avg == pytest.approx(validate.simulate(r), abs=1e-3)
+    forced = validate.simulate(r)
+    assert forced != pytest.approx(validate.simulate(r | {"setting": s | {"protocol": "Simple"}}), rel=1e-3)
+
+
+def test_new_llm_rows_pass_their_parallelism_to_the_cli():
+    """The DeepSeek-V3 rows: EP, the interleaved schedule, the global batch and the topology overrides reach argv."""
+    from netsim.cli import build_parser
+
+    for rid in ("e2e-dsv3-gb300", "e2e-dsv3-gb200"):
+        s = BY_ID[rid]["setting"]
+        argv = validate._llm_argv(s)
+        args = build_parser().parse_args(argv[1:])
+        assert (args.ep, args.schedule, args.vpp, args.global_batch) == (s["ep"], "interleaved", 4, 4096)
+        assert args.sets == s["sets"] and args.tp * args.pp * args.dp == 256

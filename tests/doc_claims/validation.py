@@ -107,14 +107,27 @@ def _summary_claims() -> list:
     text, out = DOC.read_text(), []
     names = {"all-reduce (NVLink node)": "all-reduce", "all-gather": "all-gather", "all-to-all": "all-to-all",
              "p2p (sendrecv, NVLink and network)": "p2p", "scale-out": "scale-out",
-             "MoE dispatch/combine (DeepEP)": "moe", "end-to-end (Llama 3 405B step)": "end-to-end"}
+             "MoE dispatch/combine (DeepEP)": "moe", "end-to-end (training step)": "end-to-end",
+             "multi-node all-reduce (issue 33)": "mn-all-reduce", "multi-node all-to-all (issue 33)": "mn-all-to-all"}
     assert set(names.values()) == set(_kinds()), _kinds()
     for label, kind in names.items():
         line = next(x for x in text.splitlines() if x.startswith(f"| {label} |"))
         out.append(C(line, _summary_row(kind), tol=MEDIAN))
-    out.append(C("| **all** | 58 (50) | **7.3 %** | **8.0 %** |", _summary_row(None), tol=MEDIAN))
+    out.append(C("| **all** | 93 (85) | **9.8 %** | **11.9 %** |", _summary_row(None), tol=MEDIAN))
     out.append(C("| — of which NVLink (A100) | 5 (4) | 17.6 % | 20.2 % |", _summary_row("p2p", _nvlink_p2p), tol=MEDIAN))
     return out
+
+
+def _issue33(prefix=("mn-", "e2e-")) -> list[str]:
+    """The rows issue 33 item 1 added (benchmarks/validate_scale.py)."""
+    return [r for r in records() if r.startswith(prefix)]
+
+
+def _dsv3_gpus() -> list[int]:
+    """The GPUs of the DeepSeek-V3 rows (two, of one size)."""
+    sizes = {records()[r]["setting"]["pp"] * records()[r]["setting"]["dp"] for r in _issue33("e2e-")}
+    assert len(_issue33("e2e-")) == 2 and len(sizes) == 1, sizes
+    return [*sizes]
 
 
 def _prefix(p: str):
@@ -140,7 +153,7 @@ def _eighth() -> list[float]:
 
 def _held() -> list[float]:
     anchors = [r for r in records() if records()[r]["anchor"]]
-    added = [r for r in records() if r.startswith("ar-gb200")]
+    added = [r for r in records() if r.startswith(("ar-gb200", "mn-", "e2e-dsv3"))]
     return [len(anchors), len(records()) - len(anchors), len(added)]
 
 
@@ -246,11 +259,11 @@ def _heads_bind() -> list[float]:
 
 
 CLAIMS = [
-    C("runs netsim on 58 published measurements", lambda: [len(records())]),
+    C("runs netsim on 93 published measurements", lambda: [len(records())]),
     C("7 rows restate the README's calibration anchors: 8×H100 ring all-reduce, all-gather and all-to-all at 370 "
       "GB/s, NVLS at 480/476, 8×A100 at 240, and one NDR NIC at 47", _anchors),
     C("An eighth, the 8×A100 sendrecv at 128 MiB, was in view when NCCL's 14 GB/s", _eighth),
-    C("These 8 rows are flagged `anchor` and are not held-out evidence. The other 50 are held out (4 of them added "
+    C("These 8 rows are flagged `anchor` and are not held-out evidence. The other 85 are held out (39 of them added "
       "in issue 33)", _held),
     *_summary_claims(),
     C("- DeepEP V2 (6 rows): 2.9 %.", _prefix("deepep-v2"), tol=MEDIAN),
@@ -260,15 +273,17 @@ CLAIMS = [
     C("- V1 low-latency as first published (8 rows, pure RDMA: every copy through the NIC): 8.3 %.",
       _prefix("deepep-llrdma"), tol=MEDIAN),
     C("(median ≤ 10 % overall, no kind worse than 15 %)", why="the bar issue 14 set"),
-    C("- **The overall median passes**: 7.3 % on all rows, 8.0 % on the held-out rows.",
-      lambda: [_med(_ids()), _med(_ids(held=True))], tol=MEDIAN),
+    C("- **The overall median no longer passes on the held-out rows**: 9.8 % on all rows, 11.9 % on the held-out "
+      "rows. The 35 multi-node and 256-GPU rows of issue 33 miss by a median of 31.3 %",
+      lambda: [_med(_ids()), _med(_ids(held=True)), len(_issue33()), 256, _med(_issue33())], tol=MEDIAN),
     C("10.3 % on 7 rows. The three new held-out rows are every further published sendrecv measurement with a "
       "setting netsim can run (see \"How the p2p rows were searched\"). Two of them are NIC-bound network rings "
       "that agree within 1.1 % (as does `sr-ndr`, the network sendrecv anchor kept under scale-out). On its NVLink "
       "rows alone the kind is at 17.6 % and still fails. The 8×A100 rows from 256 MiB miss by 18–24 %", _p2p_bullet,
       tol=[MEDIAN, "digits", "digits", MEDIAN, "digits", "digits", "digits", "digits"]),
     C("Its worst held-out row, `ar-h200-1984`, misses by 13.9 %.", _worst_scale_out),
-    C("The rows give −1.0 % (8K GPUs), +22.4 % (16K, flow model) and −7.6 % (128K context)", _e2e),
+    C("Llama 3 rows give −1.0 % (8K GPUs), +22.4 % (16K, flow model) and −7.6 % (128K context)", _e2e),
+    C("The two DeepSeek-V3 rows at 256 GPUs", _dsv3_gpus),
     *_row_claims(),
     C("The choice of model moves the 16K row by under 1 %: 8.25 s on the flow model and 8.20 s (+21.7 %) on the "
       "analytical one", _sixteen_k_models, slow=True),
