@@ -121,11 +121,11 @@ def test_nccl_ring_out_of_step_equals_the_event_driven_run():
 @settings(max_examples=300, deadline=None)
 @given(batches(), st.lists(st.sampled_from([0.0, 0.25, 1.0, 1.5, 3.0]), min_size=10, max_size=10))
 def test_compiled_drain_equals_the_numpy_reference(b, offsets):
-    from netsim.network.drainkernel import drain_staggered_compiled
+    from netsim.network.drainkernel import drain_staggered_batch
     indptr, links, nbytes, capacity, caps = b
     start = np.array(offsets[:nbytes.size])
     ref = drain_staggered(indptr, links, nbytes, capacity, start, caps)
-    got = drain_staggered_compiled(indptr, links, nbytes, capacity, start, caps)
+    got = drain_staggered_batch(indptr, links, nbytes, capacity, start, caps, np.array([0, nbytes.size]))
     np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-15)
 
 
@@ -161,3 +161,35 @@ def test_without_numba_the_numpy_reference_times_the_same(monkeypatch):
     ref, _ = _run(topo, cfg, 1 << 18, "auto")
     assert ref.stats["mode"] == "staggered"
     np.testing.assert_allclose(compiled.finish, ref.finish, rtol=1e-12, atol=0)
+
+
+@pytest.mark.parametrize("collide", [False, True])
+def test_shape_classes_are_checked_not_only_hashed(monkeypatch, collide):
+    """Components are one class only if they are the same max-min problem up to link names: two
+    transfers on one shared link (twice, on different links) are one class; a transfer alone on
+    its link is another.  With every hash equal
+    (``collide``) the entry-by-entry check must still tell them apart (colliding components may
+    then be classes of their own: fewer shared drains, never a wrong one)."""
+    from types import SimpleNamespace
+
+    from netsim.collectives import lockstep
+    if collide:
+        monkeypatch.setattr(lockstep, "mix_hash", lambda *parts: np.zeros(np.broadcast(*parts).shape, np.uint64))
+    topo = SimpleNamespace(capacity=np.full(16, 10.0), path_latency=lambda ip, lk: np.diff(ip) * 1e-6)
+    # six transfers of one link each: {0,1} on link 0; {2} link 1; {3} link 2; {4,5} link 3; then
+    # two components of two 2-link transfers each, sharing their first link (6,7) or not (8,9: the
+    # second of one is the first of the other): same sizes, lengths, bytes, latencies
+    def classes(routes):
+        indptr = np.r_[0, np.cumsum([len(r) for r in routes])]
+        links = np.array([x for r in routes for x in r])
+        stag = lockstep.Stagger((indptr, links), np.arange(len(routes)), np.ones(len(routes)), None, 0.0, topo)
+        stag._build()
+        return stag.shapes()[stag.comp]  # class of each transfer's component
+
+    shape = classes([[0], [0], [1], [2], [3], [3], [4, 5], [4, 6], [7, 8], [8, 9]])
+    assert shape[0] != shape[2] and shape[4] != shape[3] and shape[6] != shape[8]
+    two = classes([[4, 5], [4, 6], [7, 8], [8, 9]])  # alike but for which link they share
+    assert two[0] != two[2]
+    if not collide:
+        assert shape[0] == shape[4]  # two transfers sharing one link, twice
+        assert shape[2] == shape[3]  # one transfer alone, twice

@@ -223,7 +223,7 @@ class Stagger:
         self.overhead, self.capacity = overhead, topo.capacity
         self._shape: np.ndarray | None = None
         self._cache: dict = {}
-        self._drain_fn = None  # numba's drain where it imports, else the numpy reference (:meth:`_drain`)
+        self._drain_fn = None  # numba's batch where it imports, else the numpy reference (:meth:`_drains`)
 
     def _build(self) -> None:
         (ip0, lk0), order, wire, caps, topo = self._given
@@ -279,15 +279,12 @@ class Stagger:
         r_t = o[np.minimum(self.bounds[rc][self.comp[o]] + self.pos[o], o.size - 1)]  # rep's transfer, same place
         same_t = ((self.size[rc][self.comp[o]] == self.size[self.comp[o]]) & (lens == np.diff(ip)[r_t])
                   & (self.wire[o] == self.wire[r_t]) & (self.caps[o] == self.caps[r_t]) & (self.lat[o] == self.lat[r_t]))
-        if same_t.all():
-            pos_of = np.empty(o.size, dtype=np.int64)
-            pos_of[o] = np.arange(o.size)
-            r_ent = np.repeat(np.r_[0, np.cumsum(lens)][pos_of[r_t]], lens) + hop
-            same_e = (local == local[r_ent]) & (cap == cap[r_ent])
-            bad_t = np.zeros(o.size, dtype=bool)
-            bad_t[np.repeat(np.arange(o.size), lens)[~same_e]] = True
-        else:
-            bad_t = ~same_t
+        pos_of = np.empty(o.size, dtype=np.int64)
+        pos_of[o] = np.arange(o.size)
+        r_ent = np.minimum(np.repeat(np.r_[0, np.cumsum(lens)][pos_of[r_t]], lens) + hop, ent.size - 1)
+        same_e = (local == local[r_ent]) & (cap == cap[r_ent])  # meaningful where same_t (equal lengths)
+        bad_t = ~same_t
+        bad_t[np.repeat(np.arange(o.size), lens)[~same_e]] = True
         bad = np.unique(self.comp[o][bad_t])
         shape[bad] = rep.size + np.arange(bad.size)  # a collision: those components are their own class
         self._shape = shape
@@ -317,9 +314,11 @@ class Stagger:
             h = mix_hash(np.add.reduceat((off.astype(np.uint64) + np.uint64(1)) * self._odd[self.pos[idx]], first),
                          shape[bad])
         rep, which = equal_groups(h)
-        r_of = np.repeat(first[rep][which], self.size[bad]) + self.pos[idx]  # rep's member at the same place
-        if not (np.array_equal(off[r_of], off) and np.array_equal(shape[bad][rep][which], shape[bad])):
+        if not np.array_equal(shape[bad][rep][which], shape[bad]):
             return None  # a hash collision: let the event-driven executor decide
+        r_of = np.repeat(first[rep][which], self.size[bad]) + self.pos[idx]  # rep's member at the same place
+        if not np.array_equal(off[r_of], off):
+            return None
         drains = np.empty(idx.size)
         misses: list = []
         for r in rep.tolist():

@@ -13,9 +13,8 @@ import numpy as np
 
 from netsim.network.flowrepair import solve_flows
 from netsim.network.kernelcache import kernel
-from netsim.network.maxmin import compress_links
 
-__all__ = ["drain_staggered_compiled", "drain_staggered_batch"]
+__all__ = ["drain_staggered_batch"]
 
 
 @kernel
@@ -77,26 +76,6 @@ def _drain(lens, starts, inv, nu, cap_used, nbytes, caps, start, order, max_solv
     return True
 
 
-def drain_staggered_compiled(indptr: np.ndarray, links: np.ndarray, nbytes: np.ndarray, capacity: np.ndarray,
-                             start: np.ndarray, rate_cap: np.ndarray | None = None,
-                             max_solves: int = 1024) -> np.ndarray | None:
-    """:func:`~netsim.network.maxmin.drain_staggered` on numba (same arguments and result; the
-    input is assumed valid, as the collectives' fast path builds it)."""
-    nbytes = np.asarray(nbytes, dtype=np.float64)
-    start = np.asarray(start, dtype=np.float64)
-    finish = start.copy()
-    lengths = np.diff(indptr).astype(np.int64)
-    live = np.flatnonzero((lengths > 0) & (nbytes > 0))
-    if not live.size:
-        return finish
-    inv, used = compress_links(np.asarray(links), capacity.size)
-    caps = np.full(nbytes.size, np.inf) if rate_cap is None else np.asarray(rate_cap, dtype=np.float64)
-    order = live[np.argsort(start[live], kind="stable")]
-    ok = _drain(lengths, np.asarray(indptr[:-1], dtype=np.int64), inv.astype(np.int64), used.size,
-                np.asarray(capacity, dtype=np.float64)[used], nbytes, caps, start, order, max_solves, finish)
-    return finish if ok else None
-
-
 @kernel
 def _drain_batch(comp_ptr, link_ptr, order, lens, starts, inv, cap_used, nbytes, caps, start, max_solves, finish):
     """:func:`_drain` for each component ``c``: flows ``order[comp_ptr[c]:comp_ptr[c+1]]`` (by
@@ -115,7 +94,7 @@ def _drain_batch(comp_ptr, link_ptr, order, lens, starts, inv, cap_used, nbytes,
 def drain_staggered_batch(indptr: np.ndarray, links: np.ndarray, nbytes: np.ndarray, capacity: np.ndarray,
                           start: np.ndarray, rate_cap: np.ndarray, comp_ptr: np.ndarray,
                           max_solves: int = 1024) -> np.ndarray | None:
-    """:func:`drain_staggered_compiled` of many independent batches in one call: flows
+    """:func:`~netsim.network.maxmin.drain_staggered` of many independent batches in one numba call: flows
     ``comp_ptr[c]:comp_ptr[c+1]`` form batch ``c``, and no two batches share a link (the
     components of :class:`~netsim.collectives.lockstep.Stagger`).  ``None`` if any batch passes
     ``max_solves``."""
