@@ -189,8 +189,8 @@ class Lockstep:
 
 #: Start offsets inside a component are timed on this grid (seconds) when a step is re-timed by
 #: :class:`Stagger`: components whose transfers start at the same offsets share one drain.  A
-#: start moved by less than the grid moves no finish time by more than that (1e-15 s, far
-#: below the 1e-9 relative to which the engines are tested equal).
+#: start moved by less than the grid moves finish times by the order of the grid (1e-15 s, far
+#: below the 1e-9 relative to which ``tests/test_stagger.py`` holds them equal to the event run).
 GRID_S = 1e-15
 
 #: Largest component :class:`Stagger` re-times, and most distinct drains it computes in one step
