@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 import sys
-from functools import lru_cache
+from functools import lru_cache, partial
 from pathlib import Path
 
 import numpy as np
@@ -182,6 +182,15 @@ def _ftree_1024() -> list[float]:
     return [64, 1024, ftree["time_us"], ftree["cpu_s"]]
 
 
+def _ring_16k_nccl() -> list[float]:
+    import bench_routing
+    from _harness import run_case
+
+    r = run_case(partial(bench_routing._r4, 16384, "auto"))
+    assert "staggered" in r["setting"], r
+    return [1, 16384, r["cpu_s"]]
+
+
 def _ring_16k() -> list[float]:
     import bench_network
     from _harness import run_case
@@ -298,6 +307,8 @@ CLAIMS = [
           lambda: [int(re.search(r"--gpus (\d+) --model analytical", (REPO / "README.md").read_text())[1])]),
     Claim("NCCL's 16 rings share each GPU's NVLink, and at 16,384 GPUs",
           lambda: [_ring_channels("h100-fat-tree-16k", 16384), topo("h100-fat-tree-16k").n_gpus]),
+    Claim("the 1 GiB all-reduce over all 16,384 GPUs on the flow model takes 10 CPU-s", _ring_16k_nccl,
+          tol=[DIGITS, DIGITS, CPU], slow=True),
     Claim("At 8,192 GPUs, where no ring crosses the core tier", lambda: [_below_core("h100-fat-tree-16k")]),
     Claim("(`-b 8 -e 1G -f 4` ends at 512 MiB)",
           lambda: [__import__("netsim.perftests.collective", fromlist=["x"]).sweep_sizes(8, 1 << 30, 4)[-1] / 2**20]),

@@ -157,7 +157,8 @@ def test_without_numba_the_numpy_reference_times_the_same(monkeypatch):
     topo = tree(1, True, routing="ftree")
     cfg = BenchConfig("all_reduce", algo="ring", gpus=16, placement="random:11")
     compiled, _ = _run(topo, cfg, 1 << 18, "auto")
-    monkeypatch.setitem(sys.modules, "netsim.network.drainkernel", None)  # the import fails: numpy path
+    monkeypatch.setitem(sys.modules, "netsim.network.drainkernel", None)  # the imports fail: numpy path
+    monkeypatch.setitem(sys.modules, "netsim.network.stepkernel", None)
     ref, _ = _run(topo, cfg, 1 << 18, "auto")
     assert ref.stats["mode"] == "staggered"
     np.testing.assert_allclose(compiled.finish, ref.finish, rtol=1e-12, atol=0)
@@ -193,3 +194,55 @@ def test_shape_classes_are_checked_not_only_hashed(monkeypatch, collide):
     if not collide:
         assert shape[0] == shape[4]  # two transfers sharing one link, twice
         assert shape[2] == shape[3]  # one transfer alone, twice
+
+
+def _numpy_steps(monkeypatch):
+    """Every step on :meth:`Lockstep.step` (numpy; its drains still numba's)."""
+    from netsim.collectives import lockstep
+    monkeypatch.setattr(lockstep.Stagger, "kernel", lambda self: False)
+
+
+@settings(max_examples=12, deadline=None)
+@given(st.sampled_from([(1, True), (4, True), (1, False), (4, False)]),
+       st.sampled_from([("all_reduce", "ring"), ("all_gather", "ring"), ("reduce_scatter", "ring"),
+                        ("all_reduce", "tree")]),
+       st.integers(5, 16), st.integers(0, 999), st.sampled_from([1 << 16, 1 << 18, 3 << 20]))
+def test_compiled_step_gives_the_numpy_steps_floats(fabric, op_algo, gpus, seed, size):
+    """The step in one numba call (``netsim.network.stepkernel``) computes every float as
+    :meth:`Lockstep.step` and the vectorized recurrence do: the same finish times, bit for bit,
+    and the same outcome of the check, on random placements."""
+    topo = tree(*fabric, routing="ftree")
+    cfg = BenchConfig(op_algo[0], algo=op_algo[1], gpus=gpus, placement=f"random:{seed}")
+    compiled, b_comp = _run(topo, cfg, size, "auto")
+    with pytest.MonkeyPatch.context() as mp:
+        _numpy_steps(mp)
+        ref, b_ref = _run(topo, cfg, size, "auto")
+    assert compiled.stats == ref.stats
+    assert np.array_equal(compiled.finish, ref.finish)
+    assert np.array_equal(b_comp, b_ref)
+
+
+def test_compiled_step_is_used_and_staggers(monkeypatch):
+    """The layout of the test above that staggers does so through the compiled step."""
+    from netsim.network import stepkernel
+    calls = []
+    real = stepkernel.lockstep_advance
+    monkeypatch.setattr(stepkernel, "lockstep_advance", lambda *a: calls.append(1) or real(*a))
+    res, _ = _run(tree(1, True, routing="ftree"), BenchConfig("all_reduce", algo="ring", gpus=16,
+                                                               placement="random:11"), 1 << 18, "auto")
+    assert res.stats["mode"] == "staggered" and res.stats["steps_staggered"] > 0 and calls
+
+
+@pytest.mark.parametrize("entries", [1, 2])
+def test_a_small_drain_table_changes_no_result(monkeypatch, entries):
+    """The compiled step's drain table grows, and empties when full; a table too small for one
+    step's new drains sends the run to the event-driven executor.  None of it changes a result."""
+    from netsim.collectives import lockstep
+    topo = tree(1, True, routing="ftree")
+    cfg = BenchConfig("all_reduce", algo="ring", gpus=16, placement="random:11")
+    big, _ = _run(topo, cfg, 3 << 20, "auto")
+    monkeypatch.setattr(lockstep, "STAGGER_TABLE_ENTRIES", entries)
+    small, _ = _run(topo, cfg, 3 << 20, "auto")
+    np.testing.assert_allclose(small.finish, big.finish, rtol=RTOL, atol=0)
+    if small.stats["mode"] == "staggered":
+        assert np.array_equal(small.finish, big.finish)

@@ -276,15 +276,17 @@ class _Pattern:
         components that start staggered."""
         if self.src.size == 0:
             return x + self.delay
+        if check is not None and self.share is not None:
+            out = check.advance(self.share, x, self.src, self.dst, self.dur)
+            if out is not None:
+                return out
         if not self.permutation:
             start = np.maximum(x[self.src], x[self.dst])
         else:
             start = self.g_dst.combine(np.maximum, self.g_src(x), x, np.empty(self.src.size))
         deliv = start + self.dur
         if check is not None and self.share is not None:
-            fix = check.step(self.share, start)
-            if fix is not None:
-                deliv[fix[0]] = start[fix[0]] + fix[1]
+            check.step(self.share, start, deliv)
         if not self.permutation:
             out = x.copy()
             out[self.ranks] = np.maximum(out[self.ranks], np.maximum.reduceat(deliv[self.touch], self.starts))

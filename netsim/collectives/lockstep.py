@@ -145,19 +145,20 @@ class StepShare:
 class Lockstep:
     """Running check of conditions 1 and 2 (module docstring) along the recurrence."""
 
-    def __init__(self, n_links: int):
+    def __init__(self, n_links: int, compiled: bool = True):
         self.busy = np.full(n_links, -np.inf)  # latest delivery of a transfer on each contended link
         self.ok = True
+        self.compiled = compiled  # steps with a :class:`Stagger` in one numba call where it imports
         self.staggered = 0  # steps in which some component was re-timed by :class:`Stagger`
 
-    def step(self, share: StepShare, start: np.ndarray):
-        """Check one step (``start`` per transfer, pattern order).  Returns ``None`` when the step's
-        durations hold as computed (or the check failed: ``ok`` says which), else ``(idx, dur)``:
-        transfers of components that did not start together, re-timed by :class:`Stagger`."""
+    def step(self, share: StepShare, start: np.ndarray, deliv: np.ndarray) -> None:
+        """Check one step (``start`` per transfer, pattern order; ``deliv``: start + duration as
+        computed alone, adjusted in place for the transfers of components that did not start
+        together, re-timed by :class:`Stagger`).  ``ok`` turns False when the check fails."""
         if not self.ok:
-            return None
-        fix, drain = None, share.drain
+            return
         slack = RTOL * max(float(np.abs(start).max()), 1e-300)
+        drain = share.drain
         st = start[share.ent_t] if share.ent_t.size else None
         if st is not None and (np.minimum.reduceat(st, share.bounds) < self.busy[share.links] - slack).any():
             self.ok = False
@@ -171,6 +172,7 @@ class Lockstep:
                         self.staggered += 1
                         drain = drain.copy()
                         drain[fix[0]] = fix[2]
+                        deliv[fix[0]] = start[fix[0]] + fix[1]
                 else:
                     order, bounds = share.groups()
                     s = start[order]
@@ -180,7 +182,21 @@ class Lockstep:
             end = np.maximum.reduceat(st + drain[share.ent_t], share.bounds)
             np.maximum(self.busy[share.links], end, out=end)
             self.busy[share.links] = end
-        return fix[:2] if self.ok and fix is not None and fix[0].size else None
+
+    def advance(self, share: StepShare, x: np.ndarray, src: np.ndarray, dst: np.ndarray,
+                dur: np.ndarray) -> np.ndarray | None:
+        """The step from finish times ``x`` (transfer ``t`` from ``src[t]`` to ``dst[t]``, ``dur[t]``
+        when timed alone) with its check, in one numba call
+        (:meth:`Stagger.advance_compiled`): every rank's finish after it, or ``None`` where that
+        call does not apply (no :class:`Stagger`, numba missing, ``compiled`` off, check failed
+        before); then :meth:`step` is the way, and gives the same floats."""
+        stag = share.stagger
+        if not (self.ok and self.compiled and stag is not None and stag.kernel()):
+            return None
+        out, code = stag.advance_compiled(share, x, src, dst, dur, self.busy)
+        self.ok = code >= 0
+        self.staggered += code == 1
+        return out
 
     def shift(self, share: StepShare, dt: float) -> None:
         """Steps skipped by the periodic extrapolation: this pattern's links moved by ``dt``."""
@@ -200,6 +216,8 @@ GRID_S = 1e-15
 STAGGER_MAX_TRANSFERS = 64
 STAGGER_NEW_PER_TRANSFER = 1 / 16
 STAGGER_MIN_NEW = 4
+#: Most drains the compiled step remembers per step pattern (as the numpy path's cache).
+STAGGER_TABLE_ENTRIES = 1 << 16
 
 
 class Stagger:
@@ -224,6 +242,8 @@ class Stagger:
         self._shape: np.ndarray | None = None
         self._cache: dict = {}
         self._drain_fn = None  # numba's batch where it imports, else the numpy reference (:meth:`_drains`)
+        self._kernel = None  # numba's whole step where it imports (:meth:`advance_compiled`)
+        self._static = None
 
     def _build(self) -> None:
         (ip0, lk0), order, wire, caps, topo = self._given
@@ -332,7 +352,7 @@ class Stagger:
         if misses:
             if len(misses) > max(STAGGER_MIN_NEW, int(self.order.size * STAGGER_NEW_PER_TRANSFER)):
                 return None
-            if len(self._cache) + len(misses) > 1 << 16:
+            if len(self._cache) + len(misses) > STAGGER_TABLE_ENTRIES:
                 self._cache.clear()
             where = np.concatenate([np.arange(a, b) for a, b, _ in misses])
             fresh = self._drains(idx[where], off[where], np.r_[0, np.cumsum([b - a for a, b, _ in misses])])
@@ -343,6 +363,69 @@ class Stagger:
                 self._cache[key] = drains[a:b].copy()
         drains = drains[r_of]  # every staggered component takes its class representative's drains
         return idx, self.lat[idx] + drains + self.overhead, drains
+
+    def kernel(self) -> bool:
+        """Whether :meth:`advance_compiled` can run (numba imports)."""
+        if self._kernel is None:
+            try:
+                import netsim.network.stepkernel as stepkernel
+            except ImportError:  # numba missing or not built for this Python
+                stepkernel = False
+            self._kernel = stepkernel
+        return bool(self._kernel)
+
+    def advance_compiled(self, share: StepShare, x: np.ndarray, src: np.ndarray, dst: np.ndarray,
+                         dur: np.ndarray, busy: np.ndarray) -> tuple[np.ndarray, int]:
+        """:meth:`Lockstep.advance`: the new finish times and the kernel's code
+        (:func:`~netsim.network.stepkernel.lockstep_advance`: 1 if some component was re-timed, 0
+        if none was, negative if the check failed)."""
+        if self._given is not None:
+            self._build()
+        m = self.order.size
+        if self._static is None:
+            self._static = self._kernel_arrays()
+            self._table = self._kernel.StepCache(min(1024, STAGGER_TABLE_ENTRIES))
+            self._scratch = (np.empty(m), np.empty(m), np.empty(m))
+        k = self._kernel
+        max_new = max(STAGGER_MIN_NEW, int(m * STAGGER_NEW_PER_TRANSFER))
+        comps, paths = self._static
+        out = np.empty_like(x)
+        start, deliv, drain = self._scratch
+        cleared = False
+        while True:
+            code = k.lockstep_advance(x, src, dst, dur, out, start, deliv, RTOL, busy, share.ent_t, share.bounds,
+                                      share.links, share.touch, drain, *comps, share.drain, float(self.overhead),
+                                      *paths, STAGGER_MAX_TRANSFERS, max_new, 1024, GRID_S, *self._table.arrays())
+            if code != k.FULL:
+                return out, int(code)
+            if not self._table.grow(STAGGER_TABLE_ENTRIES):  # at full size: emptied, once per step
+                if cleared:
+                    return out, k.FAIL
+                cleared = True
+
+    def _kernel_arrays(self):
+        """What :meth:`advance_compiled` passes besides the step: components, shapes, latencies
+        and each transfer's path on its component's own link numbers."""
+        o, ip = self.order, self.indptr
+        lens = np.diff(ip)
+        ent_ip, ent = csr_gather(ip, self.links, o)  # entries component by component
+        uniq, first, inv = np.unique(ent, return_index=True, return_inverse=True)
+        by_first = np.argsort(first, kind="stable")  # links by first use: each component's are contiguous
+        rank = np.empty(uniq.size, dtype=np.int64)
+        rank[by_first] = np.arange(uniq.size)
+        glob = rank[inv.reshape(-1)]
+        comp_ent = np.repeat(self.comp[o], lens[o])
+        clink = np.zeros(self.size.size + 1, dtype=np.int64)
+        np.maximum.at(clink, comp_ent + 1, glob + 1)
+        clink = np.maximum.accumulate(clink)
+        local = np.empty(ent.size, dtype=np.int64)  # on each transfer's own entries (pattern order)
+        hop = np.arange(ent.size) - np.repeat(ent_ip[:-1], lens[o])
+        local[np.repeat(ip[:-1][o], lens[o]) + hop] = glob - clink[comp_ent]
+        cap_loc = np.asarray(self.capacity, dtype=np.float64)[uniq[by_first]]
+        paths = (lens.astype(np.int64), ip[:-1].astype(np.int64), local, cap_loc, clink, self.wire, self.caps)
+        comps = (o.astype(np.int64), self.bounds.astype(np.int64), self.size.astype(np.int64),
+                 self.shapes().astype(np.int64), self.lat)
+        return comps, paths
 
     def _drains(self, members: np.ndarray, off: np.ndarray, comp_ptr: np.ndarray) -> np.ndarray | None:
         """Drain seconds of ``members`` (components ``comp_ptr[c]:comp_ptr[c+1]``, start offsets

@@ -14,11 +14,11 @@ import numpy as np
 from netsim.network.flowrepair import solve_flows
 from netsim.network.kernelcache import kernel
 
-__all__ = ["drain_staggered_batch"]
+__all__ = ["drain_one", "drain_staggered_batch"]
 
 
 @kernel
-def _drain(lens, starts, inv, nu, cap_used, nbytes, caps, start, order, max_solves, finish):
+def drain_one(lens, starts, inv, nu, cap_used, nbytes, caps, start, order, max_solves, finish):
     """Fill ``finish`` for the flows ``order`` (by start); False past ``max_solves`` solves."""
     nlive = order.size
     rem = nbytes.copy()
@@ -78,14 +78,14 @@ def _drain(lens, starts, inv, nu, cap_used, nbytes, caps, start, order, max_solv
 
 @kernel
 def _drain_batch(comp_ptr, link_ptr, order, lens, starts, inv, cap_used, nbytes, caps, start, max_solves, finish):
-    """:func:`_drain` for each component ``c``: flows ``order[comp_ptr[c]:comp_ptr[c+1]]`` (by
+    """:func:`drain_one` for each component ``c``: flows ``order[comp_ptr[c]:comp_ptr[c+1]]`` (by
     start), on local links ``link_ptr[c]..link_ptr[c+1]-1`` (``inv`` already relative to them)."""
     for c in range(comp_ptr.size - 1):
         a, b = comp_ptr[c], comp_ptr[c + 1]
         if a == b:
             continue
         lo, hi = link_ptr[c], link_ptr[c + 1]
-        if not _drain(lens, starts, inv, hi - lo, cap_used[lo:hi], nbytes, caps, start, order[a:b], max_solves,
+        if not drain_one(lens, starts, inv, hi - lo, cap_used[lo:hi], nbytes, caps, start, order[a:b], max_solves,
                       finish):
             return False
     return True
