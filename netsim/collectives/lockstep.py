@@ -129,6 +129,15 @@ class StepShare:
         self.links = self.ent_l[self.bounds]  # distinct, sorted
         self.touch = _distinct(ent, order.size)  # transfers on contended links
         self._groups = None
+        self._by_transfer = None
+
+    def by_transfer(self) -> tuple[np.ndarray, np.ndarray]:
+        """The contended entries transfer by transfer: ``(transfer, link)``, int32 (the compiled
+        step's order: it reads the starts in sequence, and half the bytes)."""
+        if self._by_transfer is None:
+            by_t = np.argsort(self.ent_t, kind="stable")
+            self._by_transfer = (self.ent_t[by_t].astype(np.int32), self.ent_l[by_t].astype(np.int32))
+        return self._by_transfer
 
     def groups(self) -> tuple[np.ndarray, np.ndarray]:
         """Transfers on contended links grouped by component: ``(order, bounds)`` for
@@ -244,6 +253,7 @@ class Stagger:
         self._drain_fn = None  # numba's batch where it imports, else the numpy reference (:meth:`_drains`)
         self._kernel = None  # numba's whole step where it imports (:meth:`advance_compiled`)
         self._static = None
+        self._ends = None
 
     def _build(self) -> None:
         (ip0, lk0), order, wire, caps, topo = self._given
@@ -389,12 +399,15 @@ class Stagger:
         k = self._kernel
         max_new = max(STAGGER_MIN_NEW, int(m * STAGGER_NEW_PER_TRANSFER))
         comps, paths = self._static
+        if self._ends is None or self._ends[2] is not src:
+            self._ends = (src.astype(np.int32), dst.astype(np.int32), src)  # the pattern's, on every call
+        ends = self._ends[:2]
         out = np.empty_like(x)
         start, deliv, drain = self._scratch
         cleared = False
         while True:
-            code = k.lockstep_advance(x, src, dst, dur, out, start, deliv, RTOL, busy, share.ent_t, share.bounds,
-                                      share.links, share.touch, drain, *comps, share.drain, float(self.overhead),
+            code = k.lockstep_advance(x, *ends, dur, out, start, deliv, RTOL, busy, *share.by_transfer(),
+                                      share.touch, drain, *comps, share.drain, float(self.overhead),
                                       *paths, STAGGER_MAX_TRANSFERS, max_new, 1024, GRID_S, *self._table.arrays())
             if code != k.FULL:
                 return out, int(code)
@@ -423,7 +436,7 @@ class Stagger:
         local[np.repeat(ip[:-1][o], lens[o]) + hop] = glob - clink[comp_ent]
         cap_loc = np.asarray(self.capacity, dtype=np.float64)[uniq[by_first]]
         paths = (lens.astype(np.int64), ip[:-1].astype(np.int64), local, cap_loc, clink, self.wire, self.caps)
-        comps = (o.astype(np.int64), self.bounds.astype(np.int64), self.size.astype(np.int64),
+        comps = (o.astype(np.int32), self.bounds.astype(np.int64), self.size.astype(np.int64),
                  self.shapes().astype(np.int64), self.lat)
         return comps, paths
 

@@ -120,7 +120,7 @@ def _drain_component(members, offs, grid, lens, estart, wire, caps, inv, cap_use
 
 
 @kernel
-def lockstep_step(start, deliv, busy, slack, ent_t, bounds, links, touch, drain,
+def lockstep_step(start, deliv, busy, slack, ent_t, ent_l, touch, drain,
                   order, cbounds, csize, shape, lat, drain_base, overhead,
                   lens, estart, inv, cap_loc, clink, wire, caps,
                   max_size, max_new, max_solves, grid,
@@ -131,16 +131,8 @@ def lockstep_step(start, deliv, busy, slack, ent_t, bounds, links, touch, drain,
     room (nothing else changed: grow it and call again); else 1 if some component was re-timed, 0 if not.
     ``busy`` moves on only on success; ``drain`` is scratch (one per transfer).  See
     :class:`~netsim.collectives.lockstep.Lockstep`."""
-    n_ent = ent_t.size
-    nb = bounds.size
-    for g in range(nb):  # condition 2: no contended link still busy
-        b = bounds[g + 1] if g + 1 < nb else n_ent
-        lo = np.inf
-        for e in range(bounds[g], b):
-            v = start[ent_t[e]]
-            if v < lo:
-                lo = v
-        if lo < busy[links[g]] - slack:
+    for e in range(ent_t.size):  # condition 2: no contended link still busy (entries by transfer)
+        if start[ent_t[e]] < busy[ent_l[e]] - slack:
             return FAIL
     drain[:] = drain_base
     retimed = 0
@@ -177,10 +169,11 @@ def lockstep_step(start, deliv, busy, slack, ent_t, bounds, links, touch, drain,
             c = bad[q]
             a = cbounds[c]
             n = csize[c]
-            h = _mix(np.uint64(0x9E3779B97F4A7C15), np.uint64(shape[c]))
-            for j in range(n):
+            h = np.uint64(shape[c])
+            for j in range(n):  # FNV-style over the offsets, one splitmix round to finish
                 offs[j] = np.int64(np.rint((start[order[a + j]] - base[q]) / grid))
-                h = _mix(h, np.uint64(offs[j]))
+                h = (h ^ np.uint64(offs[j])) * np.uint64(0x100000001B3)
+            h = _mix(h, np.uint64(n))
             e = _find(index, key, eshape, ptr, off, used, h, shape[c], offs, n)
             if e < 0:
                 new += 1
@@ -209,18 +202,16 @@ def lockstep_step(start, deliv, busy, slack, ent_t, bounds, links, touch, drain,
                 drain[f] = d
                 deliv[f] = start[f] + ((lat[f] + d) + overhead)
         retimed = 1 if nbad else 0
-    for g in range(nb):  # the contended links are busy until the step's transfers on them drain
-        b = bounds[g + 1] if g + 1 < nb else n_ent
-        end = -np.inf
-        for e in range(bounds[g], b):
-            f = ent_t[e]
-            end = max(end, start[f] + drain[f])
-        busy[links[g]] = max(busy[links[g]], end)
+    for e in range(ent_t.size):  # the contended links are busy until the step's transfers on them drain
+        f = ent_t[e]
+        v = start[f] + drain[f]
+        if v > busy[ent_l[e]]:
+            busy[ent_l[e]] = v
     return retimed
 
 
 @kernel
-def lockstep_advance(x, src, dst, dur, out, start, deliv, rtol, busy, ent_t, bounds, links, touch, drain,
+def lockstep_advance(x, src, dst, dur, out, start, deliv, rtol, busy, ent_t, ent_l, touch, drain,
                      order, cbounds, csize, shape, lat, drain_base, overhead,
                      lens, estart, inv, cap_loc, clink, wire, caps,
                      max_size, max_new, max_solves, grid,
@@ -235,7 +226,7 @@ def lockstep_advance(x, src, dst, dur, out, start, deliv, rtol, busy, ent_t, bou
         start[t] = s
         deliv[t] = s + dur[t]
         top = max(top, abs(s))
-    code = lockstep_step(start, deliv, busy, rtol * max(top, 1e-300), ent_t, bounds, links, touch, drain,
+    code = lockstep_step(start, deliv, busy, rtol * max(top, 1e-300), ent_t, ent_l, touch, drain,
                          order, cbounds, csize, shape, lat, drain_base, overhead,
                          lens, estart, inv, cap_loc, clink, wire, caps,
                          max_size, max_new, max_solves, grid,
