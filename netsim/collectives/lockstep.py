@@ -132,11 +132,12 @@ class StepShare:
         self._by_transfer = None
 
     def by_transfer(self) -> tuple[np.ndarray, np.ndarray]:
-        """The contended entries transfer by transfer: ``(transfer, link)``, int32 (the compiled
-        step's order: it reads the starts in sequence, and half the bytes)."""
+        """The contended links of each transfer, CSR ``(indptr, links)`` in pattern order (int32: the
+        compiled step reads them once a step)."""
         if self._by_transfer is None:
             by_t = np.argsort(self.ent_t, kind="stable")
-            self._by_transfer = (self.ent_t[by_t].astype(np.int32), self.ent_l[by_t].astype(np.int32))
+            indptr = np.searchsorted(self.ent_t[by_t], np.arange(self.drain.size + 1))
+            self._by_transfer = (indptr.astype(np.int32), self.ent_l[by_t].astype(np.int32))
         return self._by_transfer
 
     def groups(self) -> tuple[np.ndarray, np.ndarray]:
@@ -395,20 +396,19 @@ class Stagger:
         if self._static is None:
             self._static = self._kernel_arrays()
             self._table = self._kernel.StepCache(min(1024, STAGGER_TABLE_ENTRIES))
-            self._scratch = (np.empty(m), np.empty(m), np.empty(m))
+            self._scratch = (np.empty(m), np.empty(m), np.empty(self.size.size, dtype=np.int64))
+        if self._ends is None or self._ends[2] is not src:
+            self._ends = (src.astype(np.int32), dst.astype(np.int32), src)  # the pattern's, on every call
         k = self._kernel
         max_new = max(STAGGER_MIN_NEW, int(m * STAGGER_NEW_PER_TRANSFER))
         comps, paths = self._static
-        if self._ends is None or self._ends[2] is not src:
-            self._ends = (src.astype(np.int32), dst.astype(np.int32), src)  # the pattern's, on every call
-        ends = self._ends[:2]
         out = np.empty_like(x)
-        start, deliv, drain = self._scratch
+        start, deliv, entry = self._scratch
         cleared = False
         while True:
-            code = k.lockstep_advance(x, *ends, dur, out, start, deliv, RTOL, busy, *share.by_transfer(),
-                                      share.touch, drain, *comps, share.drain, float(self.overhead),
-                                      *paths, STAGGER_MAX_TRANSFERS, max_new, 1024, GRID_S, *self._table.arrays())
+            code = k.lockstep_advance(x, *self._ends[:2], dur, out, start, deliv, RTOL, busy, *share.by_transfer(),
+                                      share.touch, entry, *comps, share.drain, float(self.overhead), *paths,
+                                      STAGGER_MAX_TRANSFERS, max_new, 1024, GRID_S, *self._table.arrays())
             if code != k.FULL:
                 return out, int(code)
             if not self._table.grow(STAGGER_TABLE_ENTRIES):  # at full size: emptied, once per step
@@ -437,7 +437,7 @@ class Stagger:
         cap_loc = np.asarray(self.capacity, dtype=np.float64)[uniq[by_first]]
         paths = (lens.astype(np.int64), ip[:-1].astype(np.int64), local, cap_loc, clink, self.wire, self.caps)
         comps = (o.astype(np.int32), self.bounds.astype(np.int64), self.size.astype(np.int64),
-                 self.shapes().astype(np.int64), self.lat)
+                 self.shapes().astype(np.int64), self.comp.astype(np.int32), self.pos.astype(np.int32), self.lat)
         return comps, paths
 
     def _drains(self, members: np.ndarray, off: np.ndarray, comp_ptr: np.ndarray) -> np.ndarray | None:

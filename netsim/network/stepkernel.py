@@ -18,9 +18,9 @@ import numpy as np
 from netsim.network.drainkernel import drain_one
 from netsim.network.kernelcache import kernel
 
-__all__ = ["StepCache", "lockstep_advance", "lockstep_step", "FAIL", "FULL"]
+__all__ = ["StepCache", "lockstep_advance", "FAIL", "FULL"]
 
-#: Return codes of :func:`lockstep_step` besides 0 (in lockstep) and 1 (some component re-timed).
+#: Return codes of :func:`lockstep_advance` besides 0 (in lockstep) and 1 (some component re-timed).
 FAIL, FULL = -1, -2
 
 
@@ -120,124 +120,113 @@ def _drain_component(members, offs, grid, lens, estart, wire, caps, inv, cap_use
 
 
 @kernel
-def lockstep_step(start, deliv, busy, slack, ent_t, ent_l, touch, drain,
-                  order, cbounds, csize, shape, lat, drain_base, overhead,
-                  lens, estart, inv, cap_loc, clink, wire, caps,
-                  max_size, max_new, max_solves, grid,
-                  index, key, eshape, ptr, off, edrain, used):
-    """Check and time one step (pattern order ``start``, ``deliv`` = start + duration, adjusted in
-    place): ``FAIL`` when a contended link is still busy, a staggered component is too large, more
-    than ``max_new`` drains are new or a drain passes ``max_solves``; ``FULL`` when the table has no
-    room (nothing else changed: grow it and call again); else 1 if some component was re-timed, 0 if not.
-    ``busy`` moves on only on success; ``drain`` is scratch (one per transfer).  See
-    :class:`~netsim.collectives.lockstep.Lockstep`."""
-    for e in range(ent_t.size):  # condition 2: no contended link still busy (entries by transfer)
-        if start[ent_t[e]] < busy[ent_l[e]] - slack:
-            return FAIL
-    drain[:] = drain_base
-    retimed = 0
+def _retime(start, slack, touch, order, cbounds, csize, shape, lens, estart, inv, cap_loc, clink, wire, caps,
+            max_size, max_new, max_solves, grid, index, key, eshape, ptr, off, edrain, used, entry):
+    """``entry[c]``: the table entry holding the drains of component ``c`` if its transfers did not
+    start within ``slack`` of each other, else -1.  Returns 1 if some component is re-timed, 0 if
+    none is (or the step's transfers on contended links, ``touch``, all start together), or ``FAIL``
+    / ``FULL`` as :func:`lockstep_advance`."""
+    entry[:] = -1
     lo = np.inf
     hi = -np.inf
     for t in touch:
-        v = start[t]
-        lo = min(lo, v)
-        hi = max(hi, v)
-    if touch.size and hi - lo > slack:  # not all together: re-time each staggered component
-        nc = cbounds.size
-        bad = np.empty(nc, dtype=np.int64)
-        base = np.empty(nc)
-        nbad = 0
-        for c in range(nc):
-            a = cbounds[c]
-            clo = np.inf
-            chi = -np.inf
-            for j in range(a, a + csize[c]):
-                v = start[order[j]]
-                clo = min(clo, v)
-                chi = max(chi, v)
-            if chi - clo > slack:
-                bad[nbad] = c
-                base[nbad] = clo
-                nbad += 1
-        for q in range(nbad):
-            if csize[bad[q]] > max_size:
+        lo = min(lo, start[t])
+        hi = max(hi, start[t])
+    if not (touch.size and hi - lo > slack):
+        return 0
+    offs = np.empty(max(max_size, 1), dtype=np.int64)
+    new = 0
+    retimed = 0
+    for c in range(cbounds.size):
+        a = cbounds[c]
+        n = csize[c]
+        clo = np.inf
+        chi = -np.inf
+        for j in range(a, a + n):
+            clo = min(clo, start[order[j]])
+            chi = max(chi, start[order[j]])
+        if chi - clo <= slack:
+            continue
+        if n > max_size:
+            return FAIL
+        retimed = 1
+        h = np.uint64(shape[c])
+        for j in range(n):  # FNV-style over the offsets, one splitmix round to finish
+            offs[j] = np.int64(np.rint((start[order[a + j]] - clo) / grid))
+            h = (h ^ np.uint64(offs[j])) * np.uint64(0x100000001B3)
+        h = _mix(h, np.uint64(n))
+        e = _find(index, key, eshape, ptr, off, used, h, shape[c], offs, n)
+        if e < 0:
+            new += 1
+            if new > max_new:
                 return FAIL
-        entry = np.empty(nbad, dtype=np.int64)
-        offs = np.empty(max(max_size, 1), dtype=np.int64)
-        new = 0
-        for q in range(nbad):
-            c = bad[q]
-            a = cbounds[c]
-            n = csize[c]
-            h = np.uint64(shape[c])
-            for j in range(n):  # FNV-style over the offsets, one splitmix round to finish
-                offs[j] = np.int64(np.rint((start[order[a + j]] - base[q]) / grid))
-                h = (h ^ np.uint64(offs[j])) * np.uint64(0x100000001B3)
-            h = _mix(h, np.uint64(n))
-            e = _find(index, key, eshape, ptr, off, used, h, shape[c], offs, n)
-            if e < 0:
-                new += 1
-                if new > max_new:
-                    return FAIL
-                k = used[0]
-                if k + 1 > key.size or ptr[k] + n > off.size or 2 * (k + 1) > index.size:
-                    return FULL
-                if not _drain_component(order[a:a + n], offs[:n], grid, lens, estart, wire, caps, inv,
-                                        cap_loc[clink[c]:clink[c + 1]], max_solves, edrain[ptr[k]:ptr[k] + n]):
-                    return FAIL
-                index[-1 - e] = k
-                key[k] = h
-                eshape[k] = shape[c]
-                ptr[k + 1] = ptr[k] + n
-                off[ptr[k]:ptr[k + 1]] = offs[:n]
-                used[0] = k + 1
-                e = k
-            entry[q] = e
-        for q in range(nbad):
-            a = cbounds[bad[q]]
-            p0 = ptr[entry[q]]
-            for j in range(csize[bad[q]]):
-                f = order[a + j]
-                d = edrain[p0 + j]
-                drain[f] = d
-                deliv[f] = start[f] + ((lat[f] + d) + overhead)
-        retimed = 1 if nbad else 0
-    for e in range(ent_t.size):  # the contended links are busy until the step's transfers on them drain
-        f = ent_t[e]
-        v = start[f] + drain[f]
-        if v > busy[ent_l[e]]:
-            busy[ent_l[e]] = v
+            k = used[0]
+            if k + 1 > key.size or ptr[k] + n > off.size or 2 * (k + 1) > index.size:
+                return FULL
+            if not _drain_component(order[a:a + n], offs[:n], grid, lens, estart, wire, caps, inv,
+                                    cap_loc[clink[c]:clink[c + 1]], max_solves, edrain[ptr[k]:ptr[k] + n]):
+                return FAIL
+            index[-1 - e] = k
+            key[k] = h
+            eshape[k] = shape[c]
+            ptr[k + 1] = ptr[k] + n
+            off[ptr[k]:ptr[k + 1]] = offs[:n]
+            used[0] = k + 1
+            e = k
+        entry[c] = e
     return retimed
 
 
 @kernel
-def lockstep_advance(x, src, dst, dur, out, start, deliv, rtol, busy, ent_t, ent_l, touch, drain,
-                     order, cbounds, csize, shape, lat, drain_base, overhead,
+def lockstep_advance(x, src, dst, dur, out, start, deliv, rtol, busy, eptr, ent_l, touch, entry,
+                     order, cbounds, csize, shape, comp, pos, lat, drain_base, overhead,
                      lens, estart, inv, cap_loc, clink, wire, caps,
                      max_size, max_new, max_solves, grid,
                      index, key, eshape, ptr, off, edrain, used):
-    """One step of the recurrence with its check (:func:`lockstep_step`): transfer ``t`` starts
-    when both ``src[t]`` and ``dst[t]`` have finished (``x``) and delivers after ``dur[t]`` (or its
-    re-timed drain); ``out`` gets every rank's finish, the latest of ``x`` and its deliveries.
-    Returns what :func:`lockstep_step` does (``out`` is filled unless ``FULL``)."""
+    """One step of the recurrence with the lockstep check
+    (:class:`~netsim.collectives.lockstep.Lockstep`): transfer ``t`` starts when both ``src[t]``
+    and ``dst[t]`` have finished (``x``) and delivers after ``dur[t]``, or after its drain with its
+    component's own starts where the component did not start together (:func:`_retime`); ``out``
+    gets every rank's finish, the latest of ``x`` and its deliveries.  ``eptr``/``ent_l``: each
+    transfer's contended links; ``busy``: when each link's last transfer drains, moved on on success.
+
+    Returns ``FAIL`` when a contended link is still busy at a start, a staggered component is
+    larger than ``max_size``, more than ``max_new`` drains are new or a drain passes ``max_solves``
+    (``out`` then as if timed alone); ``FULL`` when the drain table has no room (nothing else
+    changed: grow it and call again); else 1 if some component was re-timed, 0 if not."""
+    m = src.size
     top = 0.0
-    for t in range(src.size):
+    for t in range(m):
         s = max(x[src[t]], x[dst[t]])
         start[t] = s
         deliv[t] = s + dur[t]
         top = max(top, abs(s))
-    code = lockstep_step(start, deliv, busy, rtol * max(top, 1e-300), ent_t, ent_l, touch, drain,
-                         order, cbounds, csize, shape, lat, drain_base, overhead,
-                         lens, estart, inv, cap_loc, clink, wire, caps,
-                         max_size, max_new, max_solves, grid,
-                         index, key, eshape, ptr, off, edrain, used)
+    slack = rtol * max(top, 1e-300)
+    code = 0
+    for t in range(m):  # condition 2: no contended link still busy
+        for q in range(eptr[t], eptr[t + 1]):
+            if start[t] < busy[ent_l[q]] - slack:
+                code = FAIL
+        if code:
+            break
+    if code == 0:
+        code = _retime(start, slack, touch, order, cbounds, csize, shape, lens, estart, inv, cap_loc, clink, wire,
+                       caps, max_size, max_new, max_solves, grid, index, key, eshape, ptr, off, edrain, used, entry)
     if code == FULL:
         return code
     out[:] = x
-    for t in range(src.size):
-        d = deliv[t]
-        if d > out[src[t]]:
-            out[src[t]] = d
-        if d > out[dst[t]]:
-            out[dst[t]] = d
+    for t in range(m):
+        if code != FAIL:
+            d = drain_base[t]
+            if code == 1 and entry[comp[t]] >= 0:
+                d = edrain[ptr[entry[comp[t]]] + pos[t]]
+                deliv[t] = start[t] + ((lat[t] + d) + overhead)
+            v = start[t] + d  # the contended links are busy until the transfers on them drain
+            for q in range(eptr[t], eptr[t + 1]):
+                if v > busy[ent_l[q]]:
+                    busy[ent_l[q]] = v
+        if deliv[t] > out[src[t]]:
+            out[src[t]] = deliv[t]
+        if deliv[t] > out[dst[t]]:
+            out[dst[t]] = deliv[t]
     return code
