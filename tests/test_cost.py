@@ -69,7 +69,7 @@ def test_every_estimate_says_what_it_is_estimated_from():
             kinds[key] = "derived"
         elif "reported" in line["reason"]:
             kinds[key] = "reported"
-        elif "placeholder" in line["reason"]:
+        elif "the price is a placeholder" in line["reason"]:
             assert "estimated from no dated quote or listing" in line["reason"], key
             kinds[key] = "placeholder"
         else:
@@ -109,6 +109,82 @@ def test_listed_lines_equal_the_listings_they_cite(default):
     assert _price(default, "transceiver single-mode 400G")[0] == 1_119 / 2
     cites("gpu H100", "270,000 USD", "2023-05")
     assert _price(default, "gpu H100")[0] == 270_000 / 8
+
+
+POWER_BASES = ("power (typical)", "power (maximum)", "power (placeholder)")
+
+
+def _power_basis(raw, key):
+    """What a line's watts rest on: the basis its source marks (``power (typical)``, ``(maximum)``,
+    ``(placeholder)``), ``derived`` when it names another line of the table, ``zero`` at 0 W."""
+    line = raw[key]
+    marked = [b for b in POWER_BASES if b in line["source"]]
+    assert len(marked) <= 1, (key, marked)
+    if marked:
+        return marked[0].split("(")[1].rstrip(")")
+    if line["watts"] == 0:
+        return "zero"
+    text = f"{line['source']} {line.get('reason', '')}"
+    assert any(f"'{other}'" in text for other in raw if other != key), \
+        f"{key}: a power figure marks its basis (typical, maximum, placeholder) or names the line it is derived from"
+    return "derived"
+
+
+def test_every_power_figure_says_its_basis_under_one_convention():
+    """Network lines are at typical power (or a placeholder, or derived from such a line); only the compute
+    lines, outside the default totals, are at maximum power (DGX datasheets publish nothing else)."""
+    raw = yaml.safe_load(DEFAULT_PRICES.read_text())["lines"]
+    bases = {key: _power_basis(raw, key) for key in raw}
+    for key, basis in bases.items():
+        if raw[key]["scope"] == "network":
+            assert basis in ("typical", "placeholder", "derived", "zero"), (key, basis)
+        else:
+            assert basis in ("maximum", "zero"), (key, basis)
+    assert {k for k, b in bases.items() if b == "typical"} == {
+        "nic port infiniband 400G", "transceiver multimode 400G", "transceiver single-mode 400G"}
+    assert [k for k, b in bases.items() if b == "placeholder"] == ["switch QM9700"]
+    assert bases["gpu H100"] == bases["gpu A100"] == bases["gpu V100"] == bases["gpu GB200"] == "maximum"
+    assert "placeholder" in raw["switch QM9700"]["reason"] and "not checked" in raw["switch QM9700"]["reason"]
+    # a line derived from the placeholder says so
+    for key in ("switch port infiniband 400G", "nvlink switch tray"):
+        assert bases[key] == "derived" and "placeholder" in raw[key]["source"], key
+
+
+def test_power_lines_equal_the_datasheet_figures_they_cite(default):
+    """Each sourced power figure is the number its cited document gives, and the line's watts follow from
+    it: the ConnectX-7's typical power, the optics per 400G port (a NIC's single-port module and half a
+    switch's twin-port one), the DGX systems' maximum per GPU."""
+    raw = yaml.safe_load(DEFAULT_PRICES.read_text())["lines"]
+
+    def quoted(key, pattern):
+        m = re.search(pattern, raw[key]["source"])
+        assert m, (key, pattern)
+        return float(m.group(1).replace(",", ""))
+
+    nic = "nic port infiniband 400G"
+    assert quoted(nic, r"power \(typical\): ([\d.]+) W, the 'Typical power with passive cables") == 24.9
+    assert "MCX75310AAS-NEAT (OPN 900-9X766-003N-SQ0)" in raw[nic]["source"]
+    assert _price(default, nic)[1] == 24.9
+
+    mm, sm = "transceiver multimode 400G", "transceiver single-mode 400G"
+    sr4 = quoted(mm, r"'(\d+) Watts typical'")
+    assert quoted(mm, r"and (\d+) W maximum\) for the single-port 400G SR4") == 9  # the maximum is not used
+    twin_sr8 = quoted(mm, r"remain at (\d+) Watts for all configurations")
+    assert (sr4, twin_sr8) == (8, 15) and "(8 + 15 / 2) / 2" in raw[mm]["source"]
+    assert _price(default, mm)[1] == (sr4 + twin_sr8 / 2) / 2 == 7.75
+    twin_dr8 = quoted(sm, r"remain at (\d+) Watts for all configurations")
+    assert twin_dr8 == 17 and quoted(sm, r"'Class 8 \((\d+)W\) OSFP112") == twin_dr8
+    assert _price(default, sm)[1] == twin_dr8 / 2
+    for key in (mm, sm):
+        assert "https://docs.nvidia.com/networking/display/" in raw[key]["source"], key
+
+    systems = {"gpu H100": (r"power \(maximum\): ([\d.]+) kW system maximum", 1e3),
+               "gpu A100": (r"power \(maximum\): ([\d.]+) kW system maximum", 1e3),
+               "gpu V100": (r"power \(maximum\): ([\d,]+) W system maximum", 1)}
+    for key, (pattern, unit) in systems.items():
+        assert _price(default, key)[1] == quoted(key, pattern) * unit / 8, key
+    assert "DU-09821-001_v01, May 2020" in raw["gpu A100"]["source"]
+    assert quoted("gpu H100", r"([\d.]+) kW maximum input") == 10.2
 
 
 def test_derived_lines_follow_their_stated_derivation(default):

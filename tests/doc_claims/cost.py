@@ -124,7 +124,12 @@ def _optics() -> list[float]:
     twin_sr8 = _said(mm, "source", r"finned top\) at ([\d,]+) / 2 USD")
     twin_dr8 = _said(sm, "source", r": ([\d,]+) USD at FS.com US")
     assert (nic_end + twin_sr8 / 2) / 2 == _u(mm) and twin_dr8 / 2 == _u(sm)
-    return [_u(mm), _u(sm), _w(mm), nic_end, twin_sr8, twin_dr8, 2 * _w(sm)]
+    # power: the NIC end's typical figure and the twin-port modules' (NVIDIA product specifications)
+    sr4_w = _said(mm, "source", r"'(\d+) Watts typical'")
+    sr8_w = _said(mm, "source", r"remain at (\d+) Watts")
+    dr8_w = _said(sm, "source", r"remain at (\d+) Watts")
+    assert (sr4_w + sr8_w / 2) / 2 == _w(mm) and dr8_w / 2 == _w(sm)
+    return [_u(mm), _u(sm), _w(mm), _w(sm), nic_end, twin_sr8, twin_dr8, sr4_w, sr8_w, dr8_w]
 
 
 def _doubling() -> list[float]:
@@ -193,17 +198,18 @@ CLAIMS = [
     C("| `switch QM9700` | 36,000 USD, 750 W | a 64-port 400G InfiniBand switch as the \"H100 Freakonomics\" cost "
       "sheet prices it, from an FS.com listing (archived 2024-08-22; prices as of 2024-08; it names no part number "
       "and puts NVIDIA's own at about 50,000 USD)", _switch),
-    C("| 562.5 USD, 11.72 W per 400G port | the QM9700 line / 64 ports; Ethernet set equal to InfiniBand; 100G "
-      "at 1/4", _switch_ports),
-    C("| 2,188 USD, 25 W per 400G port | NVIDIA ConnectX-7 MCX75310AAS-NEAT at FS.com, as quoted in public notes "
+    C("| 562.5 USD, 11.72 W per 400G port | the QM9700 line / 64 ports (its power a placeholder); Ethernet set "
+      "equal to InfiniBand; 100G at 1/4", _switch_ports),
+    C("| 2,188 USD, 24.9 W per 400G port | NVIDIA ConnectX-7 MCX75310AAS-NEAT at FS.com, as quoted in public notes "
       "dated 2026-07-03 and 2026-09 (NADDOD listed it at 1,599 USD)", _nic),
     C("| 149.5 USD; 0 W | half of an 800G twin-port OSFP to 2 × 400G passive breakout DAC (NVIDIA MCP7Y00 / MCP7Y10 "
       "kind, 2 m), 299 USD at FS.com", _dac),
     C("| 100, 120 USD; 0 W |", lambda: [_u("cable multimode fiber"), _u("cable single-mode fiber"), *_passive_cables()]),
-    C("| 604.25, 559.5 USD; 8.5 W per port | FS.com listings of compatible modules (recorded 2026-09-22): multimode, the mean "
-      "of a NIC's single-port SR4 (MMA4Z00-NS400 coding, 769 USD) and half a switch's twin-port SR8 (MMA4Z00-NS, "
-      "879 USD); single-mode, half a twin-port DR8 (MMS4X00-NS, 1,119 USD); power half the twin-port module's "
-      "roughly 17 W maximum", _optics),
+    C("| 604.25, 559.5 USD; 7.75, 8.5 W per port | FS.com listings of compatible modules (recorded 2026-09-22): "
+      "multimode, the mean of a NIC's single-port SR4 (MMA4Z00-NS400 coding, 769 USD) and half a switch's twin-port "
+      "SR8 (MMA4Z00-NS, 879 USD); single-mode, half a twin-port DR8 (MMS4X00-NS, 1,119 USD); power likewise from "
+      "NVIDIA's product specifications of the Ethernet-coded modules: the SR4's 8 W typical and half the SR8's 15 W, "
+      "half the DR8's 17 W", _optics),
     C("| 81,000 USD, 1,687.5 W | 144 NVLinks per GB200 NVL72 tray (1,296 on 9 trays)", _tray),
     C("| 24,875 USD, 812.5 W; 18,625 USD, 437.5 W | DGX A100 at 199,000 USD (NVIDIA, 14 May 2020) and 6.5 kW max; "
       "DGX-1 (V100) at 149,000 USD (NVIDIA, 10 May 2017) and 3,500 W", _gpus),
