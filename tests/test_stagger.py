@@ -246,3 +246,25 @@ def test_a_small_drain_table_changes_no_result(monkeypatch, entries):
     np.testing.assert_allclose(small.finish, big.finish, rtol=RTOL, atol=0)
     if small.stats["mode"] == "staggered":
         assert np.array_equal(small.finish, big.finish)
+
+
+def test_step_kernel_runs_as_plain_python():
+    """With ``NUMBA_DISABLE_JIT=1`` the step kernel is ordinary Python (what coverage measures) and
+    still gives the numpy steps' floats."""
+    import os
+    import subprocess
+    import sys
+    code = ("import sys, warnings; sys.path.insert(0, 'tests'); warnings.simplefilter('ignore', RuntimeWarning);"
+            "import numpy as np; from test_stagger import _run, tree, BenchConfig;"
+            "from netsim.collectives import lockstep;"
+            "topo = tree(1, True, routing='ftree');"
+            "cfg = BenchConfig('all_reduce', algo='ring', gpus=16, placement='random:11');"
+            "a, _ = _run(topo, cfg, 1 << 18, 'auto');"
+            "lockstep.Stagger.kernel = lambda self: False;"
+            "b, _ = _run(topo, cfg, 1 << 18, 'auto');"
+            "assert a.stats['mode'] == 'staggered', a.stats;"
+            "assert np.array_equal(a.finish, b.finish); print('same')")
+    env = {**os.environ, "NUMBA_DISABLE_JIT": "1"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "same"

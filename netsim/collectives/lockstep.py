@@ -27,6 +27,11 @@ Times compared are floats computed along different sums, so "at one instant" and
 "not before" allow :data:`RTOL` of relative slack: an overlap of δ seconds changes
 no finish time by more than δ, far below the 1e-9 to which the engines are tested
 equal.
+
+:meth:`Lockstep.step` is the numpy reference.  Where numba imports, :meth:`Lockstep.advance` runs a
+step of a pattern with a :class:`Stagger` (the recurrence, both checks, the re-timing and the
+links' busy times) in one compiled call, :func:`netsim.network.stepkernel.lockstep_advance`, which
+computes every float as the reference does (``tests/test_stagger.py`` holds them bit for bit equal).
 """
 
 from __future__ import annotations
@@ -155,10 +160,9 @@ class StepShare:
 class Lockstep:
     """Running check of conditions 1 and 2 (module docstring) along the recurrence."""
 
-    def __init__(self, n_links: int, compiled: bool = True):
+    def __init__(self, n_links: int):
         self.busy = np.full(n_links, -np.inf)  # latest delivery of a transfer on each contended link
         self.ok = True
-        self.compiled = compiled  # steps with a :class:`Stagger` in one numba call where it imports
         self.staggered = 0  # steps in which some component was re-timed by :class:`Stagger`
 
     def step(self, share: StepShare, start: np.ndarray, deliv: np.ndarray) -> None:
@@ -198,10 +202,10 @@ class Lockstep:
         """The step from finish times ``x`` (transfer ``t`` from ``src[t]`` to ``dst[t]``, ``dur[t]``
         when timed alone) with its check, in one numba call
         (:meth:`Stagger.advance_compiled`): every rank's finish after it, or ``None`` where that
-        call does not apply (no :class:`Stagger`, numba missing, ``compiled`` off, check failed
-        before); then :meth:`step` is the way, and gives the same floats."""
+        call does not apply (no :class:`Stagger`, numba missing, check failed before); then
+        :meth:`step` is the way (the reference), and gives the same floats."""
         stag = share.stagger
-        if not (self.ok and self.compiled and stag is not None and stag.kernel()):
+        if not (self.ok and stag is not None and stag.kernel()):
             return None
         out, code = stag.advance_compiled(share, x, src, dst, dur, self.busy)
         self.ok = code >= 0
