@@ -400,17 +400,17 @@ class Stagger:
         if self._static is None:
             self._static = self._kernel_arrays()
             self._table = self._kernel.StepCache(min(1024, STAGGER_TABLE_ENTRIES))
-            self._scratch = (np.empty(m), np.empty(m), np.empty(self.size.size, dtype=np.int64))
+            self._scratch = (np.empty(m), np.empty(self.size.size, dtype=np.int64))
         if self._ends is None or self._ends[2] is not src:
             self._ends = (src.astype(np.int32), dst.astype(np.int32), src)  # the pattern's, on every call
         k = self._kernel
         max_new = max(STAGGER_MIN_NEW, int(m * STAGGER_NEW_PER_TRANSFER))
         comps, paths = self._static
         out = np.empty_like(x)
-        start, deliv, entry = self._scratch
+        start, entry = self._scratch
         cleared = False
         while True:
-            code = k.lockstep_advance(x, *self._ends[:2], dur, out, start, deliv, RTOL, busy, *share.by_transfer(),
+            code = k.lockstep_advance(x, *self._ends[:2], dur, out, start, RTOL, busy, *share.by_transfer(),
                                       share.touch, entry, *comps, share.drain, float(self.overhead), *paths,
                                       STAGGER_MAX_TRANSFERS, max_new, 1024, GRID_S, *self._table.arrays())
             if code != k.FULL:

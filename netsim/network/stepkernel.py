@@ -178,7 +178,7 @@ def _retime(start, slack, touch, order, cbounds, csize, shape, lens, estart, inv
 
 
 @kernel
-def lockstep_advance(x, src, dst, dur, out, start, deliv, rtol, busy, eptr, ent_l, touch, entry,
+def lockstep_advance(x, src, dst, dur, out, start, rtol, busy, eptr, ent_l, touch, entry,
                      order, cbounds, csize, shape, comp, pos, lat, drain_base, overhead,
                      lens, estart, inv, cap_loc, clink, wire, caps,
                      max_size, max_new, max_solves, grid,
@@ -199,7 +199,6 @@ def lockstep_advance(x, src, dst, dur, out, start, deliv, rtol, busy, eptr, ent_
     for t in range(m):
         s = max(x[src[t]], x[dst[t]])
         start[t] = s
-        deliv[t] = s + dur[t]
         top = max(top, abs(s))
     slack = rtol * max(top, 1e-300)
     code = 0
@@ -216,17 +215,18 @@ def lockstep_advance(x, src, dst, dur, out, start, deliv, rtol, busy, eptr, ent_
         return code
     out[:] = x
     for t in range(m):
+        dv = start[t] + dur[t]
         if code != FAIL:
             d = drain_base[t]
             if code == 1 and entry[comp[t]] >= 0:
                 d = edrain[ptr[entry[comp[t]]] + pos[t]]
-                deliv[t] = start[t] + ((lat[t] + d) + overhead)
+                dv = start[t] + ((lat[t] + d) + overhead)
             v = start[t] + d  # the contended links are busy until the transfers on them drain
             for q in range(eptr[t], eptr[t + 1]):
                 if v > busy[ent_l[q]]:
                     busy[ent_l[q]] = v
-        if deliv[t] > out[src[t]]:
-            out[src[t]] = deliv[t]
-        if deliv[t] > out[dst[t]]:
-            out[dst[t]] = deliv[t]
+        if dv > out[src[t]]:
+            out[src[t]] = dv
+        if dv > out[dst[t]]:
+            out[dst[t]] = dv
     return code
