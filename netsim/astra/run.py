@@ -281,17 +281,21 @@ def run_astra(workload, system, network, memory=None, comm_groups=None, *, model
                   use_mirror, stream_matching)
     if use_mirror is None and engine in ("auto", "batched"):
         plan, why_not = batched_plan(tables, ctx, groups, rendezvous)
+        gave_way = None
         if plan is not None:
             try:
                 return _run_batched(ctx, plan, notes, t0)
             except (NotBatched, Interleaved) as exc:  # found while running: the event engine runs it
-                why_not = str(exc)
+                why_not = gave_way = str(exc)
                 ctx = Context(system, network, memory, groups, model, num_queues_per_dim, injection_scale,
                               rendezvous, None, stream_matching)
-                if engine == "auto":
-                    notes.append(f"the batched engine gave way to the event engine: {why_not}")
         if engine == "batched":
             raise InputError(f"the batched engine does not apply: {why_not}", source="--engine")
+        res = _run_compiled(ctx, tables, groups, rendezvous, notes, t0)
+        if res is not None:
+            return res
+        if gave_way is not None:
+            notes.append(f"the batched engine gave way to the event engine: {gave_way}")
     ranks = [0] if use_mirror is not None else list(range(npus))
     loads = []
     for r in ranks:
@@ -341,6 +345,31 @@ def _run_batched(ctx: Context, plan, notes: list[str], t0: float) -> AstraResult
     if ctx.stream_matching == PER_GROUP and plan.diverged:
         ctx.note(per_group_note(plan.diverged))
     res.engine = "batched"
+    res.notes = notes + ctx.notes
+    res.stats = {"wall_s": time.perf_counter() - t0, "events": ctx.clock.events, "messages": ctx.fabric.messages,
+                 "simulated_ranks": ctx.npus}
+    return res
+
+
+def _run_compiled(ctx: Context, tables: dict, groups: dict, rendezvous: bool, notes: list[str],
+                  t0: float) -> AstraResult | None:
+    """The congestion-aware event engine compiled (:mod:`netsim.astra.compiled`) where it applies, else None
+    (the event engine runs)."""
+    if ctx.model != "congestion-aware":
+        return None
+    from netsim.astra.compiled import compiled_plan, run_compiled
+
+    prep, _why = compiled_plan(tables, ctx, groups, rendezvous)
+    if prep is None:
+        return None
+    Sys(0, ctx)  # rank 0's Sys logs its rings and checks the algorithm lists, as in the event engine
+    try:
+        runs = run_compiled(prep)
+    except NotBatched:
+        ctx.log.clear()
+        return None
+    res = _collect(ctx, runs, ctx.npus, False)
+    res.engine = "compiled"
     res.notes = notes + ctx.notes
     res.stats = {"wall_s": time.perf_counter() - t0, "events": ctx.clock.events, "messages": ctx.fabric.messages,
                  "simulated_ranks": ctx.npus}

@@ -1,0 +1,391 @@
+"""The congestion-aware event engine compiled: :mod:`netsim.astra.compiled`'s kernels (numba).
+
+Every function here is one piece of the Python event engine, ported line for line on integer arrays
+so that it schedules the same events, in the same order, with the same sequence numbers:
+:class:`~netsim.astra.engine.HeapClock` (``heap``: ``(time, seq, kind, a, b)``),
+:class:`~netsim.astra.engine.Ticker` (``tick``: per rank and instant, a list of callbacks),
+:class:`~netsim.astra.engine.Fabric` (``fab``: per (tag, src, dst, size) the sends, receives and
+landings so far; messages of one key land in send order, as they share a route of FIFO links),
+:class:`~netsim.astra.congestion._HeapLink` (``LK``), the queues of :class:`~netsim.astra.sysl.Sys`
+(``Q``, ``RK``), the algorithms of :mod:`netsim.astra.algorithms` (``ST``, one row per stream) and a
+chain workload (:class:`~netsim.astra.workload.Workload` on a trace whose nodes run one after another).
+
+A pool that runs out sets ``I[ERR] = 1`` (the caller grows it and runs again); a state the Python
+engine would not reach quietly (a deadlock, an algorithm that injects nothing) sets 2.
+"""
+
+from __future__ import annotations
+
+import heapq
+
+import numpy as np
+from numba import types
+from numba.typed import Dict
+
+from functools import partial
+from pathlib import Path
+
+from netsim.network import kernelcache
+
+#: both kernel files: a change to either compiles both afresh (netsim.network.kernelcache)
+FILES = tuple(str(Path(__file__).with_name(f)) for f in ("compiled_kernel.py", "compiled_loop.py"))
+kernel = partial(kernelcache.kernel, files=FILES, prefix="astra-kernels")
+
+# I: scalar state
+NOW, CURSEQ, SEQ, EVENTS, MSGS, ERR, MFREE, MTOP, CFREE, CTOP, LFREE, LTOP, SLTOP, NREP, ATZERO, SLFREE = range(16)
+# P: parameters
+P_N, P_S, P_T, P_E, P_NET, P_POLICY, P_Z = range(7)
+SWITCH, FULLY, RING = 0, 1, 2
+LIFO, FIFO, EXPLICIT = 0, 1, 2
+# ST: one row per stream (rank r, id i: row r * S + i)
+F_KIND, F_OP, F_COLL, F_PRIO, F_INIT, F_SC, F_ZERO, F_NZ, F_FREE, F_RECV, F_TOG, F_PIN, F_POUT, F_STATE, F_REDS, F_TREE = range(16)
+K_RING, K_DIRECT, K_HD, K_DBT = range(4)
+AR, RS, AG, A2A = range(4)
+# C: one row per collective of the (common) sequence
+C_OP, C_KIND, C_COUNT, C_MSGZ, C_PAR, C_NZ, C_SC, C_HDB, C_CHUNKZ = range(9)
+# RK: one row per rank
+R_POS, R_NCOLL, R_NSTREAM, R_PC, R_QLEN, R_RUN, R_DBT, R_DSTOT, R_DSFIN, R_DONE = range(10)
+# LK: per link; MS: per message; CB: per callback; LS: per ticker list; SL: per fabric key (sends, receives,
+# landings, key, free-list link)
+L_FA, L_FS, L_QD, L_PH, L_PT = range(5)
+M_SRC, M_DST, M_Z, M_HOP, M_SLOT, M_G, M_NEXT = range(7)
+B_KIND, B_A, B_B, B_NEXT = range(4)
+CB_WL, CB_CALL, CB_RED = range(3)
+EV_TICK, EV_ARRIVE, EV_FREE, EV_CONSUME = range(4)
+INIT, GENERAL, RECV = 0, 1, 2
+T_LEAF, T_INTER, T_ROOT = range(3)
+S_BEGIN, S_TO_PARENT, S_WAIT_PARENT, S_END, S_WAIT_TWO, S_WAIT_ONE, S_TO_CHILDREN = range(7)
+
+
+@kernel
+def _push(heap, I, t, kind, a, b):
+    s = I[SEQ]
+    I[SEQ] = s + 1
+    heapq.heappush(heap, (t, s, kind, a, b))
+
+
+@kernel
+def _alloc(I, top, free, arr, nxt):
+    """A record of pool ``arr`` (free list head ``I[free]``, linked by column ``nxt``); -1: full."""
+    k = I[free]
+    if k >= 0:
+        I[free] = arr[k, nxt]
+        return k
+    k = I[top]
+    if k >= arr.shape[0]:
+        I[ERR] = 1
+        return -1
+    I[top] = k + 1
+    return k
+
+
+@kernel
+def _register(heap, I, P, tick, CB, LS, r, delay, kind, a, b):
+    """``Ticker.register`` of rank ``r``: callback (kind, a, b) at now + delay."""
+    t = I[NOW] + delay
+    if t >= (1 << 62) // P[P_N]:  # its key would overflow: the event engine runs
+        I[ERR] = 2
+        return
+    key = t * P[P_N] + r
+    lst = tick[key] if key in tick else -1
+    if lst < 0:
+        lst = _alloc(I, LTOP, LFREE, LS, 0)
+        if lst < 0:
+            return
+        LS[lst, 0] = -1
+        LS[lst, 1] = -1
+        tick[key] = lst
+        _push(heap, I, t, EV_TICK, lst, r)
+    c = _alloc(I, CTOP, CFREE, CB, B_NEXT)
+    if c < 0:
+        return
+    CB[c, B_KIND] = kind
+    CB[c, B_A] = a
+    CB[c, B_B] = b
+    CB[c, B_NEXT] = -1
+    if LS[lst, 1] < 0:
+        LS[lst, 0] = c
+    else:
+        CB[LS[lst, 1], B_NEXT] = c
+    LS[lst, 1] = c
+
+
+@kernel
+def _first_link(P, src, dst):
+    n = P[P_N]
+    if P[P_NET] == SWITCH:
+        return src
+    if P[P_NET] == FULLY:
+        return src * n + dst
+    cw = (dst - src) % n
+    return src if n - cw >= cw else n + src
+
+
+@kernel
+def _next_link(P, src, dst, hop):
+    """The link of hop ``hop`` (from 0) of the route src -> dst, or -1 past its end."""
+    n = P[P_N]
+    kind = P[P_NET]
+    if kind == SWITCH:
+        return src if hop == 0 else (n + dst if hop == 1 else -1)
+    if kind == FULLY:
+        return src * n + dst if hop == 0 else -1
+    cw = (dst - src) % n
+    if n - cw >= cw:  # clockwise (ties too)
+        return (src + hop) % n if hop < cw else -1
+    return n + (src - hop) % n if hop < n - cw else -1
+
+
+@kernel
+def _transmit(heap, I, LK, MS, lk, ser, link, m):
+    now = I[NOW]
+    z = MS[m, M_Z]
+    _push(heap, I, now + lk[z], EV_ARRIVE, m, 0)
+    fa = now + ser[z]
+    LK[link, L_FA] = fa
+    LK[link, L_FS] = I[SEQ]
+    I[SEQ] += 1
+    q = LK[link, L_PH] >= 0 or fa == 0
+    LK[link, L_QD] = 1 if q else 0
+    if q:
+        heapq.heappush(heap, (fa, LK[link, L_FS], EV_FREE, link, 0))
+
+
+@kernel
+def _link_send(heap, I, LK, MS, lk, ser, link, m):
+    now = I[NOW]
+    if now < LK[link, L_FA] or (now == LK[link, L_FA] and I[CURSEQ] < LK[link, L_FS]):
+        if LK[link, L_QD] == 0:
+            heapq.heappush(heap, (LK[link, L_FA], LK[link, L_FS], EV_FREE, link, 0))
+            LK[link, L_QD] = 1
+        MS[m, M_NEXT] = -1
+        if LK[link, L_PT] < 0:
+            LK[link, L_PH] = m
+        else:
+            MS[LK[link, L_PT], M_NEXT] = m
+        LK[link, L_PT] = m
+    else:
+        _transmit(heap, I, LK, MS, lk, ser, link, m)
+
+
+@kernel
+def _slot(I, P, fab, SL, tag, src, dst, z):
+    n = P[P_N]
+    key = ((tag * n + src) * n + dst) * P[P_Z] + z
+    s = fab[key] if key in fab else -1
+    if s < 0:
+        s = _alloc(I, SLTOP, SLFREE, SL, 4)
+        if s < 0:
+            return -1
+        SL[s, 0] = 0
+        SL[s, 1] = 0
+        SL[s, 2] = 0
+        SL[s, 3] = key
+        fab[key] = s
+    return s
+
+
+@kernel
+def _settled(I, fab, SL, s):
+    """``Fabric._done`` on the key's last waiting entry: every send met its receive and landed; the key
+    is dropped (its counts start again from 0, which pairs the same messages)."""
+    if SL[s, 0] == SL[s, 1] and SL[s, 1] == SL[s, 2]:
+        del fab[SL[s, 3]]
+        SL[s, 4] = I[SLFREE]
+        I[SLFREE] = s
+
+
+@kernel
+def _send(heap, I, P, fab, SL, LK, MS, lk, ser, src, dst, tag, z):
+    """``Fabric.send`` of a collective message (no send callback) and its first hop."""
+    s = _slot(I, P, fab, SL, tag, src, dst, z)
+    if s < 0:
+        return
+    SL[s, 0] += 1
+    m = _alloc(I, MTOP, MFREE, MS, M_NEXT)
+    if m < 0:
+        return
+    MS[m, M_SRC] = src
+    MS[m, M_DST] = dst
+    MS[m, M_Z] = z
+    MS[m, M_HOP] = 0
+    MS[m, M_SLOT] = s
+    MS[m, M_G] = dst * P[P_S] + tag
+    I[MSGS] += 1
+    _link_send(heap, I, LK, MS, lk, ser, _first_link(P, src, dst), m)
+
+
+@kernel
+def _recv(heap, I, P, fab, SL, src, dst, tag, z, g):
+    """``Fabric.recv`` of stream ``g``: completes at once (an event now) if its message has landed."""
+    s = _slot(I, P, fab, SL, tag, src, dst, z)
+    if s < 0:
+        return
+    SL[s, 1] += 1
+    if SL[s, 2] >= SL[s, 1]:
+        _push(heap, I, I[NOW], EV_CONSUME, g, 0)
+        _settled(I, fab, SL, s)
+
+
+@kernel
+def _hd_peer(HD, k, r, p):
+    off = HD[k, 0]
+    if off == 0 or (r // off) % 2 == 0:
+        return (r + off) % p
+    return (r - off) % p
+
+
+@kernel
+def _packet(ST, C, HD, g, r, p, k):
+    """(dst, src, size index) of packet ``k`` of stream ``g`` (ring, direct, halvingDoubling)."""
+    kind = ST[g, F_KIND]
+    c = ST[g, F_COLL]
+    if kind == K_HD:
+        peer = _hd_peer(HD, C[c, C_HDB] + k, r, p)
+        return peer, peer, HD[C[c, C_HDB] + k, 1]
+    if kind == K_DIRECT:
+        j = k % (p - 1)
+        return (r + 1 + j) % p, (r - 1 - j) % p, C[c, C_MSGZ]
+    return (r + 1) % p, (r - 1) % p, C[c, C_MSGZ]
+
+
+@kernel
+def _bundle(heap, I, P, tick, CB, LS, red, r, g, processed, z):
+    """``Sys.bundle``: the endpoint delay, then (processed) the reduction of a ``z``-sized message."""
+    if processed:
+        _register(heap, I, P, tick, CB, LS, r, P[P_E], CB_RED, g, red[z])
+    else:
+        _register(heap, I, P, tick, CB, LS, r, P[P_E], CB_CALL, g, 0)
+
+
+@kernel
+def _insert(heap, I, P, tick, CB, LS, ST, C, HD, red, g):
+    """``Ring.insert`` (and halvingDoubling's): the next packet and its bundle."""
+    c = ST[g, F_COLL]
+    if ST[g, F_ZERO] == 0 and ST[g, F_NZ] == 0:
+        ST[g, F_ZERO] = C[c, C_PAR]
+        ST[g, F_NZ] = C[c, C_NZ]
+        ST[g, F_TOG] = 1 - ST[g, F_TOG]
+    op = ST[g, F_OP]
+    if ST[g, F_ZERO] > 0:
+        processed = False
+        ST[g, F_ZERO] -= 1
+    elif ST[g, F_NZ] > 0:
+        processed = op == RS or (op == AR and ST[g, F_TOG] == 1)
+        ST[g, F_NZ] -= 1
+    else:  # ASTRA-sim panics ("should not inject nothing!"); the event engine raises
+        I[ERR] = 2
+        return
+    k = ST[g, F_PIN]
+    ST[g, F_PIN] = k + 1
+    p = P[P_N]
+    r = g // P[P_S]
+    _d, _s, z = _packet(ST, C, HD, g, r, p, k)
+    _bundle(heap, I, P, tick, CB, LS, red, r, g, processed, z)
+
+
+@kernel
+def _ready(heap, I, P, fab, SL, LK, MS, lk, ser, ST, C, HD, g):
+    """``Ring.ready``: send the oldest packet (and post its receive) when a bundle is free."""
+    if ST[g, F_PIN] == ST[g, F_POUT] or ST[g, F_SC] == 0 or ST[g, F_FREE] == 0:
+        return False
+    p = P[P_N]
+    S = P[P_S]
+    r = g // S
+    dst, src, z = _packet(ST, C, HD, g, r, p, ST[g, F_POUT])
+    tag = g - r * S
+    _send(heap, I, P, fab, SL, LK, MS, lk, ser, r, dst, tag, z)
+    _recv(heap, I, P, fab, SL, src, r, tag, z, g)
+    ST[g, F_SC] -= 1
+    ST[g, F_POUT] += 1
+    ST[g, F_FREE] -= 1
+    return True
+
+
+@kernel
+def _dbt(heap, I, P, tick, CB, LS, fab, SL, LK, MS, lk, ser, red, ST, C, TREE, g, ev):
+    """``DoubleBinaryTreeAllReduce.run``; returns True when the stream exits."""
+    S = P[P_S]
+    r = g // S
+    tag = g - r * S
+    z = C[ST[g, F_COLL], C_CHUNKZ]
+    tr = ST[g, F_TREE]
+    parent, left, right, ty = TREE[tr, r, 0], TREE[tr, r, 1], TREE[tr, r, 2], TREE[tr, r, 3]
+    st = ST[g, F_STATE]
+    if ty == T_LEAF:
+        if st == S_BEGIN:
+            _bundle(heap, I, P, tick, CB, LS, red, r, g, False, z)
+            ST[g, F_STATE] = S_TO_PARENT
+        elif st == S_TO_PARENT:
+            _send(heap, I, P, fab, SL, LK, MS, lk, ser, r, parent, tag, z)
+            _recv(heap, I, P, fab, SL, parent, r, tag, z, g)
+            ST[g, F_STATE] = S_WAIT_PARENT
+        elif st == S_WAIT_PARENT:
+            _bundle(heap, I, P, tick, CB, LS, red, r, g, False, z)
+            ST[g, F_STATE] = S_END
+        elif st == S_END:
+            return True
+    elif ty == T_INTER:
+        if st == S_BEGIN:
+            ST[g, F_STATE] = S_WAIT_TWO
+            _recv(heap, I, P, fab, SL, left, r, tag, z, g)
+            _recv(heap, I, P, fab, SL, right, r, tag, z, g)
+        elif st == S_WAIT_TWO and ev == RECV:
+            _bundle(heap, I, P, tick, CB, LS, red, r, g, True, z)
+            ST[g, F_STATE] = S_WAIT_ONE
+        elif st == S_WAIT_ONE and ev == RECV:
+            _bundle(heap, I, P, tick, CB, LS, red, r, g, True, z)
+            ST[g, F_STATE] = S_TO_PARENT
+        elif ST[g, F_REDS] < 1 and ev == GENERAL:
+            ST[g, F_REDS] += 1
+        elif st == S_TO_PARENT:
+            ST[g, F_STATE] = S_WAIT_PARENT
+            _send(heap, I, P, fab, SL, LK, MS, lk, ser, r, parent, tag, z)
+            _recv(heap, I, P, fab, SL, parent, r, tag, z, g)
+        elif st == S_WAIT_PARENT and ev == RECV:
+            _bundle(heap, I, P, tick, CB, LS, red, r, g, True, z)
+            ST[g, F_STATE] = S_TO_CHILDREN
+        elif st == S_TO_CHILDREN:
+            _send(heap, I, P, fab, SL, LK, MS, lk, ser, r, left, tag, z)
+            _send(heap, I, P, fab, SL, LK, MS, lk, ser, r, right, tag, z)
+            return True
+    else:
+        child = left if left >= 0 else right
+        if st == S_BEGIN:
+            ST[g, F_STATE] = S_WAIT_ONE
+            _recv(heap, I, P, fab, SL, child, r, tag, z, g)
+        elif st == S_WAIT_ONE:
+            _bundle(heap, I, P, tick, CB, LS, red, r, g, True, z)
+            ST[g, F_STATE] = S_TO_CHILDREN
+        elif st == S_TO_CHILDREN:
+            _send(heap, I, P, fab, SL, LK, MS, lk, ser, r, child, tag, z)
+            return True
+    return False
+
+
+@kernel
+def _algo(heap, I, P, tick, CB, LS, fab, SL, LK, MS, lk, ser, red, ST, C, HD, TREE, g, ev):
+    """``phase.algo.run(ev)`` of stream ``g``; returns True when the stream exits."""
+    kind = ST[g, F_KIND]
+    if kind == K_DBT:
+        return _dbt(heap, I, P, tick, CB, LS, fab, SL, LK, MS, lk, ser, red, ST, C, TREE, g, ev)
+    c = ST[g, F_COLL]
+    par = C[c, C_PAR]
+    if ev == INIT:
+        for _ in range(par if kind != K_HD else 1):
+            _insert(heap, I, P, tick, CB, LS, ST, C, HD, red, g)
+        return False
+    if ev == RECV:
+        ST[g, F_RECV] += 1
+        _insert(heap, I, P, tick, CB, LS, ST, C, HD, red, g)
+        return False
+    ST[g, F_FREE] += 1
+    if kind == K_DIRECT and ST[g, F_OP] == AR and ST[g, F_SC] <= P[P_N] - 1:
+        if ST[g, F_RECV] < P[P_N] - 1:
+            return False
+        for _ in range(par):
+            if not _ready(heap, I, P, fab, SL, LK, MS, lk, ser, ST, C, HD, g):
+                break
+    else:
+        _ready(heap, I, P, fab, SL, LK, MS, lk, ser, ST, C, HD, g)
+    return ST[g, F_SC] == 0 and ST[g, F_FREE] == par

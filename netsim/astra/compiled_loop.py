@@ -1,0 +1,228 @@
+"""The compiled engine's system layer, chain workloads and event loop (see :mod:`netsim.astra.compiled_kernel`).
+
+``_proceed_new`` / ``_finish`` / ``_added`` are :meth:`netsim.astra.sysl.Sys.proceed` and its queue
+(one queue, streams of one phase), ``_generate`` is :meth:`~netsim.astra.sysl.Sys.generate` (every
+collective on the world), ``_wl`` is :meth:`netsim.astra.workload.Workload.call` on a chain, and
+:func:`run` is :meth:`netsim.astra.engine.HeapClock.run` with every event kind dispatched here.
+"""
+
+from __future__ import annotations
+
+import heapq
+
+import numpy as np
+from numba import types
+from numba.typed import Dict
+
+from netsim.astra.compiled_kernel import (
+    AR, ATZERO, B_A, B_B, B_KIND, B_NEXT, C_COUNT, C_KIND, C_NZ, C_OP, C_SC, CB_CALL, CB_RED, CB_WL, CFREE,
+    CURSEQ, ERR, EV_ARRIVE, EV_CONSUME, EV_FREE, EV_TICK, EVENTS, EXPLICIT, F_COLL, F_FREE, F_INIT, F_KIND,
+    F_NZ, F_OP, F_PIN, F_POUT, F_PRIO, F_RECV, F_REDS, F_SC, F_STATE, F_TOG, F_TREE, F_ZERO, FIFO, GENERAL,
+    INIT, K_DBT, L_FA, L_FS, L_PH, L_PT, L_QD, LFREE, M_DST, M_G, M_HOP, M_NEXT, M_SLOT, M_SRC, MFREE, NOW,
+    NREP, P_N, P_POLICY, P_S, P_T, R_DBT, R_DONE, R_DSFIN, R_DSTOT, R_NCOLL, R_NSTREAM, R_PC, R_POS, R_QLEN,
+    R_RUN, RECV, S_BEGIN, _algo, _next_link, _link_send, _register, _settled, _transmit, kernel)
+
+
+@kernel
+def _added(heap, I, P, tick, CB, LS, fab, SL, LK, MS, lk, ser, red, ST, C, HD, TREE, RK, Q, r):
+    """``Sys._added``: start queued streams while fewer than the threshold run."""
+    i = RK[r, R_RUN]
+    while i < RK[r, R_QLEN] and RK[r, R_RUN] < P[P_T]:
+        RK[r, R_RUN] += 1
+        g = Q[r, i]
+        ST[g, F_INIT] = 1
+        if _algo(heap, I, P, tick, CB, LS, fab, SL, LK, MS, lk, ser, red, ST, C, HD, TREE, g, INIT):
+            I[ERR] = 2  # no algorithm here exits on INIT
+        i += 1
+
+
+@kernel
+def _proceed_new(heap, I, P, tick, CB, LS, fab, SL, LK, MS, lk, ser, red, ST, C, HD, TREE, RK, Q, r, g):
+    """``Sys.proceed`` of a new stream: into the queue by priority, then ``_added``."""
+    n = RK[r, R_QLEN]
+    if n >= Q.shape[1]:
+        I[ERR] = 1
+        return
+    i = 0
+    while i < n and (ST[Q[r, i], F_INIT] == 1 or ST[Q[r, i], F_PRIO] >= ST[g, F_PRIO]):
+        i += 1
+    for j in range(n, i, -1):
+        Q[r, j] = Q[r, j - 1]
+    Q[r, i] = g
+    RK[r, R_QLEN] = n + 1
+    _added(heap, I, P, tick, CB, LS, fab, SL, LK, MS, lk, ser, red, ST, C, HD, TREE, RK, Q, r)
+
+
+@kernel
+def _generate(heap, I, P, tick, CB, LS, fab, SL, LK, MS, lk, ser, red, ST, C, HD, TREE, RK, Q, NPRIO, r, node):
+    """``Sys.generate`` of the rank's next collective: its streams, each proceeded as it is made."""
+    k = RK[r, R_NCOLL]
+    RK[r, R_NCOLL] = k + 1
+    count = C[k, C_COUNT]
+    RK[r, R_DSTOT] = count
+    RK[r, R_DSFIN] = 0
+    pol = P[P_POLICY]
+    pri = RK[r, R_PC]
+    if pol == EXPLICIT:
+        pri = NPRIO[node]
+    elif pol == FIFO:
+        RK[r, R_PC] -= 1
+    else:
+        RK[r, R_PC] += 1
+    S = P[P_S]
+    for _ in range(count):
+        sid = RK[r, R_NSTREAM]
+        if sid >= S:
+            I[ERR] = 2
+            return
+        RK[r, R_NSTREAM] = sid + 1
+        g = r * S + sid
+        ST[g, :] = 0
+        ST[g, F_KIND] = C[k, C_KIND]
+        ST[g, F_OP] = C[k, C_OP]
+        ST[g, F_COLL] = k
+        ST[g, F_PRIO] = pri
+        ST[g, F_SC] = C[k, C_SC]
+        ST[g, F_STATE] = S_BEGIN
+        if C[k, C_KIND] == K_DBT:
+            ST[g, F_TREE] = RK[r, R_DBT] % 2
+            RK[r, R_DBT] += 1
+        _proceed_new(heap, I, P, tick, CB, LS, fab, SL, LK, MS, lk, ser, red, ST, C, HD, TREE, RK, Q, r, g)
+        if I[ERR]:
+            return
+
+
+@kernel
+def _wl(heap, I, P, tick, CB, LS, fab, SL, LK, MS, lk, ser, red, ST, C, HD, TREE, RK, Q, NODE, NDUR, NPRIO, START,
+        END, REP, r, done):
+    """``Workload.call`` on a chain: the running node ends (``done``), the next one is issued (a COMP
+    node: its duration on the rank's ticker, ``NDUR`` >= 0; a collective: ``NDUR`` = -1)."""
+    lo, hi = NODE[r], NODE[r + 1]
+    pos = RK[r, R_POS]
+    now = I[NOW]
+    if done:
+        END[lo + pos] = now
+        pos += 1
+        RK[r, R_POS] = pos
+    if lo + pos >= hi:
+        RK[r, R_DONE] = 1
+        REP[I[NREP], 0] = r
+        REP[I[NREP], 1] = now
+        I[NREP] += 1
+        return
+    node = lo + pos
+    START[node] = now
+    if NDUR[node] >= 0:
+        _register(heap, I, P, tick, CB, LS, r, NDUR[node], CB_WL, r, 0)
+    else:
+        _generate(heap, I, P, tick, CB, LS, fab, SL, LK, MS, lk, ser, red, ST, C, HD, TREE, RK, Q, NPRIO, r, node)
+
+
+@kernel
+def _finish(heap, I, P, tick, CB, LS, fab, SL, LK, MS, lk, ser, red, ST, C, HD, TREE, RK, Q, NODE, NDUR, NPRIO,
+            START, END, REP, g):
+    """``Sys.proceed`` of a stream that exits: its DataSet counts it (the last one ends the node), it
+    leaves the queue, then ``_removed``."""
+    r = g // P[P_S]
+    RK[r, R_DSFIN] += 1
+    if RK[r, R_DSFIN] == RK[r, R_DSTOT]:
+        _wl(heap, I, P, tick, CB, LS, fab, SL, LK, MS, lk, ser, red, ST, C, HD, TREE, RK, Q, NODE, NDUR, NPRIO,
+            START, END, REP, r, True)
+    n = RK[r, R_QLEN]
+    i = 0
+    while i < n and Q[r, i] != g:
+        i += 1
+    for j in range(i, n - 1):
+        Q[r, j] = Q[r, j + 1]
+    RK[r, R_QLEN] = n - 1
+    RK[r, R_RUN] -= 1
+    _added(heap, I, P, tick, CB, LS, fab, SL, LK, MS, lk, ser, red, ST, C, HD, TREE, RK, Q, r)
+
+
+@kernel
+def _tick(heap, I, P, tick, CB, LS, fab, SL, LK, MS, lk, ser, red, ST, C, HD, TREE, RK, Q, NODE, NDUR, NPRIO,
+          START, END, REP, lst, r):
+    """``Ticker._run``: the rank's callbacks for this instant, those added meanwhile included."""
+    c = LS[lst, 0]
+    S = P[P_S]
+    while c >= 0:
+        kind = CB[c, B_KIND]
+        if kind == CB_WL:
+            _wl(heap, I, P, tick, CB, LS, fab, SL, LK, MS, lk, ser, red, ST, C, HD, TREE, RK, Q, NODE, NDUR, NPRIO,
+                START, END, REP, CB[c, B_A], True)
+        elif kind == CB_RED:
+            g = CB[c, B_A]
+            _register(heap, I, P, tick, CB, LS, g // S, CB[c, B_B], CB_CALL, g, 0)
+        else:
+            g = CB[c, B_A]
+            if _algo(heap, I, P, tick, CB, LS, fab, SL, LK, MS, lk, ser, red, ST, C, HD, TREE, g, GENERAL):
+                _finish(heap, I, P, tick, CB, LS, fab, SL, LK, MS, lk, ser, red, ST, C, HD, TREE, RK, Q, NODE, NDUR,
+                        NPRIO, START, END, REP, g)
+        if I[ERR]:
+            return
+        nxt = CB[c, B_NEXT]
+        CB[c, B_NEXT] = I[CFREE]
+        I[CFREE] = c
+        c = nxt
+    del tick[I[NOW] * P[P_N] + r]
+    LS[lst, 0] = I[LFREE]
+    I[LFREE] = lst
+
+
+@kernel
+def run(I, P, CB, LS, SL, LK, MS, lk, ser, red, ST, C, HD, TREE, RK, Q, NODE, NDUR, NPRIO, START, END, REP):
+    """Fire every rank at t = 0, then process events in (time, sequence) order until none is left."""
+    heap = [(np.int64(0), np.int64(0), np.int64(0), np.int64(0), np.int64(0))]
+    heap.pop()
+    tick = Dict.empty(key_type=types.int64, value_type=types.int64)
+    fab = Dict.empty(key_type=types.int64, value_type=types.int64)
+    n = P[P_N]
+    for r in range(n):
+        _wl(heap, I, P, tick, CB, LS, fab, SL, LK, MS, lk, ser, red, ST, C, HD, TREE, RK, Q, NODE, NDUR, NPRIO,
+            START, END, REP, r, False)
+        if I[ERR]:
+            return
+    while len(heap) and not I[ERR]:
+        t, s, kind, a, b = heapq.heappop(heap)
+        I[NOW] = t
+        I[CURSEQ] = s
+        I[EVENTS] += 1
+        if t == 0:
+            I[ATZERO] += 1
+        if kind == EV_TICK:
+            _tick(heap, I, P, tick, CB, LS, fab, SL, LK, MS, lk, ser, red, ST, C, HD, TREE, RK, Q, NODE, NDUR,
+                  NPRIO, START, END, REP, a, b)
+        elif kind == EV_FREE:
+            LK[a, L_QD] = 0
+            m = LK[a, L_PH]
+            if m >= 0:
+                LK[a, L_PH] = MS[m, M_NEXT]
+                if LK[a, L_PH] < 0:
+                    LK[a, L_PT] = -1
+                _transmit(heap, I, LK, MS, lk, ser, a, m)
+        else:
+            if kind == EV_ARRIVE:
+                m = a
+                hop = MS[m, M_HOP] + 1
+                MS[m, M_HOP] = hop
+                link = _next_link(P, MS[m, M_SRC], MS[m, M_DST], hop)
+                if link >= 0:
+                    _link_send(heap, I, LK, MS, lk, ser, link, m)
+                    continue
+                s = MS[m, M_SLOT]
+                SL[s, 2] += 1
+                g = MS[m, M_G]
+                MS[m, M_NEXT] = I[MFREE]
+                I[MFREE] = m
+                if SL[s, 1] < SL[s, 2]:  # no receive posted yet: it lands and waits
+                    continue
+                _settled(I, fab, SL, s)
+            else:
+                g = a
+            if _algo(heap, I, P, tick, CB, LS, fab, SL, LK, MS, lk, ser, red, ST, C, HD, TREE, g, RECV):
+                _finish(heap, I, P, tick, CB, LS, fab, SL, LK, MS, lk, ser, red, ST, C, HD, TREE, RK, Q, NODE, NDUR,
+                        NPRIO, START, END, REP, g)
+    if not I[ERR]:
+        for r in range(n):
+            if RK[r, R_DONE] == 0:
+                I[ERR] = 2  # a deadlock: the event engine reports it
