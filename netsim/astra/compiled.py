@@ -178,7 +178,8 @@ def _arrays(prep: Prep) -> dict:
     return {"P": P, "lk": lk, "ser": ser, "red": red, "C": C, "HD": np.array(hd_rows or [(0, 0)], dtype=np.int64),
             "TREE": tree, "NODE": np.array(offs, dtype=np.int64), "NDUR": np.array(dur, dtype=np.int64),
             "NPRIO": np.array(prio, dtype=np.int64), "links": links, "S": S,
-            "qcap": int(C[:, 2].max()) + 2 if len(C) else 2, "pool": max(4096, 4 * n * threshold * 8)}
+            "qcap": int(C[:, 2].max()) + 2 if len(C) else 2,
+            "pool": max(4096, 2 * n * threshold * (int(C[:, 4].max(initial=0)) + 3))}  # messages a rank keeps in flight
 
 
 def run_compiled(prep: Prep) -> list[ChainRun]:
@@ -193,7 +194,7 @@ def run_compiled(prep: Prep) -> list[ChainRun]:
     if S * n * n * len(a["lk"]) >= 1 << 62:
         raise NotBatched("too many streams for the compiled engine's integer keys")
     while True:
-        I = np.zeros(16, dtype=np.int64)
+        I = np.zeros(19, dtype=np.int64)
         I[K.SEQ] = 1
         I[[K.MFREE, K.CFREE, K.LFREE, K.SLFREE]] = -1
         LK = np.zeros((a["links"], 5), dtype=np.int64)
@@ -202,7 +203,9 @@ def run_compiled(prep: Prep) -> list[ChainRun]:
         out = (np.zeros(len(a["NDUR"]), dtype=np.int64), np.zeros(len(a["NDUR"]), dtype=np.int64),
                np.zeros((n, 2), dtype=np.int64))
         ST, RK = np.zeros((n * S, 16), dtype=np.int64), np.zeros((n, 10), dtype=np.int64)
-        run(I, a["P"], np.zeros((pool, 4), dtype=np.int64), np.zeros((pool, 2), dtype=np.int64),
+        table = 1 << max(10, (2 * pool - 1).bit_length())
+        run(np.zeros((pool, 5), dtype=np.int64), np.full((table, 2), -1, dtype=np.int64),
+            np.full((table, 2), -1, dtype=np.int64), I, a["P"], np.zeros((pool, 4), dtype=np.int64), np.zeros((pool, 2), dtype=np.int64),
             np.zeros((pool, 5), dtype=np.int64), LK, np.zeros((pool, 7), dtype=np.int64), a["lk"], a["ser"], a["red"],
             ST, a["C"], a["HD"], a["TREE"], RK, np.zeros((n, qcap), dtype=np.int64), a["NODE"], a["NDUR"],
             a["NPRIO"], *out)

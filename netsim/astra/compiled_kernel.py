@@ -16,11 +16,7 @@ engine would not reach quietly (a deadlock, an algorithm that injects nothing) s
 
 from __future__ import annotations
 
-import heapq
-
 import numpy as np
-from numba import types
-from numba.typed import Dict
 
 from functools import partial
 from pathlib import Path
@@ -32,7 +28,8 @@ FILES = tuple(str(Path(__file__).with_name(f)) for f in ("compiled_kernel.py", "
 kernel = partial(kernelcache.kernel, files=FILES, prefix="astra-kernels")
 
 # I: scalar state
-NOW, CURSEQ, SEQ, EVENTS, MSGS, ERR, MFREE, MTOP, CFREE, CTOP, LFREE, LTOP, SLTOP, NREP, ATZERO, SLFREE = range(16)
+(NOW, CURSEQ, SEQ, EVENTS, MSGS, ERR, MFREE, MTOP, CFREE, CTOP, LFREE, LTOP, SLTOP, NREP, ATZERO, SLFREE, HSIZE, TCOUNT,
+ FCOUNT) = range(19)
 # P: parameters
 P_N, P_S, P_T, P_E, P_NET, P_POLICY, P_Z = range(7)
 SWITCH, FULLY, RING = 0, 1, 2
@@ -58,10 +55,107 @@ S_BEGIN, S_TO_PARENT, S_WAIT_PARENT, S_END, S_WAIT_TWO, S_WAIT_ONE, S_TO_CHILDRE
 
 
 @kernel
+def _push_seq(heap, I, t, s, kind, a, b):
+    """Push event (t, s, kind, a, b) on the array heap ``heap`` (ordered by (t, s), as HeapClock's)."""
+    i = I[HSIZE]
+    if i >= heap.shape[0]:
+        I[ERR] = 1
+        return
+    I[HSIZE] = i + 1
+    while i > 0:
+        p = (i - 1) >> 1
+        if heap[p, 0] < t or (heap[p, 0] == t and heap[p, 1] < s):
+            break
+        for c in range(5):
+            heap[i, c] = heap[p, c]
+        i = p
+    heap[i, 0], heap[i, 1], heap[i, 2], heap[i, 3], heap[i, 4] = t, s, kind, a, b
+
+
+@kernel
 def _push(heap, I, t, kind, a, b):
     s = I[SEQ]
     I[SEQ] = s + 1
-    heapq.heappush(heap, (t, s, kind, a, b))
+    _push_seq(heap, I, t, s, kind, a, b)
+
+
+@kernel
+def _pop(heap, I):
+    """The earliest event (time, then sequence), off the array heap."""
+    top = (heap[0, 0], heap[0, 1], heap[0, 2], heap[0, 3], heap[0, 4])
+    n = I[HSIZE] - 1
+    I[HSIZE] = n
+    t, s = heap[n, 0], heap[n, 1]
+    i = 0
+    while True:
+        c = 2 * i + 1
+        if c >= n:
+            break
+        if c + 1 < n and (heap[c + 1, 0] < heap[c, 0] or (heap[c + 1, 0] == heap[c, 0] and heap[c + 1, 1] < heap[c, 1])):
+            c += 1
+        if t < heap[c, 0] or (t == heap[c, 0] and s < heap[c, 1]):
+            break
+        for k in range(5):
+            heap[i, k] = heap[c, k]
+        i = c
+    for k in range(5):
+        heap[i, k] = heap[n, k]
+    return top
+
+
+@kernel
+def _hash(key, mask):
+    h = (key ^ (key >> 29)) * 6364136223846793005
+    return (h >> 20) & mask
+
+
+@kernel
+def _hget(H, key):
+    """The value of ``key`` in the open-addressing table ``H`` (rows key, value; key -1 = empty), or -1."""
+    mask = H.shape[0] - 1
+    i = _hash(key, mask)
+    while H[i, 0] != -1:
+        if H[i, 0] == key:
+            return H[i, 1]
+        i = (i + 1) & mask
+    return -1
+
+
+@kernel
+def _hput(H, I, count, key, value):
+    """Add ``key`` (absent) -> ``value``; the table is kept at most half full (else ``I[ERR] = 1``)."""
+    mask = H.shape[0] - 1
+    if 2 * (I[count] + 1) > H.shape[0]:
+        I[ERR] = 1
+        return
+    I[count] += 1
+    i = _hash(key, mask)
+    while H[i, 0] != -1:
+        i = (i + 1) & mask
+    H[i, 0] = key
+    H[i, 1] = value
+
+
+@kernel
+def _hdel(H, I, count, key):
+    """Remove ``key`` (present), shifting back the entries after it (linear probing, no tombstones)."""
+    mask = H.shape[0] - 1
+    i = _hash(key, mask)
+    while H[i, 0] != key:
+        i = (i + 1) & mask
+    j = i
+    while True:
+        j = (j + 1) & mask
+        if H[j, 0] == -1:
+            break
+        k = _hash(H[j, 0], mask)
+        if (i <= j and i < k <= j) or (i > j and (i < k or k <= j)):
+            continue  # its home lies after the hole: it stays
+        H[i, 0] = H[j, 0]
+        H[i, 1] = H[j, 1]
+        i = j
+    H[i, 0] = -1
+    I[count] -= 1
 
 
 @kernel
@@ -87,14 +181,14 @@ def _register(heap, I, P, tick, CB, LS, r, delay, kind, a, b):
         I[ERR] = 2
         return
     key = t * P[P_N] + r
-    lst = tick[key] if key in tick else -1
+    lst = _hget(tick, key)
     if lst < 0:
         lst = _alloc(I, LTOP, LFREE, LS, 0)
         if lst < 0:
             return
         LS[lst, 0] = -1
         LS[lst, 1] = -1
-        tick[key] = lst
+        _hput(tick, I, TCOUNT, key, lst)
         _push(heap, I, t, EV_TICK, lst, r)
     c = _alloc(I, CTOP, CFREE, CB, B_NEXT)
     if c < 0:
@@ -148,7 +242,7 @@ def _transmit(heap, I, LK, MS, lk, ser, link, m):
     q = LK[link, L_PH] >= 0 or fa == 0
     LK[link, L_QD] = 1 if q else 0
     if q:
-        heapq.heappush(heap, (fa, LK[link, L_FS], EV_FREE, link, 0))
+        _push_seq(heap, I, fa, LK[link, L_FS], EV_FREE, link, 0)
 
 
 @kernel
@@ -156,7 +250,7 @@ def _link_send(heap, I, LK, MS, lk, ser, link, m):
     now = I[NOW]
     if now < LK[link, L_FA] or (now == LK[link, L_FA] and I[CURSEQ] < LK[link, L_FS]):
         if LK[link, L_QD] == 0:
-            heapq.heappush(heap, (LK[link, L_FA], LK[link, L_FS], EV_FREE, link, 0))
+            _push_seq(heap, I, LK[link, L_FA], LK[link, L_FS], EV_FREE, link, 0)
             LK[link, L_QD] = 1
         MS[m, M_NEXT] = -1
         if LK[link, L_PT] < 0:
@@ -172,7 +266,7 @@ def _link_send(heap, I, LK, MS, lk, ser, link, m):
 def _slot(I, P, fab, SL, tag, src, dst, z):
     n = P[P_N]
     key = ((tag * n + src) * n + dst) * P[P_Z] + z
-    s = fab[key] if key in fab else -1
+    s = _hget(fab, key)
     if s < 0:
         s = _alloc(I, SLTOP, SLFREE, SL, 4)
         if s < 0:
@@ -181,7 +275,7 @@ def _slot(I, P, fab, SL, tag, src, dst, z):
         SL[s, 1] = 0
         SL[s, 2] = 0
         SL[s, 3] = key
-        fab[key] = s
+        _hput(fab, I, FCOUNT, key, s)
     return s
 
 
@@ -190,7 +284,7 @@ def _settled(I, fab, SL, s):
     """``Fabric._done`` on the key's last waiting entry: every send met its receive and landed; the key
     is dropped (its counts start again from 0, which pairs the same messages)."""
     if SL[s, 0] == SL[s, 1] and SL[s, 1] == SL[s, 2]:
-        del fab[SL[s, 3]]
+        _hdel(fab, I, FCOUNT, SL[s, 3])
         SL[s, 4] = I[SLFREE]
         I[SLFREE] = s
 

@@ -8,12 +8,9 @@ collective on the world), ``_wl`` is :meth:`netsim.astra.workload.Workload.call`
 
 from __future__ import annotations
 
-import heapq
-
 import numpy as np
 from numba import carray, types
 from numba.extending import intrinsic
-from numba.typed import Dict
 
 from netsim.astra.compiled_kernel import (
     AR, ATZERO, B_A, B_B, B_KIND, B_NEXT, C_COUNT, C_KIND, C_NZ, C_OP, C_SC, CB_CALL, CB_RED, CB_WL, CFREE,
@@ -21,7 +18,7 @@ from netsim.astra.compiled_kernel import (
     F_NZ, F_OP, F_PIN, F_POUT, F_PRIO, F_RECV, F_REDS, F_SC, F_STATE, F_TOG, F_TREE, F_ZERO, FIFO, GENERAL,
     INIT, K_DBT, L_FA, L_FS, L_PH, L_PT, L_QD, LFREE, M_DST, M_G, M_HOP, M_NEXT, M_SLOT, M_SRC, MFREE, NOW,
     NREP, P_N, P_POLICY, P_S, P_T, R_DBT, R_DONE, R_DSFIN, R_DSTOT, R_NCOLL, R_NSTREAM, R_PC, R_POS, R_QLEN,
-    R_RUN, RECV, S_BEGIN, _algo, _next_link, _link_send, _register, _settled, _transmit, kernel)
+    R_RUN, RECV, S_BEGIN, HSIZE, TCOUNT, _algo, _hdel, _pop, _next_link, _link_send, _register, _settled, _transmit, kernel)
 
 
 @kernel
@@ -165,7 +162,7 @@ def _tick(heap, I, P, tick, CB, LS, fab, SL, LK, MS, lk, ser, red, ST, C, HD, TR
         CB[c, B_NEXT] = I[CFREE]
         I[CFREE] = c
         c = nxt
-    del tick[I[NOW] * P[P_N] + r]
+    _hdel(tick, I, TCOUNT, I[NOW] * P[P_N] + r)
     LS[lst, 0] = I[LFREE]
     I[LFREE] = lst
 
@@ -190,28 +187,26 @@ def _borrow(a):
 
 
 @kernel
-def run(I, P, CB, LS, SL, LK, MS, lk, ser, red, ST, C, HD, TREE, RK, Q, NODE, NDUR, NPRIO, START, END, REP):
+def run(heap, tick, fab, I, P, CB, LS, SL, LK, MS, lk, ser, red, ST, C, HD, TREE, RK, Q, NODE, NDUR, NPRIO, START, END,
+        REP):
     """Fire every rank at t = 0, then process events in (time, sequence) order until none is left."""
-    return _run(_borrow(I), _borrow(P), _borrow(CB), _borrow(LS), _borrow(SL), _borrow(LK), _borrow(MS),
+    return _run(_borrow(heap), _borrow(tick), _borrow(fab), _borrow(I), _borrow(P), _borrow(CB), _borrow(LS), _borrow(SL), _borrow(LK), _borrow(MS),
                 _borrow(lk), _borrow(ser), _borrow(red), _borrow(ST), _borrow(C), _borrow(HD), _borrow(TREE),
                 _borrow(RK), _borrow(Q), _borrow(NODE), _borrow(NDUR), _borrow(NPRIO), _borrow(START), _borrow(END),
                 _borrow(REP))
 
 
 @kernel
-def _run(I, P, CB, LS, SL, LK, MS, lk, ser, red, ST, C, HD, TREE, RK, Q, NODE, NDUR, NPRIO, START, END, REP):
-    heap = [(np.int64(0), np.int64(0), np.int64(0), np.int64(0), np.int64(0))]
-    heap.pop()
-    tick = Dict.empty(key_type=types.int64, value_type=types.int64)
-    fab = Dict.empty(key_type=types.int64, value_type=types.int64)
+def _run(heap, tick, fab, I, P, CB, LS, SL, LK, MS, lk, ser, red, ST, C, HD, TREE, RK, Q, NODE, NDUR, NPRIO, START, END,
+         REP):
     n = P[P_N]
     for r in range(n):
         _wl(heap, I, P, tick, CB, LS, fab, SL, LK, MS, lk, ser, red, ST, C, HD, TREE, RK, Q, NODE, NDUR, NPRIO,
             START, END, REP, r, False)
         if I[ERR]:
             return
-    while len(heap) and not I[ERR]:
-        t, s, kind, a, b = heapq.heappop(heap)
+    while I[HSIZE] and not I[ERR]:
+        t, s, kind, a, b = _pop(heap, I)
         I[NOW] = t
         I[CURSEQ] = s
         I[EVENTS] += 1
