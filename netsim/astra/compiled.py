@@ -39,6 +39,10 @@ OPS = {"all_reduce": 0, "reduce_scatter": 1, "all_gather": 2, "all_to_all": 3}  
 KINDS = {"ring": 0, "direct": 1, "halvingDoubling": 2, "doubleBinaryTree": 3}
 NETS = {"Switch": 0, "FullyConnected": 1, "Ring": 2}
 POLICIES = {"LIFO": 0, "FIFO": 1, "EXPLICIT": 2}
+#: ``engine="auto"`` runs the compiled engine from this many messages on: importing numba and loading the
+#: compiled code costs about 0.4 CPU-s, what the event engine spends on some 20,000 messages (measured on
+#: benchmarks/bench_astra_general.py's general case, congestion-aware: 6.1 CPU-s for 290,688 messages).
+MIN_MESSAGES = 20_000
 
 
 class Prep:
@@ -46,6 +50,8 @@ class Prep:
 
     def __init__(self, chains: dict, seq: list, ctx):
         self.chains, self.seq, self.ctx = chains, seq, ctx
+        # messages the run sends: streams x ranks x each one's sends (a tree: fewer than 2 a rank)
+        self.messages = sum(row[2] * ctx.npus * (2 if row[1] == KINDS["doubleBinaryTree"] else row[7]) for row in seq)
 
 
 def _why_not(ctx, rendezvous: bool) -> str | None:
