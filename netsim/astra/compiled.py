@@ -2,7 +2,7 @@
 
 Where it applies (:func:`compiled_plan` says why not otherwise): the congestion-aware model on a 1-D
 ASTRA-sim network, one queue per dimension, no rendezvous, no custom collectives, roofline or
-replay-only, a non-zero endpoint delay; every rank's trace is a *chain* (:func:`netsim.astra.batched._chain`)
+replay-only, a non-zero endpoint delay; every rank's trace is a *chain* (:func:`netsim.astra.batched.chain_of`)
 of COMP nodes and world collectives (ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER, ALL_TO_ALL), every rank
 issuing the same collectives in the same order, each with one of ``ring``, ``direct``/``directN``,
 ``halvingDoubling`` or (all-reduce on a power of two) ``doubleBinaryTree``; any number of active
@@ -30,7 +30,7 @@ import numpy as np
 
 from netsim import astra_arith as arith
 from netsim.astra.algorithms import INTER, LEAF, BinaryTree
-from netsim.astra.batched import ChainRun, _chain, _ring
+from netsim.astra.batched import ChainRun, chain_of, ring_of
 from netsim.astra.batched_algos import hd_schedule
 from netsim.astra.batched_timed import NotBatched
 from netsim.chakra.model import MISSING
@@ -124,12 +124,12 @@ def compiled_plan(tables: dict, ctx, groups: dict, rendezvous: bool) -> tuple[Pr
     for r, t in tables.items():
         ch = by_table.get(id(t))
         if ch is None:
-            ch, why = _chain(t)
+            ch, why = chain_of(t)
             if ch is None:
                 return None, why
             by_table[id(t)] = ch
             for op, size, name, dim0 in ch.colls.values():
-                ring, why = _ring(name, groups, ctx)
+                ring, why = ring_of(name, groups, ctx)
                 if ring is None or ring.local or ring.key != "" or not dim0:
                     return None, why or "a collective on a communicator group or not on dimension 0"
             seqs[id(t)] = [c[:2] for c in (ch.colls[i] for i in ch.order if i in ch.colls)]

@@ -2,21 +2,21 @@
 
 Every function here is one piece of the Python event engine, ported line for line on integer arrays
 so that it schedules the same events, in the same order, with the same sequence numbers:
-:class:`~netsim.astra.engine.HeapClock` (``heap``: ``(time, seq, kind, a, b)``),
+:class:`~netsim.astra.engine.HeapClock` (``heap``: a binary heap of rows ``(time, seq, kind, a, b)``),
 :class:`~netsim.astra.engine.Ticker` (``tick``: per rank and instant, a list of callbacks),
 :class:`~netsim.astra.engine.Fabric` (``fab``: per (tag, src, dst, size) the sends, receives and
 landings so far; messages of one key land in send order, as they share a route of FIFO links),
 :class:`~netsim.astra.congestion._HeapLink` (``LK``), the queues of :class:`~netsim.astra.sysl.Sys`
 (``Q``, ``RK``), the algorithms of :mod:`netsim.astra.algorithms` (``ST``, one row per stream) and a
 chain workload (:class:`~netsim.astra.workload.Workload` on a trace whose nodes run one after another).
+``tick`` and ``fab`` are open-addressing tables (rows key, value), all state is in int64 arrays:
+no typed container, whose reference counts cost more than the events.
 
 A pool that runs out sets ``I[ERR] = 1`` (the caller grows it and runs again); a state the Python
 engine would not reach quietly (a deadlock, an algorithm that injects nothing) sets 2.
 """
 
 from __future__ import annotations
-
-import numpy as np
 
 from functools import partial
 from pathlib import Path
@@ -80,7 +80,7 @@ def _push(heap, I, t, kind, a, b):
 
 
 @kernel
-def _pop(heap, I):
+def pop_event(heap, I):
     """The earliest event (time, then sequence), off the array heap."""
     top = (heap[0, 0], heap[0, 1], heap[0, 2], heap[0, 3], heap[0, 4])
     n = I[HSIZE] - 1
@@ -137,7 +137,7 @@ def _hput(H, I, count, key, value):
 
 
 @kernel
-def _hdel(H, I, count, key):
+def hdel(H, I, count, key):
     """Remove ``key`` (present), shifting back the entries after it (linear probing, no tombstones)."""
     mask = H.shape[0] - 1
     i = _hash(key, mask)
@@ -174,7 +174,7 @@ def _alloc(I, top, free, arr, nxt):
 
 
 @kernel
-def _register(heap, I, P, tick, CB, LS, r, delay, kind, a, b):
+def register(heap, I, P, tick, CB, LS, r, delay, kind, a, b):
     """``Ticker.register`` of rank ``r``: callback (kind, a, b) at now + delay."""
     t = I[NOW] + delay
     if t >= (1 << 62) // P[P_N]:  # its key would overflow: the event engine runs
@@ -216,7 +216,7 @@ def _first_link(P, src, dst):
 
 
 @kernel
-def _next_link(P, src, dst, hop):
+def next_link(P, src, dst, hop):
     """The link of hop ``hop`` (from 0) of the route src -> dst, or -1 past its end."""
     n = P[P_N]
     kind = P[P_NET]
@@ -231,7 +231,7 @@ def _next_link(P, src, dst, hop):
 
 
 @kernel
-def _transmit(heap, I, LK, MS, lk, ser, link, m):
+def transmit(heap, I, LK, MS, lk, ser, link, m):
     now = I[NOW]
     z = MS[m, M_Z]
     _push(heap, I, now + lk[z], EV_ARRIVE, m, 0)
@@ -246,7 +246,7 @@ def _transmit(heap, I, LK, MS, lk, ser, link, m):
 
 
 @kernel
-def _link_send(heap, I, LK, MS, lk, ser, link, m):
+def link_send(heap, I, LK, MS, lk, ser, link, m):
     now = I[NOW]
     if now < LK[link, L_FA] or (now == LK[link, L_FA] and I[CURSEQ] < LK[link, L_FS]):
         if LK[link, L_QD] == 0:
@@ -259,7 +259,7 @@ def _link_send(heap, I, LK, MS, lk, ser, link, m):
             MS[LK[link, L_PT], M_NEXT] = m
         LK[link, L_PT] = m
     else:
-        _transmit(heap, I, LK, MS, lk, ser, link, m)
+        transmit(heap, I, LK, MS, lk, ser, link, m)
 
 
 @kernel
@@ -280,11 +280,11 @@ def _slot(I, P, fab, SL, tag, src, dst, z):
 
 
 @kernel
-def _settled(I, fab, SL, s):
+def settled(I, fab, SL, s):
     """``Fabric._done`` on the key's last waiting entry: every send met its receive and landed; the key
     is dropped (its counts start again from 0, which pairs the same messages)."""
     if SL[s, 0] == SL[s, 1] and SL[s, 1] == SL[s, 2]:
-        _hdel(fab, I, FCOUNT, SL[s, 3])
+        hdel(fab, I, FCOUNT, SL[s, 3])
         SL[s, 4] = I[SLFREE]
         I[SLFREE] = s
 
@@ -306,7 +306,7 @@ def _send(heap, I, P, fab, SL, LK, MS, lk, ser, src, dst, tag, z):
     MS[m, M_SLOT] = s
     MS[m, M_G] = dst * P[P_S] + tag
     I[MSGS] += 1
-    _link_send(heap, I, LK, MS, lk, ser, _first_link(P, src, dst), m)
+    link_send(heap, I, LK, MS, lk, ser, _first_link(P, src, dst), m)
 
 
 @kernel
@@ -318,7 +318,7 @@ def _recv(heap, I, P, fab, SL, src, dst, tag, z, g):
     SL[s, 1] += 1
     if SL[s, 2] >= SL[s, 1]:
         _push(heap, I, I[NOW], EV_CONSUME, g, 0)
-        _settled(I, fab, SL, s)
+        settled(I, fab, SL, s)
 
 
 @kernel
@@ -347,9 +347,9 @@ def _packet(ST, C, HD, g, r, p, k):
 def _bundle(heap, I, P, tick, CB, LS, red, r, g, processed, z):
     """``Sys.bundle``: the endpoint delay, then (processed) the reduction of a ``z``-sized message."""
     if processed:
-        _register(heap, I, P, tick, CB, LS, r, P[P_E], CB_RED, g, red[z])
+        register(heap, I, P, tick, CB, LS, r, P[P_E], CB_RED, g, red[z])
     else:
-        _register(heap, I, P, tick, CB, LS, r, P[P_E], CB_CALL, g, 0)
+        register(heap, I, P, tick, CB, LS, r, P[P_E], CB_CALL, g, 0)
 
 
 @kernel
@@ -458,7 +458,7 @@ def _dbt(heap, I, P, tick, CB, LS, fab, SL, LK, MS, lk, ser, red, ST, C, TREE, g
 
 
 @kernel
-def _algo(heap, I, P, tick, CB, LS, fab, SL, LK, MS, lk, ser, red, ST, C, HD, TREE, g, ev):
+def algo_run(heap, I, P, tick, CB, LS, fab, SL, LK, MS, lk, ser, red, ST, C, HD, TREE, g, ev):
     """``phase.algo.run(ev)`` of stream ``g``; returns True when the stream exits."""
     kind = ST[g, F_KIND]
     if kind == K_DBT:

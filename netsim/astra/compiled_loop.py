@@ -8,17 +8,16 @@ collective on the world), ``_wl`` is :meth:`netsim.astra.workload.Workload.call`
 
 from __future__ import annotations
 
-import numpy as np
 from numba import carray, types
 from numba.extending import intrinsic
 
 from netsim.astra.compiled_kernel import (
-    AR, ATZERO, B_A, B_B, B_KIND, B_NEXT, C_COUNT, C_KIND, C_NZ, C_OP, C_SC, CB_CALL, CB_RED, CB_WL, CFREE,
-    CURSEQ, ERR, EV_ARRIVE, EV_CONSUME, EV_FREE, EV_TICK, EVENTS, EXPLICIT, F_COLL, F_FREE, F_INIT, F_KIND,
-    F_NZ, F_OP, F_PIN, F_POUT, F_PRIO, F_RECV, F_REDS, F_SC, F_STATE, F_TOG, F_TREE, F_ZERO, FIFO, GENERAL,
-    INIT, K_DBT, L_FA, L_FS, L_PH, L_PT, L_QD, LFREE, M_DST, M_G, M_HOP, M_NEXT, M_SLOT, M_SRC, MFREE, NOW,
-    NREP, P_N, P_POLICY, P_S, P_T, R_DBT, R_DONE, R_DSFIN, R_DSTOT, R_NCOLL, R_NSTREAM, R_PC, R_POS, R_QLEN,
-    R_RUN, RECV, S_BEGIN, HSIZE, TCOUNT, _algo, _hdel, _pop, _next_link, _link_send, _register, _settled, _transmit, kernel)
+    ATZERO, B_A, B_B, B_KIND, B_NEXT, C_COUNT, C_KIND, C_OP, C_SC, CB_CALL, CB_RED, CB_WL, CFREE, CURSEQ, ERR,
+    EV_ARRIVE, EV_FREE, EV_TICK, EVENTS, EXPLICIT, F_COLL, F_INIT, F_KIND, F_OP, F_PRIO, F_SC, F_STATE, F_TREE,
+    FIFO, GENERAL, INIT, K_DBT, L_PH, L_PT, L_QD, LFREE, M_DST, M_G, M_HOP, M_NEXT, M_SLOT, M_SRC, MFREE, NOW,
+    NREP, P_N, P_POLICY, P_S, P_T, R_DBT, R_DONE, R_DSFIN, R_DSTOT, R_NCOLL, R_NSTREAM, R_PC, R_POS, R_QLEN, R_RUN,
+    RECV, S_BEGIN, HSIZE, TCOUNT, algo_run, hdel, pop_event, next_link, link_send, register, settled, transmit,
+    kernel)
 
 
 @kernel
@@ -29,7 +28,7 @@ def _added(heap, I, P, tick, CB, LS, fab, SL, LK, MS, lk, ser, red, ST, C, HD, T
         RK[r, R_RUN] += 1
         g = Q[r, i]
         ST[g, F_INIT] = 1
-        if _algo(heap, I, P, tick, CB, LS, fab, SL, LK, MS, lk, ser, red, ST, C, HD, TREE, g, INIT):
+        if algo_run(heap, I, P, tick, CB, LS, fab, SL, LK, MS, lk, ser, red, ST, C, HD, TREE, g, INIT):
             I[ERR] = 2  # no algorithm here exits on INIT
         i += 1
 
@@ -111,7 +110,7 @@ def _wl(heap, I, P, tick, CB, LS, fab, SL, LK, MS, lk, ser, red, ST, C, HD, TREE
     node = lo + pos
     START[node] = now
     if NDUR[node] >= 0:
-        _register(heap, I, P, tick, CB, LS, r, NDUR[node], CB_WL, r, 0)
+        register(heap, I, P, tick, CB, LS, r, NDUR[node], CB_WL, r, 0)
     else:
         _generate(heap, I, P, tick, CB, LS, fab, SL, LK, MS, lk, ser, red, ST, C, HD, TREE, RK, Q, NPRIO, r, node)
 
@@ -150,10 +149,10 @@ def _tick(heap, I, P, tick, CB, LS, fab, SL, LK, MS, lk, ser, red, ST, C, HD, TR
                 START, END, REP, CB[c, B_A], True)
         elif kind == CB_RED:
             g = CB[c, B_A]
-            _register(heap, I, P, tick, CB, LS, g // S, CB[c, B_B], CB_CALL, g, 0)
+            register(heap, I, P, tick, CB, LS, g // S, CB[c, B_B], CB_CALL, g, 0)
         else:
             g = CB[c, B_A]
-            if _algo(heap, I, P, tick, CB, LS, fab, SL, LK, MS, lk, ser, red, ST, C, HD, TREE, g, GENERAL):
+            if algo_run(heap, I, P, tick, CB, LS, fab, SL, LK, MS, lk, ser, red, ST, C, HD, TREE, g, GENERAL):
                 _finish(heap, I, P, tick, CB, LS, fab, SL, LK, MS, lk, ser, red, ST, C, HD, TREE, RK, Q, NODE, NDUR,
                         NPRIO, START, END, REP, g)
         if I[ERR]:
@@ -162,7 +161,7 @@ def _tick(heap, I, P, tick, CB, LS, fab, SL, LK, MS, lk, ser, red, ST, C, HD, TR
         CB[c, B_NEXT] = I[CFREE]
         I[CFREE] = c
         c = nxt
-    _hdel(tick, I, TCOUNT, I[NOW] * P[P_N] + r)
+    hdel(tick, I, TCOUNT, I[NOW] * P[P_N] + r)
     LS[lst, 0] = I[LFREE]
     I[LFREE] = lst
 
@@ -206,7 +205,7 @@ def _run(heap, tick, fab, I, P, CB, LS, SL, LK, MS, lk, ser, red, ST, C, HD, TRE
         if I[ERR]:
             return
     while I[HSIZE] and not I[ERR]:
-        t, s, kind, a, b = _pop(heap, I)
+        t, s, kind, a, b = pop_event(heap, I)
         I[NOW] = t
         I[CURSEQ] = s
         I[EVENTS] += 1
@@ -222,15 +221,15 @@ def _run(heap, tick, fab, I, P, CB, LS, SL, LK, MS, lk, ser, red, ST, C, HD, TRE
                 LK[a, L_PH] = MS[m, M_NEXT]
                 if LK[a, L_PH] < 0:
                     LK[a, L_PT] = -1
-                _transmit(heap, I, LK, MS, lk, ser, a, m)
+                transmit(heap, I, LK, MS, lk, ser, a, m)
         else:
             if kind == EV_ARRIVE:
                 m = a
                 hop = MS[m, M_HOP] + 1
                 MS[m, M_HOP] = hop
-                link = _next_link(P, MS[m, M_SRC], MS[m, M_DST], hop)
+                link = next_link(P, MS[m, M_SRC], MS[m, M_DST], hop)
                 if link >= 0:
-                    _link_send(heap, I, LK, MS, lk, ser, link, m)
+                    link_send(heap, I, LK, MS, lk, ser, link, m)
                     continue
                 s = MS[m, M_SLOT]
                 SL[s, 2] += 1
@@ -239,10 +238,10 @@ def _run(heap, tick, fab, I, P, CB, LS, SL, LK, MS, lk, ser, red, ST, C, HD, TRE
                 I[MFREE] = m
                 if SL[s, 1] < SL[s, 2]:  # no receive posted yet: it lands and waits
                     continue
-                _settled(I, fab, SL, s)
+                settled(I, fab, SL, s)
             else:
                 g = a
-            if _algo(heap, I, P, tick, CB, LS, fab, SL, LK, MS, lk, ser, red, ST, C, HD, TREE, g, RECV):
+            if algo_run(heap, I, P, tick, CB, LS, fab, SL, LK, MS, lk, ser, red, ST, C, HD, TREE, g, RECV):
                 _finish(heap, I, P, tick, CB, LS, fab, SL, LK, MS, lk, ser, red, ST, C, HD, TREE, RK, Q, NODE, NDUR,
                         NPRIO, START, END, REP, g)
     if not I[ERR]:
