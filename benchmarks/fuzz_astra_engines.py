@@ -10,7 +10,7 @@ or on the groups; both models.
 Every config runs with ``engine="auto"`` and ``engine="full"``; the finish, exposed, GPU, wall
 and overlap cycles of every rank, every per-type time and the multiset of stdout lines must be
 equal (same-instant finishes print in rank order from the batched engines, in event order
-from the event engine).  Congestion-aware configs also run ``engine="compiled"`` where it applies
+from the event engine).  Every config also runs ``engine="compiled"`` where it applies
 (:mod:`netsim.astra.compiled`, the event engine ported): its stdout lines must be the event
 engine's in the same order, with the same message and event counts.  Prints a table per model: configs, how many ran batched, how many
 the batched engine handed back at run time, mismatches, CPU seconds of each engine (identical
@@ -124,7 +124,7 @@ def compare(cfg: dict, root: Path, model: str, other: str | None = None) -> dict
 
     args = write(cfg, root)
     got = {}
-    for engine in ("auto", "full") + (("compiled",) if model == "congestion-aware" else ()):
+    for engine in ("auto", "full", "compiled"):
         t = time.process_time()
         try:
             got[engine] = run_astra(*args[:3], comm_groups=args[3], model=model, engine=engine)

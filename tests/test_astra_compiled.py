@@ -1,6 +1,6 @@
-"""The compiled congestion-aware engine (netsim.astra.compiled) is the event engine: on random configs
-(benchmarks/fuzz_astra_engines.py's generator) and on the benchmark's general shape it prints the
-event engine's lines in the event engine's order, with the same event and message counts."""
+"""The compiled engine (netsim.astra.compiled) is the event engine: on random configs
+(benchmarks/fuzz_astra_engines.py's generator, both models) and on the benchmark's general shape it
+prints the event engine's lines in the event engine's order, with the same event and message counts."""
 
 import importlib
 import random
@@ -41,19 +41,19 @@ def _same(ref, new):
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(seed=st.integers(0, 10**9))
-def test_random_configs_equal_the_event_engine_in_order(tmp_path, seed):
+@given(seed=st.integers(0, 10**9), model=st.sampled_from(["analytical", "congestion-aware"]))
+def test_random_configs_equal_the_event_engine_in_order(tmp_path, seed, model):
     fz = _fuzz()
     cfg = fz.draw(random.Random(seed))
-    res = fz.compare(cfg, tmp_path / str(seed), "congestion-aware")
+    res = fz.compare(cfg, tmp_path / str(seed), model)
     assert res["mismatch"] is None, (res, cfg)
 
 
-def test_the_generator_reaches_the_compiled_engine(tmp_path):
+@pytest.mark.parametrize("model", ["analytical", "congestion-aware"])
+def test_the_generator_reaches_the_compiled_engine(tmp_path, model):
     """Most draws run compiled (the hypothesis test above is not vacuous)."""
     fz = _fuzz()
-    ran = [fz.compare(fz.draw(random.Random(f"c:{i}")), tmp_path / str(i), "congestion-aware")
-           for i in range(12)]
+    ran = [fz.compare(fz.draw(random.Random(f"c:{i}")), tmp_path / str(i), model) for i in range(12)]
     assert all(r["mismatch"] is None for r in ran)
     assert sum(r["compiled"] for r in ran) >= 6
 
@@ -77,6 +77,17 @@ def _general(tmp_path, kind, n=16, active=4, splits=16):
                          "preferred-dataset-splits": splits, "collective-optimization": "localBWAware",
                          "local-mem-bw": 1600, "all-reduce-implementation": ["doubleBinaryTree"],
                          "all-gather-implementation": ["direct"], "reduce-scatter-implementation": ["halvingDoubling"]})
+
+
+@pytest.mark.parametrize("op", ["all_reduce", "reduce_scatter"])
+def test_windowed_direct_runs_compiled_in_the_analytical_model(tmp_path, op, monkeypatch):
+    """A direct all-reduce / reduce-scatter with fewer messages in flight than peers: the batched kernels
+    refuse it (their closed form needs every peer in flight); auto runs it compiled, as the event engine."""
+    sysc = _general(tmp_path, "Ring", n=16, active=2, splits=8)
+    sysc = parse_system({**sysc.raw, f"{op.replace('_', '-')}-implementation": ["direct3"]})
+    ref = run_astra(tmp_path / "w", sysc, tmp_path / "n.yml", engine="full")
+    monkeypatch.setattr(compiled, "MIN_MESSAGES", 1)
+    _same(ref, run_astra(tmp_path / "w", sysc, tmp_path / "n.yml"))
 
 
 @pytest.mark.parametrize("kind", ["Switch", "Ring", "FullyConnected"])
@@ -124,7 +135,7 @@ def test_pools_grow_and_the_run_is_the_same(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("why, change", [
-    ("the congestion-aware model only", {"model": "analytical"}),
+    ("the analytical and congestion-aware models only", {"model": "flow"}),
     ("several queues", {"num_queues_per_dim": 2}),
     ("ring, direct, halvingDoubling, doubleBinaryTree", {"algo": "oneRing"}),
 ])

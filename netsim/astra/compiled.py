@@ -1,13 +1,14 @@
-"""The compiled engine: the congestion-aware event engine on arrays (numba), for chain workloads.
+"""The compiled engine: the event engine on arrays (numba), for chain workloads.
 
-Where it applies (:func:`compiled_plan` says why not otherwise): the congestion-aware model on a 1-D
-ASTRA-sim network, one queue per dimension, no rendezvous, no custom collectives, roofline or
+Where it applies (:func:`compiled_plan` says why not otherwise): the congestion-aware or the
+analytical (congestion-unaware) model on a 1-D ASTRA-sim network, one queue per dimension, no rendezvous, no custom collectives, roofline or
 replay-only, a non-zero endpoint delay; every rank's trace is a *chain* (:func:`netsim.astra.batched.chain_of`)
 of COMP nodes and world collectives (ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER, ALL_TO_ALL), every rank
 issuing the same collectives in the same order, each with one of ``ring``, ``direct``/``directN``,
 ``halvingDoubling`` or (all-reduce on a power of two) ``doubleBinaryTree``; any number of active
-chunks, any scheduling policy.  These are the runs the batched engines leave to the event engine
-when same-instant arrivals on a link need the event queue's order.
+chunks, any window, any scheduling policy.  These are the runs the batched engines leave to the event
+engine: congestion-aware ones where same-instant arrivals on a link need the event queue's order,
+analytical ones such as a windowed direct all-reduce or reduce-scatter.
 
 Why exact.  It is not a recurrence but the event engine itself, ported piece by piece
 (:mod:`netsim.astra.compiled_kernel`, :mod:`netsim.astra.compiled_loop`): the same events are
@@ -56,8 +57,8 @@ class Prep:
 
 def _why_not(ctx, rendezvous: bool) -> str | None:
     cfg, net = ctx.system, ctx.network
-    if ctx.model != "congestion-aware":
-        return "it runs the congestion-aware model only"
+    if ctx.model not in ("congestion-aware", "analytical"):
+        return "it runs the analytical and congestion-aware models only"
     if len(net.dims) != 1 or net.dims[0].kind not in NETS:
         return "the network is not a 1-D ASTRA-sim network"
     if rendezvous or ctx.queues_per_dim != 1 or ctx.endpoint_delay <= 0:
@@ -173,13 +174,16 @@ def _arrays(prep: Prep) -> dict:
             prio.append(int(t.comm_priority[i]) if i in ch.colls and t.comm_priority[i] != MISSING else 0)
         offs.append(len(dur))
     cfg = ctx.system
-    links = {"Switch": 2 * n, "FullyConnected": n * n, "Ring": 2 * n}[d.kind]
-    lk = np.array([arith.link_ns(s, d.latency, d.bw) for s in sizes], dtype=np.int64)
+    links = {"Switch": 2 * n, "FullyConnected": n * n, "Ring": 2 * n}[d.kind] if ctx.model != "analytical" else 1
+    unaware = ctx.model == "analytical"
+    hops = max(n // 2, 2) + 1 if unaware else 1  # analytical: lk[size * hops + h]: the delay over h hops
+    lk = np.array([arith.message_ns(s, h, d.latency, d.bw) if unaware else arith.link_ns(s, d.latency, d.bw)
+                   for s in sizes for h in range(hops)], dtype=np.int64)
     ser = np.array([arith.serialization_ns(s, d.bw) for s in sizes], dtype=np.int64)
     red = np.array([ctx.reduction_ns(s) if cfg.local_mem_bw_GBps > 0 else 0 for s in sizes], dtype=np.int64)
     threshold = math.ceil(cfg.active_chunks_per_dimension / ctx.queues_per_dim)
-    P = np.array([n, S, threshold, ctx.endpoint_delay, NETS[d.kind], POLICIES[cfg.scheduling_policy], len(sizes)],
-                 dtype=np.int64)
+    P = np.array([n, S, threshold, ctx.endpoint_delay, NETS[d.kind], POLICIES[cfg.scheduling_policy], len(sizes),
+                  int(unaware), hops], dtype=np.int64)
     nodes = len(dur)
     return {"P": P, "lk": lk, "ser": ser, "red": red, "C": C, "HD": np.array(hd_rows or [(0, 0)], dtype=np.int64),
             "TREE": tree, "NODE": np.array(offs, dtype=np.int64), "NDUR": np.array(dur, dtype=np.int64),

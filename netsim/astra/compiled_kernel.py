@@ -31,7 +31,7 @@ kernel = partial(kernelcache.kernel, files=FILES, prefix="astra-kernels")
 (NOW, CURSEQ, SEQ, EVENTS, MSGS, ERR, MFREE, MTOP, CFREE, CTOP, LFREE, LTOP, SLTOP, NREP, ATZERO, SLFREE, HSIZE, TCOUNT,
  FCOUNT) = range(19)
 # P: parameters
-P_N, P_S, P_T, P_E, P_NET, P_POLICY, P_Z = range(7)
+P_N, P_S, P_T, P_E, P_NET, P_POLICY, P_Z, P_UNAWARE, P_H = range(9)
 SWITCH, FULLY, RING = 0, 1, 2
 LIFO, FIFO, EXPLICIT = 0, 1, 2
 # ST: one row per stream (rank r, id i: row r * S + i)
@@ -217,8 +217,11 @@ def _first_link(P, src, dst):
 
 @kernel
 def next_link(P, src, dst, hop):
-    """The link of hop ``hop`` (from 0) of the route src -> dst, or -1 past its end."""
+    """The link of hop ``hop`` (from 0) of the route src -> dst, or -1 past its end (the analytical model:
+    one hop, the message's whole delay)."""
     n = P[P_N]
+    if P[P_UNAWARE]:
+        return -1 if hop else 0
     kind = P[P_NET]
     if kind == SWITCH:
         return src if hop == 0 else (n + dst if hop == 1 else -1)
@@ -306,6 +309,16 @@ def _send(heap, I, P, fab, SL, LK, MS, lk, ser, src, dst, tag, z):
     MS[m, M_SLOT] = s
     MS[m, M_G] = dst * P[P_S] + tag
     I[MSGS] += 1
+    if P[P_UNAWARE]:  # AnalyticalLinks: it lands after the pair's delay (lk: per size and hop count)
+        n = P[P_N]
+        hops = 1
+        if P[P_NET] == SWITCH:
+            hops = 2
+        elif P[P_NET] == RING:
+            cw = (dst - src) % n
+            hops = min(cw, n - cw)
+        _push(heap, I, I[NOW] + lk[z * P[P_H] + hops], EV_ARRIVE, m, 0)
+        return
     link_send(heap, I, LK, MS, lk, ser, _first_link(P, src, dst), m)
 
 

@@ -358,11 +358,11 @@ def _run_batched(ctx: Context, plan, notes: list[str], t0: float) -> AstraResult
 
 def _run_compiled(ctx: Context, tables: dict, groups: dict, rendezvous: bool, notes: list[str],
                   t0: float, auto: bool = False) -> tuple[AstraResult | None, str | None]:
-    """``(result, None)`` from the congestion-aware event engine compiled (:mod:`netsim.astra.compiled`), or
+    """``(result, None)`` from the event engine compiled (:mod:`netsim.astra.compiled`), or
     ``(None, why not)`` (the event engine runs).  ``auto``: only runs of :data:`~netsim.astra.compiled.MIN_MESSAGES`
     messages or more (below, loading the compiled code costs more than the event engine's run)."""
-    if ctx.model != "congestion-aware":
-        return None, "it runs the congestion-aware model only"
+    if ctx.model not in ("congestion-aware", "analytical"):
+        return None, "it runs the analytical and congestion-aware models only"
     from netsim.astra.compiled import MIN_MESSAGES, compiled_plan, run_compiled
 
     prep, why = compiled_plan(tables, ctx, groups, rendezvous)
