@@ -41,8 +41,10 @@ KINDS = {"ring": 0, "direct": 1, "halvingDoubling": 2, "doubleBinaryTree": 3}
 NETS = {"Switch": 0, "FullyConnected": 1, "Ring": 2}
 POLICIES = {"LIFO": 0, "FIFO": 1, "EXPLICIT": 2}
 #: ``engine="auto"`` runs the compiled engine from this many messages on: importing numba and loading the
-#: compiled code costs about 0.4 CPU-s, what the event engine spends on some 20,000 messages (measured on
-#: benchmarks/bench_astra_general.py's general case, congestion-aware: 6.1 CPU-s for 290,688 messages).
+#: compiled code cost about 0.6 CPU-s (ASTRA-sim's 8-NPU rt_template all-reduce, congestion-aware: 1.0-1.15
+#: CPU-s compiled against 0.46-0.57 event by event, one loaded machine), what the event engine spends on
+#: some 20,000 messages (benchmarks/bench_astra_general.py's general case, congestion-aware, the same
+#: machine: 8.1 CPU-s for 290,688 messages).
 MIN_MESSAGES = 20_000
 
 

@@ -21,11 +21,16 @@ from __future__ import annotations
 from functools import partial
 from pathlib import Path
 
+import numba
+
 from netsim.network import kernelcache
 
 #: both kernel files: a change to either compiles both afresh (netsim.network.kernelcache)
 FILES = tuple(str(Path(__file__).with_name(f)) for f in ("compiled_kernel.py", "compiled_loop.py"))
 kernel = partial(kernelcache.kernel, files=FILES, prefix="astra-kernels")
+#: the pieces: compiled into the cached entry point (:func:`netsim.astra.compiled_loop.run`), which a run
+#: loads whole; cached alone, each would cost a cache lookup at import and never be loaded
+piece = numba.njit
 
 # I: scalar state
 (NOW, CURSEQ, SEQ, EVENTS, MSGS, ERR, MFREE, MTOP, CFREE, CTOP, LFREE, LTOP, SLTOP, NREP, ATZERO, SLFREE, HSIZE, TCOUNT,
@@ -54,7 +59,7 @@ T_LEAF, T_INTER, T_ROOT = range(3)
 S_BEGIN, S_TO_PARENT, S_WAIT_PARENT, S_END, S_WAIT_TWO, S_WAIT_ONE, S_TO_CHILDREN = range(7)
 
 
-@kernel
+@piece
 def _push_seq(heap, I, t, s, kind, a, b):
     """Push event (t, s, kind, a, b) on the array heap ``heap`` (ordered by (t, s), as HeapClock's)."""
     i = I[HSIZE]
@@ -72,14 +77,14 @@ def _push_seq(heap, I, t, s, kind, a, b):
     heap[i, 0], heap[i, 1], heap[i, 2], heap[i, 3], heap[i, 4] = t, s, kind, a, b
 
 
-@kernel
+@piece
 def _push(heap, I, t, kind, a, b):
     s = I[SEQ]
     I[SEQ] = s + 1
     _push_seq(heap, I, t, s, kind, a, b)
 
 
-@kernel
+@piece
 def pop_event(heap, I):
     """The earliest event (time, then sequence), off the array heap."""
     top = (heap[0, 0], heap[0, 1], heap[0, 2], heap[0, 3], heap[0, 4])
@@ -103,13 +108,13 @@ def pop_event(heap, I):
     return top
 
 
-@kernel
+@piece
 def _hash(key, mask):
     h = (key ^ (key >> 29)) * 6364136223846793005
     return (h >> 20) & mask
 
 
-@kernel
+@piece
 def _hget(H, key):
     """The value of ``key`` in the open-addressing table ``H`` (rows key, value; key -1 = empty), or -1."""
     mask = H.shape[0] - 1
@@ -121,7 +126,7 @@ def _hget(H, key):
     return -1
 
 
-@kernel
+@piece
 def _hput(H, I, count, key, value):
     """Add ``key`` (absent) -> ``value``; the table is kept at most half full (else ``I[ERR] = 1``)."""
     mask = H.shape[0] - 1
@@ -136,7 +141,7 @@ def _hput(H, I, count, key, value):
     H[i, 1] = value
 
 
-@kernel
+@piece
 def hdel(H, I, count, key):
     """Remove ``key`` (present), shifting back the entries after it (linear probing, no tombstones)."""
     mask = H.shape[0] - 1
@@ -158,7 +163,7 @@ def hdel(H, I, count, key):
     I[count] -= 1
 
 
-@kernel
+@piece
 def _alloc(I, top, free, arr, nxt):
     """A record of pool ``arr`` (free list head ``I[free]``, linked by column ``nxt``); -1: full."""
     k = I[free]
@@ -173,7 +178,7 @@ def _alloc(I, top, free, arr, nxt):
     return k
 
 
-@kernel
+@piece
 def register(heap, I, P, tick, CB, LS, r, delay, kind, a, b):
     """``Ticker.register`` of rank ``r``: callback (kind, a, b) at now + delay."""
     t = I[NOW] + delay
@@ -204,7 +209,7 @@ def register(heap, I, P, tick, CB, LS, r, delay, kind, a, b):
     LS[lst, 1] = c
 
 
-@kernel
+@piece
 def _first_link(P, src, dst):
     n = P[P_N]
     if P[P_NET] == SWITCH:
@@ -215,7 +220,7 @@ def _first_link(P, src, dst):
     return src if n - cw >= cw else n + src
 
 
-@kernel
+@piece
 def next_link(P, src, dst, hop):
     """The link of hop ``hop`` (from 0) of the route src -> dst, or -1 past its end (the analytical model:
     one hop, the message's whole delay)."""
@@ -233,7 +238,7 @@ def next_link(P, src, dst, hop):
     return n + (src - hop) % n if hop < n - cw else -1
 
 
-@kernel
+@piece
 def transmit(heap, I, LK, MS, lk, ser, link, m):
     now = I[NOW]
     z = MS[m, M_Z]
@@ -248,7 +253,7 @@ def transmit(heap, I, LK, MS, lk, ser, link, m):
         _push_seq(heap, I, fa, LK[link, L_FS], EV_FREE, link, 0)
 
 
-@kernel
+@piece
 def link_send(heap, I, LK, MS, lk, ser, link, m):
     now = I[NOW]
     if now < LK[link, L_FA] or (now == LK[link, L_FA] and I[CURSEQ] < LK[link, L_FS]):
@@ -265,7 +270,7 @@ def link_send(heap, I, LK, MS, lk, ser, link, m):
         transmit(heap, I, LK, MS, lk, ser, link, m)
 
 
-@kernel
+@piece
 def _slot(I, P, fab, SL, tag, src, dst, z):
     n = P[P_N]
     key = ((tag * n + src) * n + dst) * P[P_Z] + z
@@ -282,7 +287,7 @@ def _slot(I, P, fab, SL, tag, src, dst, z):
     return s
 
 
-@kernel
+@piece
 def settled(I, fab, SL, s):
     """``Fabric._done`` on the key's last waiting entry: every send met its receive and landed; the key
     is dropped (its counts start again from 0, which pairs the same messages)."""
@@ -292,7 +297,7 @@ def settled(I, fab, SL, s):
         I[SLFREE] = s
 
 
-@kernel
+@piece
 def _send(heap, I, P, fab, SL, LK, MS, lk, ser, src, dst, tag, z):
     """``Fabric.send`` of a collective message (no send callback) and its first hop."""
     s = _slot(I, P, fab, SL, tag, src, dst, z)
@@ -322,7 +327,7 @@ def _send(heap, I, P, fab, SL, LK, MS, lk, ser, src, dst, tag, z):
     link_send(heap, I, LK, MS, lk, ser, _first_link(P, src, dst), m)
 
 
-@kernel
+@piece
 def _recv(heap, I, P, fab, SL, src, dst, tag, z, g):
     """``Fabric.recv`` of stream ``g``: completes at once (an event now) if its message has landed."""
     s = _slot(I, P, fab, SL, tag, src, dst, z)
@@ -334,7 +339,7 @@ def _recv(heap, I, P, fab, SL, src, dst, tag, z, g):
         settled(I, fab, SL, s)
 
 
-@kernel
+@piece
 def _hd_peer(HD, k, r, p):
     off = HD[k, 0]
     if off == 0 or (r // off) % 2 == 0:
@@ -342,7 +347,7 @@ def _hd_peer(HD, k, r, p):
     return (r - off) % p
 
 
-@kernel
+@piece
 def _packet(ST, C, HD, g, r, p, k):
     """(dst, src, size index) of packet ``k`` of stream ``g`` (ring, direct, halvingDoubling)."""
     kind = ST[g, F_KIND]
@@ -356,7 +361,7 @@ def _packet(ST, C, HD, g, r, p, k):
     return (r + 1) % p, (r - 1) % p, C[c, C_MSGZ]
 
 
-@kernel
+@piece
 def _bundle(heap, I, P, tick, CB, LS, red, r, g, processed, z):
     """``Sys.bundle``: the endpoint delay, then (processed) the reduction of a ``z``-sized message."""
     if processed:
@@ -365,7 +370,7 @@ def _bundle(heap, I, P, tick, CB, LS, red, r, g, processed, z):
         register(heap, I, P, tick, CB, LS, r, P[P_E], CB_CALL, g, 0)
 
 
-@kernel
+@piece
 def _insert(heap, I, P, tick, CB, LS, ST, C, HD, red, g):
     """``Ring.insert`` (and halvingDoubling's): the next packet and its bundle."""
     c = ST[g, F_COLL]
@@ -391,7 +396,7 @@ def _insert(heap, I, P, tick, CB, LS, ST, C, HD, red, g):
     _bundle(heap, I, P, tick, CB, LS, red, r, g, processed, z)
 
 
-@kernel
+@piece
 def _ready(heap, I, P, fab, SL, LK, MS, lk, ser, ST, C, HD, g):
     """``Ring.ready``: send the oldest packet (and post its receive) when a bundle is free."""
     if ST[g, F_PIN] == ST[g, F_POUT] or ST[g, F_SC] == 0 or ST[g, F_FREE] == 0:
@@ -409,7 +414,7 @@ def _ready(heap, I, P, fab, SL, LK, MS, lk, ser, ST, C, HD, g):
     return True
 
 
-@kernel
+@piece
 def _dbt(heap, I, P, tick, CB, LS, fab, SL, LK, MS, lk, ser, red, ST, C, TREE, g, ev):
     """``DoubleBinaryTreeAllReduce.run``; returns True when the stream exits."""
     S = P[P_S]
@@ -470,7 +475,7 @@ def _dbt(heap, I, P, tick, CB, LS, fab, SL, LK, MS, lk, ser, red, ST, C, TREE, g
     return False
 
 
-@kernel
+@piece
 def algo_run(heap, I, P, tick, CB, LS, fab, SL, LK, MS, lk, ser, red, ST, C, HD, TREE, g, ev):
     """``phase.algo.run(ev)`` of stream ``g``; returns True when the stream exits."""
     kind = ST[g, F_KIND]

@@ -17,10 +17,10 @@ from netsim.astra.compiled_kernel import (
     FIFO, GENERAL, INIT, K_DBT, L_PH, L_PT, L_QD, LFREE, M_DST, M_G, M_HOP, M_NEXT, M_SLOT, M_SRC, MFREE, NOW,
     NREP, P_N, P_POLICY, P_S, P_T, R_DBT, R_DONE, R_DSFIN, R_DSTOT, R_NCOLL, R_NSTREAM, R_PC, R_POS, R_QLEN, R_RUN,
     RECV, S_BEGIN, HSIZE, TCOUNT, algo_run, hdel, pop_event, next_link, link_send, register, settled, transmit,
-    kernel)
+    kernel, piece)
 
 
-@kernel
+@piece
 def _added(heap, I, P, tick, CB, LS, fab, SL, LK, MS, lk, ser, red, ST, C, HD, TREE, RK, Q, r):
     """``Sys._added``: start queued streams while fewer than the threshold run."""
     i = RK[r, R_RUN]
@@ -33,7 +33,7 @@ def _added(heap, I, P, tick, CB, LS, fab, SL, LK, MS, lk, ser, red, ST, C, HD, T
         i += 1
 
 
-@kernel
+@piece
 def _proceed_new(heap, I, P, tick, CB, LS, fab, SL, LK, MS, lk, ser, red, ST, C, HD, TREE, RK, Q, r, g):
     """``Sys.proceed`` of a new stream: into the queue by priority, then ``_added``."""
     n = RK[r, R_QLEN]
@@ -50,7 +50,7 @@ def _proceed_new(heap, I, P, tick, CB, LS, fab, SL, LK, MS, lk, ser, red, ST, C,
     _added(heap, I, P, tick, CB, LS, fab, SL, LK, MS, lk, ser, red, ST, C, HD, TREE, RK, Q, r)
 
 
-@kernel
+@piece
 def _generate(heap, I, P, tick, CB, LS, fab, SL, LK, MS, lk, ser, red, ST, C, HD, TREE, RK, Q, NPRIO, r, node):
     """``Sys.generate`` of the rank's next collective: its streams, each proceeded as it is made."""
     k = RK[r, R_NCOLL]
@@ -89,7 +89,7 @@ def _generate(heap, I, P, tick, CB, LS, fab, SL, LK, MS, lk, ser, red, ST, C, HD
             return
 
 
-@kernel
+@piece
 def _wl(heap, I, P, tick, CB, LS, fab, SL, LK, MS, lk, ser, red, ST, C, HD, TREE, RK, Q, NODE, NDUR, NPRIO, START,
         END, REP, r, done):
     """``Workload.call`` on a chain: the running node ends (``done``), the next one is issued (a COMP
@@ -115,7 +115,7 @@ def _wl(heap, I, P, tick, CB, LS, fab, SL, LK, MS, lk, ser, red, ST, C, HD, TREE
         _generate(heap, I, P, tick, CB, LS, fab, SL, LK, MS, lk, ser, red, ST, C, HD, TREE, RK, Q, NPRIO, r, node)
 
 
-@kernel
+@piece
 def _finish(heap, I, P, tick, CB, LS, fab, SL, LK, MS, lk, ser, red, ST, C, HD, TREE, RK, Q, NODE, NDUR, NPRIO,
             START, END, REP, g):
     """``Sys.proceed`` of a stream that exits: its DataSet counts it (the last one ends the node), it
@@ -136,7 +136,7 @@ def _finish(heap, I, P, tick, CB, LS, fab, SL, LK, MS, lk, ser, red, ST, C, HD, 
     _added(heap, I, P, tick, CB, LS, fab, SL, LK, MS, lk, ser, red, ST, C, HD, TREE, RK, Q, r)
 
 
-@kernel
+@piece
 def _tick(heap, I, P, tick, CB, LS, fab, SL, LK, MS, lk, ser, red, ST, C, HD, TREE, RK, Q, NODE, NDUR, NPRIO,
           START, END, REP, lst, r):
     """``Ticker._run``: the rank's callbacks for this instant, those added meanwhile included."""
