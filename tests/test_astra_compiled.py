@@ -162,3 +162,15 @@ def test_the_benchmark_general_case_in_order(tmp_path):
             cli["--remote-memory-configuration"]]
     ref = run_astra(*args, model="congestion-aware", engine="full")
     _same(ref, run_astra(*args, model="congestion-aware"))
+
+
+def test_without_numba_the_event_engine_runs(tmp_path, monkeypatch):
+    import importlib.util
+
+    sysc = _general(tmp_path, "Switch", n=8, active=2, splits=4)
+    find = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "numba" else find(name, *a))
+    monkeypatch.setattr(compiled, "MIN_MESSAGES", 1)
+    assert run_astra(tmp_path / "w", sysc, tmp_path / "n.yml", model="congestion-aware").engine == "full"
+    with pytest.raises(InputError, match="compiled engine does not apply: numba is not installed"):
+        run_astra(tmp_path / "w", sysc, tmp_path / "n.yml", model="congestion-aware", engine="compiled")

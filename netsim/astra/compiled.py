@@ -58,6 +58,10 @@ class Prep:
 
 
 def _why_not(ctx, rendezvous: bool) -> str | None:
+    import importlib.util
+
+    if importlib.util.find_spec("numba") is None:  # pyproject installs it below Python 3.15 only
+        return "numba is not installed"
     cfg, net = ctx.system, ctx.network
     if ctx.model not in ("congestion-aware", "analytical"):
         return "it runs the analytical and congestion-aware models only"
