@@ -298,7 +298,7 @@ def settled(I, fab, SL, s):
 
 
 @piece
-def _send(heap, I, P, fab, SL, LK, MS, lk, ser, src, dst, tag, z):
+def send_msg(heap, I, P, fab, SL, LK, MS, lk, ser, src, dst, tag, z):
     """``Fabric.send`` of a collective message (no send callback) and its first hop."""
     s = _slot(I, P, fab, SL, tag, src, dst, z)
     if s < 0:
@@ -328,7 +328,7 @@ def _send(heap, I, P, fab, SL, LK, MS, lk, ser, src, dst, tag, z):
 
 
 @piece
-def _recv(heap, I, P, fab, SL, src, dst, tag, z, g):
+def recv_post(heap, I, P, fab, SL, src, dst, tag, z, g):
     """``Fabric.recv`` of stream ``g``: completes at once (an event now) if its message has landed."""
     s = _slot(I, P, fab, SL, tag, src, dst, z)
     if s < 0:
@@ -362,7 +362,7 @@ def _packet(ST, C, HD, g, r, p, k):
 
 
 @piece
-def _bundle(heap, I, P, tick, CB, LS, red, r, g, processed, z):
+def bundle(heap, I, P, tick, CB, LS, red, r, g, processed, z):
     """``Sys.bundle``: the endpoint delay, then (processed) the reduction of a ``z``-sized message."""
     if processed:
         register(heap, I, P, tick, CB, LS, r, P[P_E], CB_RED, g, red[z])
@@ -371,7 +371,7 @@ def _bundle(heap, I, P, tick, CB, LS, red, r, g, processed, z):
 
 
 @piece
-def _insert(heap, I, P, tick, CB, LS, ST, C, HD, red, g):
+def insert_packet(heap, I, P, tick, CB, LS, ST, C, HD, red, g):
     """``Ring.insert`` (and halvingDoubling's): the next packet and its bundle."""
     c = ST[g, F_COLL]
     if ST[g, F_ZERO] == 0 and ST[g, F_NZ] == 0:
@@ -393,11 +393,11 @@ def _insert(heap, I, P, tick, CB, LS, ST, C, HD, red, g):
     p = P[P_N]
     r = g // P[P_S]
     _d, _s, z = _packet(ST, C, HD, g, r, p, k)
-    _bundle(heap, I, P, tick, CB, LS, red, r, g, processed, z)
+    bundle(heap, I, P, tick, CB, LS, red, r, g, processed, z)
 
 
 @piece
-def _ready(heap, I, P, fab, SL, LK, MS, lk, ser, ST, C, HD, g):
+def ready_send(heap, I, P, fab, SL, LK, MS, lk, ser, ST, C, HD, g):
     """``Ring.ready``: send the oldest packet (and post its receive) when a bundle is free."""
     if ST[g, F_PIN] == ST[g, F_POUT] or ST[g, F_SC] == 0 or ST[g, F_FREE] == 0:
         return False
@@ -406,98 +406,9 @@ def _ready(heap, I, P, fab, SL, LK, MS, lk, ser, ST, C, HD, g):
     r = g // S
     dst, src, z = _packet(ST, C, HD, g, r, p, ST[g, F_POUT])
     tag = g - r * S
-    _send(heap, I, P, fab, SL, LK, MS, lk, ser, r, dst, tag, z)
-    _recv(heap, I, P, fab, SL, src, r, tag, z, g)
+    send_msg(heap, I, P, fab, SL, LK, MS, lk, ser, r, dst, tag, z)
+    recv_post(heap, I, P, fab, SL, src, r, tag, z, g)
     ST[g, F_SC] -= 1
     ST[g, F_POUT] += 1
     ST[g, F_FREE] -= 1
     return True
-
-
-@piece
-def _dbt(heap, I, P, tick, CB, LS, fab, SL, LK, MS, lk, ser, red, ST, C, TREE, g, ev):
-    """``DoubleBinaryTreeAllReduce.run``; returns True when the stream exits."""
-    S = P[P_S]
-    r = g // S
-    tag = g - r * S
-    z = C[ST[g, F_COLL], C_CHUNKZ]
-    tr = ST[g, F_TREE]
-    parent, left, right, ty = TREE[tr, r, 0], TREE[tr, r, 1], TREE[tr, r, 2], TREE[tr, r, 3]
-    st = ST[g, F_STATE]
-    if ty == T_LEAF:
-        if st == S_BEGIN:
-            _bundle(heap, I, P, tick, CB, LS, red, r, g, False, z)
-            ST[g, F_STATE] = S_TO_PARENT
-        elif st == S_TO_PARENT:
-            _send(heap, I, P, fab, SL, LK, MS, lk, ser, r, parent, tag, z)
-            _recv(heap, I, P, fab, SL, parent, r, tag, z, g)
-            ST[g, F_STATE] = S_WAIT_PARENT
-        elif st == S_WAIT_PARENT:
-            _bundle(heap, I, P, tick, CB, LS, red, r, g, False, z)
-            ST[g, F_STATE] = S_END
-        elif st == S_END:
-            return True
-    elif ty == T_INTER:
-        if st == S_BEGIN:
-            ST[g, F_STATE] = S_WAIT_TWO
-            _recv(heap, I, P, fab, SL, left, r, tag, z, g)
-            _recv(heap, I, P, fab, SL, right, r, tag, z, g)
-        elif st == S_WAIT_TWO and ev == RECV:
-            _bundle(heap, I, P, tick, CB, LS, red, r, g, True, z)
-            ST[g, F_STATE] = S_WAIT_ONE
-        elif st == S_WAIT_ONE and ev == RECV:
-            _bundle(heap, I, P, tick, CB, LS, red, r, g, True, z)
-            ST[g, F_STATE] = S_TO_PARENT
-        elif ST[g, F_REDS] < 1 and ev == GENERAL:
-            ST[g, F_REDS] += 1
-        elif st == S_TO_PARENT:
-            ST[g, F_STATE] = S_WAIT_PARENT
-            _send(heap, I, P, fab, SL, LK, MS, lk, ser, r, parent, tag, z)
-            _recv(heap, I, P, fab, SL, parent, r, tag, z, g)
-        elif st == S_WAIT_PARENT and ev == RECV:
-            _bundle(heap, I, P, tick, CB, LS, red, r, g, True, z)
-            ST[g, F_STATE] = S_TO_CHILDREN
-        elif st == S_TO_CHILDREN:
-            _send(heap, I, P, fab, SL, LK, MS, lk, ser, r, left, tag, z)
-            _send(heap, I, P, fab, SL, LK, MS, lk, ser, r, right, tag, z)
-            return True
-    else:
-        child = left if left >= 0 else right
-        if st == S_BEGIN:
-            ST[g, F_STATE] = S_WAIT_ONE
-            _recv(heap, I, P, fab, SL, child, r, tag, z, g)
-        elif st == S_WAIT_ONE:
-            _bundle(heap, I, P, tick, CB, LS, red, r, g, True, z)
-            ST[g, F_STATE] = S_TO_CHILDREN
-        elif st == S_TO_CHILDREN:
-            _send(heap, I, P, fab, SL, LK, MS, lk, ser, r, child, tag, z)
-            return True
-    return False
-
-
-@piece
-def algo_run(heap, I, P, tick, CB, LS, fab, SL, LK, MS, lk, ser, red, ST, C, HD, TREE, g, ev):
-    """``phase.algo.run(ev)`` of stream ``g``; returns True when the stream exits."""
-    kind = ST[g, F_KIND]
-    if kind == K_DBT:
-        return _dbt(heap, I, P, tick, CB, LS, fab, SL, LK, MS, lk, ser, red, ST, C, TREE, g, ev)
-    c = ST[g, F_COLL]
-    par = C[c, C_PAR]
-    if ev == INIT:
-        for _ in range(par if kind != K_HD else 1):
-            _insert(heap, I, P, tick, CB, LS, ST, C, HD, red, g)
-        return False
-    if ev == RECV:
-        ST[g, F_RECV] += 1
-        _insert(heap, I, P, tick, CB, LS, ST, C, HD, red, g)
-        return False
-    ST[g, F_FREE] += 1
-    if kind == K_DIRECT and ST[g, F_OP] == AR and ST[g, F_SC] <= P[P_N] - 1:
-        if ST[g, F_RECV] < P[P_N] - 1:
-            return False
-        for _ in range(par):
-            if not _ready(heap, I, P, fab, SL, LK, MS, lk, ser, ST, C, HD, g):
-                break
-    else:
-        _ready(heap, I, P, fab, SL, LK, MS, lk, ser, ST, C, HD, g)
-    return ST[g, F_SC] == 0 and ST[g, F_FREE] == par

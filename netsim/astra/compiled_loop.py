@@ -12,12 +12,102 @@ from numba import carray, types
 from numba.extending import intrinsic
 
 from netsim.astra.compiled_kernel import (
-    ATZERO, B_A, B_B, B_KIND, B_NEXT, C_COUNT, C_KIND, C_OP, C_SC, CB_CALL, CB_RED, CB_WL, CFREE, CURSEQ, ERR,
-    EV_ARRIVE, EV_FREE, EV_TICK, EVENTS, EXPLICIT, F_COLL, F_INIT, F_KIND, F_OP, F_PRIO, F_SC, F_STATE, F_TREE,
-    FIFO, GENERAL, INIT, K_DBT, L_PH, L_PT, L_QD, LFREE, M_DST, M_G, M_HOP, M_NEXT, M_SLOT, M_SRC, MFREE, NOW,
-    NREP, P_N, P_POLICY, P_S, P_T, R_DBT, R_DONE, R_DSFIN, R_DSTOT, R_NCOLL, R_NSTREAM, R_PC, R_POS, R_QLEN, R_RUN,
-    RECV, S_BEGIN, HSIZE, TCOUNT, algo_run, hdel, pop_event, next_link, link_send, register, settled, transmit,
-    kernel, piece)
+    AR, ATZERO, B_A, B_B, B_KIND, B_NEXT, CB_CALL, CB_RED, CB_WL, CFREE, CURSEQ, C_CHUNKZ, C_COUNT, C_KIND, C_OP,
+    C_PAR, C_SC, ERR, EVENTS, EV_ARRIVE, EV_FREE, EV_TICK, EXPLICIT, FIFO, F_COLL, F_FREE, F_INIT, F_KIND, F_OP,
+    F_PRIO, F_RECV, F_REDS, F_SC, F_STATE, F_TREE, GENERAL, HSIZE, INIT, K_DBT, K_DIRECT, K_HD, LFREE, L_PH, L_PT,
+    L_QD, MFREE, M_DST, M_G, M_HOP, M_NEXT, M_SLOT, M_SRC, NOW, NREP, P_N, P_POLICY, P_S, P_T, RECV, R_DBT, R_DONE,
+    R_DSFIN, R_DSTOT, R_NCOLL, R_NSTREAM, R_PC, R_POS, R_QLEN, R_RUN, S_BEGIN, S_END, S_TO_CHILDREN, S_TO_PARENT,
+    S_WAIT_ONE, S_WAIT_PARENT, S_WAIT_TWO, TCOUNT, T_INTER, T_LEAF, bundle, hdel, insert_packet, kernel, link_send,
+    next_link, piece, pop_event, ready_send, recv_post, register, send_msg, settled, transmit)
+
+
+@piece
+def _dbt(heap, I, P, tick, CB, LS, fab, SL, LK, MS, lk, ser, red, ST, C, TREE, g, ev):
+    """``DoubleBinaryTreeAllReduce.run``; returns True when the stream exits."""
+    S = P[P_S]
+    r = g // S
+    tag = g - r * S
+    z = C[ST[g, F_COLL], C_CHUNKZ]
+    tr = ST[g, F_TREE]
+    parent, left, right, ty = TREE[tr, r, 0], TREE[tr, r, 1], TREE[tr, r, 2], TREE[tr, r, 3]
+    st = ST[g, F_STATE]
+    if ty == T_LEAF:
+        if st == S_BEGIN:
+            bundle(heap, I, P, tick, CB, LS, red, r, g, False, z)
+            ST[g, F_STATE] = S_TO_PARENT
+        elif st == S_TO_PARENT:
+            send_msg(heap, I, P, fab, SL, LK, MS, lk, ser, r, parent, tag, z)
+            recv_post(heap, I, P, fab, SL, parent, r, tag, z, g)
+            ST[g, F_STATE] = S_WAIT_PARENT
+        elif st == S_WAIT_PARENT:
+            bundle(heap, I, P, tick, CB, LS, red, r, g, False, z)
+            ST[g, F_STATE] = S_END
+        elif st == S_END:
+            return True
+    elif ty == T_INTER:
+        if st == S_BEGIN:
+            ST[g, F_STATE] = S_WAIT_TWO
+            recv_post(heap, I, P, fab, SL, left, r, tag, z, g)
+            recv_post(heap, I, P, fab, SL, right, r, tag, z, g)
+        elif st == S_WAIT_TWO and ev == RECV:
+            bundle(heap, I, P, tick, CB, LS, red, r, g, True, z)
+            ST[g, F_STATE] = S_WAIT_ONE
+        elif st == S_WAIT_ONE and ev == RECV:
+            bundle(heap, I, P, tick, CB, LS, red, r, g, True, z)
+            ST[g, F_STATE] = S_TO_PARENT
+        elif ST[g, F_REDS] < 1 and ev == GENERAL:
+            ST[g, F_REDS] += 1
+        elif st == S_TO_PARENT:
+            ST[g, F_STATE] = S_WAIT_PARENT
+            send_msg(heap, I, P, fab, SL, LK, MS, lk, ser, r, parent, tag, z)
+            recv_post(heap, I, P, fab, SL, parent, r, tag, z, g)
+        elif st == S_WAIT_PARENT and ev == RECV:
+            bundle(heap, I, P, tick, CB, LS, red, r, g, True, z)
+            ST[g, F_STATE] = S_TO_CHILDREN
+        elif st == S_TO_CHILDREN:
+            send_msg(heap, I, P, fab, SL, LK, MS, lk, ser, r, left, tag, z)
+            send_msg(heap, I, P, fab, SL, LK, MS, lk, ser, r, right, tag, z)
+            return True
+    else:
+        child = left if left >= 0 else right
+        if st == S_BEGIN:
+            ST[g, F_STATE] = S_WAIT_ONE
+            recv_post(heap, I, P, fab, SL, child, r, tag, z, g)
+        elif st == S_WAIT_ONE:
+            bundle(heap, I, P, tick, CB, LS, red, r, g, True, z)
+            ST[g, F_STATE] = S_TO_CHILDREN
+        elif st == S_TO_CHILDREN:
+            send_msg(heap, I, P, fab, SL, LK, MS, lk, ser, r, child, tag, z)
+            return True
+    return False
+
+
+@piece
+def algo_run(heap, I, P, tick, CB, LS, fab, SL, LK, MS, lk, ser, red, ST, C, HD, TREE, g, ev):
+    """``phase.algo.run(ev)`` of stream ``g``; returns True when the stream exits."""
+    kind = ST[g, F_KIND]
+    if kind == K_DBT:
+        return _dbt(heap, I, P, tick, CB, LS, fab, SL, LK, MS, lk, ser, red, ST, C, TREE, g, ev)
+    c = ST[g, F_COLL]
+    par = C[c, C_PAR]
+    if ev == INIT:
+        for _ in range(par if kind != K_HD else 1):
+            insert_packet(heap, I, P, tick, CB, LS, ST, C, HD, red, g)
+        return False
+    if ev == RECV:
+        ST[g, F_RECV] += 1
+        insert_packet(heap, I, P, tick, CB, LS, ST, C, HD, red, g)
+        return False
+    ST[g, F_FREE] += 1
+    if kind == K_DIRECT and ST[g, F_OP] == AR and ST[g, F_SC] <= P[P_N] - 1:
+        if ST[g, F_RECV] < P[P_N] - 1:
+            return False
+        for _ in range(par):
+            if not ready_send(heap, I, P, fab, SL, LK, MS, lk, ser, ST, C, HD, g):
+                break
+    else:
+        ready_send(heap, I, P, fab, SL, LK, MS, lk, ser, ST, C, HD, g)
+    return ST[g, F_SC] == 0 and ST[g, F_FREE] == par
 
 
 @piece
