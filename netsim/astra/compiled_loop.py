@@ -1,5 +1,7 @@
 """The compiled engine's system layer, chain workloads and event loop (see :mod:`netsim.astra.compiled_kernel`).
 
+``algo_run`` is ``phase.algo.run`` of :mod:`netsim.astra.algorithms` (``_dbt``: the doubleBinaryTree state
+machine; ring, direct and halvingDoubling share the packet pieces of :mod:`netsim.astra.compiled_kernel`),
 ``_proceed_new`` / ``_finish`` / ``_added`` are :meth:`netsim.astra.sysl.Sys.proceed` and its queue
 (one queue, streams of one phase), ``_generate`` is :meth:`~netsim.astra.sysl.Sys.generate` (every
 collective on the world), ``_wl`` is :meth:`netsim.astra.workload.Workload.call` on a chain, and
