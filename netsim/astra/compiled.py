@@ -190,7 +190,6 @@ def _arrays(prep: Prep) -> dict:
     threshold = math.ceil(cfg.active_chunks_per_dimension / ctx.queues_per_dim)
     P = np.array([n, S, threshold, ctx.endpoint_delay, NETS[d.kind], POLICIES[cfg.scheduling_policy], len(sizes),
                   int(unaware), hops], dtype=np.int64)
-    nodes = len(dur)
     return {"P": P, "lk": lk, "ser": ser, "red": red, "C": C, "HD": np.array(hd_rows or [(0, 0)], dtype=np.int64),
             "TREE": tree, "NODE": np.array(offs, dtype=np.int64), "NDUR": np.array(dur, dtype=np.int64),
             "NPRIO": np.array(prio, dtype=np.int64), "links": links, "S": S,
@@ -219,12 +218,12 @@ def run_compiled(prep: Prep) -> list[ChainRun]:
         out = (np.zeros(len(a["NDUR"]), dtype=np.int64), np.zeros(len(a["NDUR"]), dtype=np.int64),
                np.zeros((n, 2), dtype=np.int64))
         ST, RK = np.zeros((n * S, 16), dtype=np.int64), np.zeros((n, 10), dtype=np.int64)
-        table = 1 << max(10, (2 * pool - 1).bit_length())
-        run(np.zeros((pool, 5), dtype=np.int64), np.full((table, 2), -1, dtype=np.int64),
-            np.full((table, 2), -1, dtype=np.int64), I, a["P"], np.zeros((pool, 4), dtype=np.int64), np.zeros((pool, 2), dtype=np.int64),
-            np.zeros((pool, 5), dtype=np.int64), LK, np.zeros((pool, 7), dtype=np.int64), a["lk"], a["ser"], a["red"],
-            ST, a["C"], a["HD"], a["TREE"], RK, np.zeros((n, qcap), dtype=np.int64), a["NODE"], a["NDUR"],
-            a["NPRIO"], *out)
+        table = 1 << max(10, (2 * pool - 1).bit_length())  # tick and fab: at most half full
+        heap, tick, fab = (np.zeros((pool, 5), dtype=np.int64), np.full((table, 2), -1, dtype=np.int64),
+                           np.full((table, 2), -1, dtype=np.int64))
+        CB, LS, SL, MS = (np.zeros((pool, w), dtype=np.int64) for w in (4, 2, 5, 7))
+        run(heap, tick, fab, I, a["P"], CB, LS, SL, LK, MS, a["lk"], a["ser"], a["red"], ST, a["C"], a["HD"],
+            a["TREE"], RK, np.zeros((n, qcap), dtype=np.int64), a["NODE"], a["NDUR"], a["NPRIO"], *out)
         if I[K.ERR] != 1:
             break
         pool, qcap = pool * 4, qcap * 2
