@@ -12,9 +12,10 @@ and overlap cycles of every rank, every per-type time and the multiset of stdout
 equal (same-instant finishes print in rank order from the batched engines, in event order
 from the event engine).  Every config also runs ``engine="compiled"`` where it applies
 (:mod:`netsim.astra.compiled`, the event engine ported): its stdout lines must be the event
-engine's in the same order, with the same message and event counts.  Prints a table per model: configs, how many ran batched, how many
-the batched engine handed back at run time, mismatches, CPU seconds of each engine (identical
-traces on every rank run on the symmetric engine, whose message count is one rank's).
+engine's in the same order, with the same message and event counts.  Prints a table per model:
+configs, how many ran batched, how many ran compiled, how many the batched engine handed back at
+run time, mismatches, CPU seconds of each engine (identical traces on every rank run on the
+symmetric engine, whose message count is one rank's).
 
     python benchmarks/fuzz_astra_engines.py [--configs 200] [--seed 0] [--models analytical congestion-aware]
                                             [--main DIR]

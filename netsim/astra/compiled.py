@@ -1,24 +1,25 @@
 """The compiled engine: the event engine on arrays (numba), for chain workloads.
 
-Where it applies (:func:`compiled_plan` says why not otherwise): the congestion-aware or the
-analytical (congestion-unaware) model on a 1-D ASTRA-sim network, one queue per dimension, no rendezvous, no custom collectives, roofline or
-replay-only, a non-zero endpoint delay; every rank's trace is a *chain* (:func:`netsim.astra.batched.chain_of`)
-of COMP nodes and world collectives (ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER, ALL_TO_ALL), every rank
-issuing the same collectives in the same order, each with one of ``ring``, ``direct``/``directN``,
-``halvingDoubling`` or (all-reduce on a power of two) ``doubleBinaryTree``; any number of active
-chunks, any window, any scheduling policy.  These are the runs the batched engines leave to the event
-engine: congestion-aware ones where same-instant arrivals on a link need the event queue's order,
-analytical ones such as a windowed direct all-reduce or reduce-scatter.
+Where it applies (:func:`compiled_plan` says why not otherwise): the congestion-aware or the analytical
+(congestion-unaware) model on a 1-D ASTRA-sim network, one queue per dimension, no rendezvous, no custom
+collectives, roofline or replay-only, a non-zero endpoint delay; every rank's trace is a *chain*
+(:func:`netsim.astra.batched.chain_of`) of COMP nodes and world collectives (ALL_REDUCE, ALL_GATHER,
+REDUCE_SCATTER, ALL_TO_ALL), every rank issuing the same collectives in the same order, each with one of
+``ring``, ``direct``/``directN``, ``halvingDoubling`` or (all-reduce on a power of two)
+``doubleBinaryTree``; any number of active chunks, any window, any scheduling policy. These are the runs
+the batched engines leave to the event engine: congestion-aware ones where same-instant arrivals on a
+link need the event queue's order, analytical ones such as a windowed direct all-reduce or
+reduce-scatter.
 
-Why exact.  It is not a recurrence but the event engine itself, ported piece by piece
-(:mod:`netsim.astra.compiled_kernel`, :mod:`netsim.astra.compiled_loop`): the same events are
-scheduled in the same order and draw the same sequence numbers, so same-instant events run in the
-same order, link FIFOs fill in the same order, and every time is the same integer.  What it leaves
-out has no effect on that order: Python closures (events carry a kind and two integers), the
-fabric's per-message callbacks (a collective send has none; a receive's is its stream's ``consume``)
-and the matching entries (messages of one (tag, source, destination, size) key take one route of
-FIFO links, so they land in send order and the n-th landing meets the n-th receive).  A deadlock,
-an exhausted pool it cannot grow, or an event at t = 0 hands the run back to the event engine.
+Why exact. It is not a recurrence but the event engine itself, ported piece by piece
+(:mod:`netsim.astra.compiled_kernel`, :mod:`netsim.astra.compiled_loop`): the same events are scheduled
+in the same order and draw the same sequence numbers, so same-instant events run in the same order, link
+FIFOs fill in the same order, and every time is the same integer. What it leaves out has no effect on
+that order: Python closures (events carry a kind and two integers), the fabric's per-message callbacks
+(a collective send has none; a receive's is its stream's ``consume``) and the matching entries (messages
+of one (tag, source, destination, size) key take one route of FIFO links, so they land in send order and
+the n-th landing meets the n-th receive). Pools that run out grow and the run starts again; a deadlock
+or an event at t = 0 hands the run back to the event engine (which reports them).
 tests/test_astra_compiled.py compares it with ``--engine full`` on random configs (hypothesis) and
 benchmarks/fuzz_astra_engines.py does so on random batches.
 """
