@@ -10,9 +10,12 @@ or on the groups; both models.
 Every config runs with ``engine="auto"`` and ``engine="full"``; the finish, exposed, GPU, wall
 and overlap cycles of every rank, every per-type time and the multiset of stdout lines must be
 equal (same-instant finishes print in rank order from the batched engines, in event order
-from the event engine).  Prints a table per model: configs, how many ran batched, how many
-the batched engine handed back at run time, mismatches, CPU seconds of each engine (identical
-traces on every rank run on the symmetric engine, whose message count is one rank's).
+from the event engine).  Every config also runs ``engine="compiled"`` where it applies
+(:mod:`netsim.astra.compiled`, the event engine ported): its stdout lines must be the event
+engine's in the same order, with the same message and event counts.  Prints a table per model:
+configs, how many ran batched, how many ran compiled, how many the batched engine handed back at
+run time, mismatches, CPU seconds of each engine (identical traces on every rank run on the
+symmetric engine, whose message count is one rank's).
 
     python benchmarks/fuzz_astra_engines.py [--configs 200] [--seed 0] [--models analytical congestion-aware]
                                             [--main DIR]
@@ -122,19 +125,28 @@ def compare(cfg: dict, root: Path, model: str, other: str | None = None) -> dict
 
     args = write(cfg, root)
     got = {}
-    for engine in ("auto", "full"):
+    for engine in ("auto", "full", "compiled"):
         t = time.process_time()
         try:
             got[engine] = run_astra(*args[:3], comm_groups=args[3], model=model, engine=engine)
         except InputError as exc:
-            got[engine] = str(exc)
+            got[engine] = None if "compiled engine does not apply" in str(exc) else str(exc)
         except DeadlockError as exc:  # both engines must stop alike (the batched one hands a deadlock back)
             got[engine] = f"deadlock: {exc} {sorted(getattr(exc, 'lines', []))}"
         got[engine + "_s"] = time.process_time() - t
     a, f = got["auto"], got["full"]
     out = {"auto_s": got["auto_s"], "full_s": got["full_s"], "mismatch": None,
-           "engine": getattr(a, "engine", "error"),
+           "engine": getattr(a, "engine", "error"), "compiled": got.get("compiled") is not None,
            "handed_back": any("gave way to the event engine" in x for x in getattr(a, "notes", []))}
+    c = got.get("compiled")
+    if c is not None and not isinstance(f, str):  # the event engine compiled: the same lines in the same order
+        if isinstance(c, str) or c.lines() != f.lines() or c.stats["messages"] != f.stats["messages"] or \
+                c.stats["events"] != f.stats["events"] or c.order != f.order:
+            out["mismatch"] = "the compiled engine"
+            return out
+    elif c is not None and c != f:
+        out["mismatch"] = f"errors differ: compiled {c!r} vs {f!r}"
+        return out
     if isinstance(a, str) or isinstance(f, str):
         # the symmetric engine simulates rank 0 alone, so its 0-byte-message error names rank 0's message
         same = re.sub(_PAIR, "", a) == re.sub(_PAIR, "", f) if a.startswith("a 0-byte") else a == f
@@ -183,14 +195,15 @@ def main(argv=None) -> int:
     rows, bad = [], []
     with tempfile.TemporaryDirectory() as tmp:
         for model in args.models:
-            row = {"model": model, "configs": 0, "batched": 0, "handed": 0, "mismatches": 0, "auto_s": 0.0,
-                   "full_s": 0.0}
+            row = {"model": model, "configs": 0, "batched": 0, "compiled": 0, "handed": 0, "mismatches": 0,
+                   "auto_s": 0.0, "full_s": 0.0}
             for i in range(args.configs):
                 cfg = draw(random.Random(f"{args.seed}:{i}"))
                 res = compare(cfg, Path(tmp) / f"{model}{i}", model, args.main)
                 row["configs"] += 1
                 row["batched"] += res["engine"] == "batched"
                 row["handed"] += res["handed_back"]
+                row["compiled"] += res["compiled"]
                 row["auto_s"] += res["auto_s"]
                 row["full_s"] += res["full_s"]
                 if res["mismatch"]:
@@ -198,6 +211,7 @@ def main(argv=None) -> int:
                     bad.append((model, i, res["mismatch"], cfg))
             rows.append(row)
     print_table(rows, [("model", "model", "s"), ("configs", "configs", "d"), ("batched", "ran batched", "d"),
+                       ("compiled", "compiled ran (== full, in order)", "d"),
                        ("handed", "handed back", "d"), ("mismatches", "mismatches", "d"),
                        ("auto_s", "default CPU s", ".1f"), ("full_s", "event engine CPU s", ".1f")])
     for model, i, what, cfg in bad:

@@ -50,3 +50,32 @@ def test_each_command_gets_its_real_parser(name):
     sub = next(a for a in parser._actions if a.dest == "command")
     assert sub.choices[name].get_default("func") is not None
     assert set(sub.choices) == set(app.COMMANDS)
+
+
+def test_an_astra_run_loads_neither_the_topology_builders_nor_the_analysis_stack(traces):
+    """A run on an ASTRA-sim network YAML reads it through netsim.topology.astra_yaml alone: the
+    builders, costs and spec loader of netsim.topology, pandas, pyarrow and SimPy stay unloaded."""
+    d = traces / "astra-sim__astra-sim"
+    mb = d / "examples/workload/microbenchmarks/all_reduce/8npus_1MB/all_reduce"
+    rt = d / "tests/rt_template/inputs"
+    loaded = _loaded_after(["astra", f"--workload-configuration={mb}",
+                            f"--system-configuration={rt / 'system_cfg.json'}",
+                            f"--network-configuration={rt / 'network_cfg.yml'}",
+                            f"--remote-memory-configuration={rt / 'remote_memory_cfg.json'}"])
+    assert "netsim.astra.run" in loaded and "netsim.topology.astra_yaml" in loaded  # it did run
+    unneeded = {"netsim.topology.builders", "netsim.topology.bom", "netsim.topology.cost", "netsim.topology.spec",
+                "netsim.topology.fattree", "netsim.topology.summary", "pandas", "pyarrow", "simpy", "matplotlib"}
+    assert not unneeded & loaded
+
+
+def test_the_topology_package_still_exports_its_names_on_first_use():
+    code = ("import sys, netsim.topology as t\nassert 'netsim.topology.fattree' not in sys.modules\n"
+            "from netsim.topology import fat_tree, Topology, load_topology\n"
+            "assert fat_tree.__module__ == 'netsim.topology.fattree' and t.Topology is Topology\n"
+            "assert set(t.__all__) <= set(dir(t))\nprint('ok')\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert out.stdout.strip() == "ok", out.stderr
+    with pytest.raises(AttributeError):
+        import netsim.topology
+
+        netsim.topology.no_such_name  # noqa: B018

@@ -119,7 +119,7 @@ class Plan:
         self.diverged: str | None = None  # where ASTRA-sim's world stream ids differ (per-group runs note it)
 
 
-def _chain(table) -> tuple[Chain | None, str | None]:
+def chain_of(table) -> tuple[Chain | None, str | None]:
     t = table
     n = len(t)
     types = t.type.tolist()
@@ -148,7 +148,7 @@ def _chain(table) -> tuple[Chain | None, str | None]:
     return Chain(t, order), None
 
 
-def _ring(name: str, groups: dict, ctx) -> tuple[Ring | None, str | None]:
+def ring_of(name: str, groups: dict, ctx) -> tuple[Ring | None, str | None]:
     """The ring of a group name as the event engine resolves it (:meth:`Context.group`)."""
     npus = ctx.npus
     g = groups.get(name) if name else None
@@ -187,7 +187,7 @@ def batched_plan(tables: dict, ctx, groups: dict, rendezvous: bool) -> tuple[Pla
     for r, t in tables.items():
         ch = by_table.get(id(t))
         if ch is None:
-            ch, why = _chain(t)
+            ch, why = chain_of(t)
             if ch is None:
                 return None, why
             by_table[id(t)] = ch
@@ -197,7 +197,7 @@ def batched_plan(tables: dict, ctx, groups: dict, rendezvous: bool) -> tuple[Pla
     for ch in by_table.values():
         for op, size, name, dim0 in ch.colls.values():
             if name not in rings:
-                ring, why = _ring(name, groups, ctx)
+                ring, why = ring_of(name, groups, ctx)
                 if ring is None:
                     return None, why
                 rings[name] = ring

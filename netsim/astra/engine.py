@@ -202,19 +202,22 @@ class AstraNetwork:
 
 def load_network(path) -> AstraNetwork:
     """An ASTRA-sim network YAML (validated key by key) or a netsim topology YAML."""
-    from netsim.topology.model import Topology
+    import sys
+
     from netsim.topology.astra_yaml import is_astra_network, parse_astra_network
-    from netsim.topology.spec import load_topology
 
     if isinstance(path, AstraNetwork):
         return path
-    if isinstance(path, Topology):
+    model = sys.modules.get("netsim.topology.model")  # a Topology exists only once its module is imported
+    if model is not None and isinstance(path, model.Topology):
         dims = tuple(NetDim(d.kind, d.npus, d.astra_bw, d.astra_latency_ns)
                      for d in path.facts.dims) if path.facts.astra_network else ()
         return AstraNetwork(path.name, dims, path)
     src = str(path)
     data = inputs.load_yaml(path)
     if not is_astra_network(data):
+        from netsim.topology.spec import load_topology
+
         return AstraNetwork(src, (), load_topology(path))
     parse_astra_network(data, src)  # validates every entry (e.g. a literal 'tbd' bandwidth)
     dims = tuple(NetDim(k, int(n), float(b), float(lat)) for k, n, b, lat in

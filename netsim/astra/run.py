@@ -45,7 +45,7 @@ from netsim.vocab import normalize_group_name
 from netsim.chakra.groups import CommGroups
 
 MODELS = ("analytical", "congestion-aware", "flow")
-ENGINES = ("auto", "full", "symmetric", "batched")
+ENGINES = ("auto", "full", "symmetric", "batched", "compiled")
 
 
 @dataclass
@@ -276,22 +276,31 @@ def run_astra(workload, system, network, memory=None, comm_groups=None, *, model
         raise InputError(f"expected one of {', '.join(ENGINES)}, got {engine!r}", source="--engine")
     if engine == "symmetric" and mirror is None:
         raise InputError(f"the symmetric engine does not apply: {why}", source="--engine")
-    use_mirror = mirror if engine != "full" else None
+    use_mirror = mirror if engine not in ("full", "compiled") else None
     ctx = Context(system, network, memory, groups, model, num_queues_per_dim, injection_scale, rendezvous,
                   use_mirror, stream_matching)
     if use_mirror is None and engine in ("auto", "batched"):
         plan, why_not = batched_plan(tables, ctx, groups, rendezvous)
+        gave_way = None
         if plan is not None:
             try:
                 return _run_batched(ctx, plan, notes, t0)
             except (NotBatched, Interleaved) as exc:  # found while running: the event engine runs it
-                why_not = str(exc)
+                why_not = gave_way = str(exc)
                 ctx = Context(system, network, memory, groups, model, num_queues_per_dim, injection_scale,
                               rendezvous, None, stream_matching)
-                if engine == "auto":
-                    notes.append(f"the batched engine gave way to the event engine: {why_not}")
         if engine == "batched":
             raise InputError(f"the batched engine does not apply: {why_not}", source="--engine")
+        res, _why = _run_compiled(ctx, tables, groups, rendezvous, notes, t0, auto=True)
+        if res is not None:
+            return res
+        if gave_way is not None:
+            notes.append(f"the batched engine gave way to the event engine: {gave_way}")
+    if engine == "compiled":
+        res, why_not = _run_compiled(ctx, tables, groups, rendezvous, notes, t0)
+        if res is None:
+            raise InputError(f"the compiled engine does not apply: {why_not}", source="--engine")
+        return res
     ranks = [0] if use_mirror is not None else list(range(npus))
     loads = []
     for r in ranks:
@@ -345,6 +354,32 @@ def _run_batched(ctx: Context, plan, notes: list[str], t0: float) -> AstraResult
     res.stats = {"wall_s": time.perf_counter() - t0, "events": ctx.clock.events, "messages": ctx.fabric.messages,
                  "simulated_ranks": ctx.npus}
     return res
+
+
+def _run_compiled(ctx: Context, tables: dict, groups: dict, rendezvous: bool, notes: list[str],
+                  t0: float, auto: bool = False) -> tuple[AstraResult | None, str | None]:
+    """``(result, None)`` from the event engine compiled (:mod:`netsim.astra.compiled`), or
+    ``(None, why not)`` (the event engine runs).  ``auto``: only runs of :data:`~netsim.astra.compiled.MIN_MESSAGES`
+    messages or more (below, loading the compiled code costs more than the event engine's run)."""
+    if ctx.model not in ("congestion-aware", "analytical"):
+        return None, "it runs the analytical and congestion-aware models only"
+    from netsim.astra.compiled import MIN_MESSAGES, compiled_plan, run_compiled
+
+    prep, why = compiled_plan(tables, ctx, groups, rendezvous)
+    if prep is None or (auto and prep.messages < MIN_MESSAGES):
+        return None, why or "a small run"
+    Sys(0, ctx)  # rank 0's Sys logs its rings and checks the algorithm lists, as in the event engine
+    try:
+        runs = run_compiled(prep)
+    except NotBatched as exc:
+        ctx.log.clear()
+        return None, str(exc)
+    res = _collect(ctx, runs, ctx.npus, False)
+    res.engine = "compiled"
+    res.notes = notes + ctx.notes
+    res.stats = {"wall_s": time.perf_counter() - t0, "events": ctx.clock.events, "messages": ctx.fabric.messages,
+                 "simulated_ranks": ctx.npus}
+    return res, None
 
 
 def _check_inputs(table, source: str) -> str:

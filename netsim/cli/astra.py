@@ -69,10 +69,11 @@ def _astra_parser(prog: str, required: bool = True) -> _Parser:
         p.add_argument(f"--{flag}", **kw)
     p.add_argument("--model", default=None, choices=["analytical", "congestion-aware", "flow"],
                    help="network model (default analytical: ASTRA-sim's congestion-unaware backend)")
-    p.add_argument("--engine", default="auto", choices=["auto", "full", "symmetric", "batched"],
+    p.add_argument("--engine", default="auto", choices=["auto", "full", "symmetric", "batched", "compiled"],
                    help="full: every rank event by event; symmetric: one rank of a rank-symmetric run; batched: "
-                        "all ranks as arrays (chains of compute and ring collectives on the world or comm groups); auto: the "
-                        "fastest exact")
+                        "all ranks as arrays (chains of compute and ring collectives on the world or comm groups); "
+                        "compiled: the congestion-aware event engine compiled (chains of world collectives); auto: "
+                        "the fastest exact")
     p.add_argument("--stream-matching", default="astra", choices=["astra", "per-group"],
                    help="astra: ASTRA-sim's one stream counter per rank (it stalls where ranks differ); per-group: "
                         "match streams per communicator (netsim.astra.streams)")

@@ -19,23 +19,25 @@ from pathlib import Path
 KERNEL_FILES = ("flowkernel.py", "flowrepair.py", "drainkernel.py", "stepkernel.py")
 
 
-@lru_cache(maxsize=1)
-def cache_dir() -> str:
-    """The cache directory of the kernels (see the module docstring)."""
+@lru_cache(maxsize=None)
+def cache_dir(files: tuple[str, ...] = (), prefix: str = "flow-kernels") -> str:
+    """The cache directory of the kernels defined in ``files`` (paths; default: this package's
+    :data:`KERNEL_FILES`), named ``prefix-<hash of the files>`` (see the module docstring)."""
     here = Path(__file__).parent
-    digest = hashlib.sha256(b"".join((here / name).read_bytes() for name in KERNEL_FILES)).hexdigest()[:16]
+    paths = [Path(f) for f in files] or [here / name for name in KERNEL_FILES]
+    digest = hashlib.sha256(b"".join(p.read_bytes() for p in paths)).hexdigest()[:16]
     base = os.environ.get("NUMBA_CACHE_DIR") or \
         str(Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "netsim")
-    return str(Path(base) / f"flow-kernels-{digest}")
+    return str(Path(base) / f"{prefix}-{digest}")
 
 
-def kernel(fn):
-    """``numba.njit(cache=True)`` with the cache in :func:`cache_dir` (numba reads its cache
-    directory when a function is decorated; the setting is put back at once)."""
+def kernel(fn, files: tuple[str, ...] = (), prefix: str = "flow-kernels"):
+    """``numba.njit(cache=True)`` with the cache in :func:`cache_dir` ``(files, prefix)`` (numba reads
+    its cache directory when a function is decorated; the setting is put back at once)."""
     import numba
 
     previous = numba.config.CACHE_DIR
-    numba.config.CACHE_DIR = cache_dir()
+    numba.config.CACHE_DIR = cache_dir(tuple(files), prefix)
     try:
         return numba.njit(cache=True)(fn)
     finally:

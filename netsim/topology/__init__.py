@@ -1,17 +1,35 @@
-"""Topologies as data: the array model, builders, routing and YAML specs."""
+"""Topologies as data: the array model, builders, routing and YAML specs.
 
-from netsim.topology.bom import bill_of_materials
-from netsim.topology.cost import cost_table, fabric_cost
-from netsim.topology.builders import (dgx1_v100, gb200_nvl72, hgx_a100, hgx_h100, nvlink_box4,
-                                      nvlink_mesh, nvswitch_domain)
-from netsim.topology.facts import DimFacts, TopologyFacts, XgftLevel
-from netsim.topology.fattree import Tier, fat_tree
-from netsim.topology.model import Topology
-from netsim.topology.multidim import Dim, multi_dim
-from netsim.topology.policy import with_routing
-from netsim.topology.spec import load_topology
-from netsim.topology.summary import summarize
+The names below are imported on first use (PEP 562), so a module that needs one submodule (e.g.
+``netsim astra`` reading an ASTRA-sim network YAML through :mod:`netsim.topology.astra_yaml`) does
+not import the builders, costs and specs with it; ``from netsim.topology import X`` works as before.
+"""
 
-__all__ = ["Dim", "bill_of_materials", "cost_table", "fabric_cost", "DimFacts", "Tier", "Topology", "TopologyFacts", "XgftLevel", "dgx1_v100", "fat_tree",
-           "gb200_nvl72", "hgx_a100", "hgx_h100", "load_topology", "multi_dim", "nvlink_box4", "nvlink_mesh", "nvswitch_domain", "summarize",
-           "with_routing"]
+from __future__ import annotations
+
+import importlib
+
+#: exported name -> the submodule that defines it
+_WHERE = {
+    "bill_of_materials": "bom", "cost_table": "cost", "fabric_cost": "cost",
+    "dgx1_v100": "builders", "gb200_nvl72": "builders", "hgx_a100": "builders", "hgx_h100": "builders",
+    "nvlink_box4": "builders", "nvlink_mesh": "builders", "nvswitch_domain": "builders",
+    "DimFacts": "facts", "TopologyFacts": "facts", "XgftLevel": "facts", "Tier": "fattree", "fat_tree": "fattree",
+    "Topology": "model", "Dim": "multidim", "multi_dim": "multidim", "with_routing": "policy",
+    "load_topology": "spec", "summarize": "summary",
+}
+
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str):
+    where = _WHERE.get(name)
+    if where is None:
+        raise AttributeError(f"module 'netsim.topology' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"netsim.topology.{where}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_WHERE))
