@@ -75,6 +75,13 @@ def test_a_late_flow_meets_what_is_left():
     assert apart.tolist() == [1.0, 2.0]  # no overlap: each alone
 
 
+@pytest.fixture(autouse=True)
+def _small_patterns_compiled(monkeypatch):
+    """These layouts are small: run their steps compiled as a large pattern's would be."""
+    from netsim.collectives import lockstep
+    monkeypatch.setattr(lockstep, "STEP_KERNEL_MIN_TRANSFERS", 0)
+
+
 def _run(topo, cfg, size, engine):
     cfg = validated(cfg, topo)
     p = build_plan(topo, cfg, float(size))
@@ -256,7 +263,7 @@ def test_step_kernel_runs_as_plain_python():
     import sys
     code = ("import sys, warnings; sys.path.insert(0, 'tests'); warnings.simplefilter('ignore', RuntimeWarning);"
             "import numpy as np; from test_stagger import _run, tree, BenchConfig;"
-            "from netsim.collectives import lockstep;"
+            "from netsim.collectives import lockstep; lockstep.STEP_KERNEL_MIN_TRANSFERS = 0;"
             "topo = tree(1, True, routing='ftree');"
             "cfg = BenchConfig('all_reduce', algo='ring', gpus=16, placement='random:11');"
             "a, _ = _run(topo, cfg, 1 << 18, 'auto');"

@@ -230,6 +230,10 @@ GRID_S = 1e-15
 STAGGER_MAX_TRANSFERS = 64
 STAGGER_NEW_PER_TRANSFER = 1 / 16
 STAGGER_MIN_NEW = 4
+#: Smallest step pattern (transfers) that :meth:`Lockstep.advance` runs compiled: loading numba and
+#: the kernel costs about half a CPU second once, what the numpy steps of a pattern this size
+#: cost over some thousand steps.
+STEP_KERNEL_MIN_TRANSFERS = 4096
 #: Most drains the compiled step remembers per step pattern (as the numpy path's cache).
 STAGGER_TABLE_ENTRIES = 1 << 16
 
@@ -252,6 +256,7 @@ class Stagger:
                  caps: np.ndarray | None, overhead: float, topo):
         # step order in; everything kept in pattern order (``order``), built on first use
         self._given = (routes, order, wire, caps, topo)
+        self._m = order.size
         self.overhead, self.capacity = overhead, topo.capacity
         self._shape: np.ndarray | None = None
         self._cache: dict = {}
@@ -380,8 +385,12 @@ class Stagger:
         return idx, self.lat[idx] + drains + self.overhead, drains
 
     def kernel(self) -> bool:
-        """Whether :meth:`advance_compiled` can run (numba imports)."""
+        """Whether :meth:`advance_compiled` runs this pattern: numba imports and the pattern has
+        :data:`STEP_KERNEL_MIN_TRANSFERS` transfers or more."""
         if self._kernel is None:
+            if self._m < STEP_KERNEL_MIN_TRANSFERS:
+                self._kernel = False
+                return False
             try:
                 import netsim.network.stepkernel as stepkernel
             except ImportError:  # numba missing or not built for this Python
