@@ -162,9 +162,15 @@ def _settle(nl, alive, rem, dec, cnt):
 @kernel
 def _compress(fi, li, pl, slots, nr, lens, starts, inv, uniq):
     """Local link ids (first seen first) of the paths of ``slots[:nr]``; returns the count."""
-    nu = 0
-    ne = 0
-    for i in range(nr):
+    return _compress_more(fi, li, pl, slots, 0, nr, lens, starts, inv, uniq, 0)
+
+
+@kernel
+def _compress_more(fi, li, pl, slots, i0, nr, lens, starts, inv, uniq, nu):
+    """:func:`_compress` of ``slots[i0:nr]`` after ``slots[:i0]`` were compressed into ``nu`` ids
+    (their ``LMAP`` still set): the ids the whole of ``slots[:nr]`` would get; returns the count."""
+    ne = starts[i0 - 1] + lens[i0 - 1] if i0 > 0 else 0
+    for i in range(i0, nr):
         s = slots[i]
         lens[i] = fi[s, PLEN]
         starts[i] = ne
@@ -305,11 +311,14 @@ def _repair(ff, fi, lf, li, pl, lbp, meta, clock, due, rate, bneck, bdirty, dlis
     (then everything is solved afresh)."""
     r, lens, starts, inv, uniq, rates, bn = w.r, w.lens, w.starts, w.inv, w.uniq, w.rates, w.bn
     acc, others = w.wu[0], w.wu[1]
+    nu = 0
+    done = 0  # flows of R compressed so far: R only grows, so their local ids stay (LMAP kept)
     for _ in range(MAX_REPAIRS):
         if nr >= limit:
-            return -nr
+            break
         meta[M_ROUNDS] += 1
-        nu = _compress(fi, li, pl, r, nr, lens, starts, inv, uniq)
+        nu = _compress_more(fi, li, pl, r, done, nr, lens, starts, inv, uniq, nu)
+        done = nr
         for u in range(nu):
             acc[u] = 0.0
         for i in range(nr):
@@ -343,15 +352,17 @@ def _repair(ff, fi, lf, li, pl, lbp, meta, clock, due, rate, bneck, bdirty, dlis
         meta[M_PARTIAL] += 1
         meta[M_SOLVED] += nr
         n_more = _uncertified(rate, bneck, lf, li, lbp, w, nr, nu)
-        for u in range(nu):
-            li[uniq[u], LMAP] = -1
         if n_more == 0:
+            for u in range(nu):
+                li[uniq[u], LMAP] = -1
             return nr
         for i in range(n_more):
             s = w.more[i]
             w.inr[s] = 1
             r[nr] = s
             nr += 1
+    for u in range(nu):
+        li[uniq[u], LMAP] = -1
     return -nr
 
 
