@@ -188,3 +188,34 @@ def test_roce_ring_with_four_queue_pairs_runs_and_equals_numpy():
     got = [bench(topo, "all_reduce", [64 << 20], gpus=64, placement="random:1", engine=e)[0].time_us
            for e in ("event", "reference")]
     assert got[0] == pytest.approx(got[1], rel=1e-9)
+
+
+@settings(max_examples=EXAMPLES, deadline=None)
+@given(paths=st.lists(st.lists(st.integers(0, 11), min_size=0, max_size=6, unique=True), min_size=1, max_size=40),
+       data=st.data())
+def test_repair_rounds_compress_only_the_flows_that_joined(paths, data):
+    """A repair round compresses only the flows that joined R (``_compress_more``, the earlier
+    flows' local link ids kept): the same ids, lengths and starts as compressing all of R afresh,
+    however R grew in between."""
+    from netsim.network import flowkernel as fk
+    from netsim.network import flowrepair as fr
+
+    t = CompiledFlowTable(np.full(12, 1e9))
+    links = np.array([l for p in paths for l in p], dtype=np.int64)
+    indptr = np.concatenate(([0], np.cumsum([len(p) for p in paths]))).astype(np.int64)
+    k = len(paths)
+    t.add(indptr, links, np.full(k, 1e6), np.zeros(k), np.full(k, np.inf), 0, np.arange(k))
+    slots = np.asarray(data.draw(st.permutations(range(k))), dtype=np.int64)
+    cuts = sorted(data.draw(st.lists(st.integers(0, k), max_size=4)))
+    w = t.w
+    whole = [a.copy() for a in (w.lens, w.starts, w.inv, w.uniq)]
+    nu_whole = fr._compress(t.fi, t.li, t.pl, slots, k, *whole)
+    t.li[whole[3][:nu_whole], fk.LMAP] = -1
+    nu, done = 0, 0
+    for nr in [*cuts, k]:
+        nu = fr._compress_more(t.fi, t.li, t.pl, slots, done, nr, w.lens, w.starts, w.inv, w.uniq, nu)
+        done = nr
+    assert nu == nu_whole
+    ne = int(indptr[-1])
+    for got, want, n in zip((w.lens, w.starts, w.inv, w.uniq), whole, (k, k, ne, nu)):
+        assert np.array_equal(got[:n], want[:n])
