@@ -36,6 +36,7 @@ def solve_flows(nf, lens, starts, inv, nu, resid, caps, rtol, rates, bn, ws):
         ne += lens[f]
     act = np.empty(nf, dtype=np.int64)
     rate = np.empty(nf)
+    onv = np.empty(nf)  # each unfrozen flow's smallest share this round (its rate before the cap)
     pe = np.empty(ne, dtype=np.int64)  # entries of the unfrozen flows, packed
     plen = np.empty(nf, dtype=np.int64)
     na = _pack(nf, lens, starts, inv, caps, rates, bn, cnt, act, plen, pe)
@@ -52,11 +53,11 @@ def solve_flows(nf, lens, starts, inv, nu, resid, caps, rtol, rates, bn, ws):
             share[u] = rem[u] / cnt[u]
             low[u] = np.inf
             dec[u] = 0.0
-        _tentative(na, act, plen, pe, caps, share, low, rate)
+        _tentative(na, act, plen, pe, caps, share, low, rate, onv)
         for q in range(nl):
             u = alive[q]
             local[u] = share[u] <= low[u] * (1.0 + rtol)
-        keep = _freeze(na, act, plen, pe, rate, caps, share, local, rtol, rates, bn, dec, cnt)
+        keep = _freeze(na, act, plen, pe, rate, onv, caps, local, rtol, rates, bn, dec, cnt)
         if keep == na:
             raise RuntimeError("max-min solver made no progress")
         na = keep
@@ -88,9 +89,9 @@ def _pack(nf, lens, starts, inv, caps, rates, bn, cnt, act, plen, pe):
 
 
 @kernel
-def _tentative(na, act, plen, pe, caps, share, low, rate):
-    """Each unfrozen flow's rate this round, ``rate[i]``: the smallest share on its path, at most its
-    cap; ``low[u]``: the slowest such rate on link u."""
+def _tentative(na, act, plen, pe, caps, share, low, rate, onv):
+    """Each unfrozen flow's rate this round, ``rate[i]``: the smallest share on its path (``onv[i]``),
+    at most its cap; ``low[u]``: the slowest such rate on link u."""
     k = 0
     for i in range(na):
         on = np.inf
@@ -100,6 +101,7 @@ def _tentative(na, act, plen, pe, caps, share, low, rate):
         c = caps[act[i]]
         r = on if on < c else c
         rate[i] = r
+        onv[i] = on
         for e in range(k, k + plen[i]):
             if r < low[pe[e]]:
                 low[pe[e]] = r
@@ -107,10 +109,11 @@ def _tentative(na, act, plen, pe, caps, share, low, rate):
 
 
 @kernel
-def _freeze(na, act, plen, pe, rate, caps, share, local, rtol, rates, bn, dec, cnt):
+def _freeze(na, act, plen, pe, rate, onv, caps, local, rtol, rates, bn, dec, cnt):
     """Freeze the flows that cross a local bottleneck (``bn``: the first on the path, unless the cap
-    binds) or run at their cap: their rate is final, their links lose them (``dec``, ``cnt``).  The
-    others are packed to the front of ``act``, ``plen`` and ``pe``; returns how many."""
+    binds) or run at their cap (``onv``: their smallest share, from :func:`_tentative`): their rate
+    is final, their links lose them (``dec``, ``cnt``).  The others are packed to the front of
+    ``act``, ``plen`` and ``pe``; returns how many."""
     keep = 0
     k = 0
     w = 0
@@ -118,14 +121,12 @@ def _freeze(na, act, plen, pe, rate, caps, share, local, rtol, rates, bn, dec, c
         f = act[i]
         r = rate[i]
         n = plen[i]
-        on = np.inf
+        on = onv[i]
         first = -1
         for e in range(k, k + n):
-            u = pe[e]
-            if share[u] < on:
-                on = share[u]
-            if first < 0 and local[u]:
-                first = u
+            if local[pe[e]]:
+                first = pe[e]
+                break
         if first >= 0 or caps[f] <= on * (1.0 + rtol):
             rates[f] = r
             if r < caps[f] and first >= 0:
