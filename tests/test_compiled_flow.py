@@ -219,3 +219,28 @@ def test_repair_rounds_compress_only_the_flows_that_joined(paths, data):
     ne = int(indptr[-1])
     for got, want, n in zip((w.lens, w.starts, w.inv, w.uniq), whole, (k, k, ne, nu)):
         assert np.array_equal(got[:n], want[:n])
+
+
+flow_path = st.lists(st.integers(0, 9), max_size=5, unique=True)
+
+
+@settings(max_examples=4 * EXAMPLES, deadline=None)
+@given(paths=st.lists(flow_path, min_size=1, max_size=40),
+       caps=st.lists(st.sampled_from([np.inf, np.inf, 1e8, 3e8, 1e9]), min_size=40, max_size=40),
+       resid=st.lists(st.sampled_from([0.0, 1e9, 2e9, 2e9 * (1 + 1e-12), 5e9]), min_size=10, max_size=10))
+def test_compiled_solver_equals_the_numpy_solver(paths, caps, resid):
+    """``solve_flows`` (the repair's and the drain's solver) gives :func:`solve_compressed`'s rates
+    (1e-9) and bottlenecks, ties within the tolerance included."""
+    from netsim.network.flowrepair import solve_flows
+    from netsim.network.maxmin import solve_compressed
+
+    lens = np.array([len(p) for p in paths], dtype=np.int64)
+    inv = np.array([u for p in paths for u in p], dtype=np.int64)
+    starts = np.concatenate(([0], np.cumsum(lens)[:-1])).astype(np.int64)
+    cap, res = np.array(caps[:lens.size]), np.array(resid)
+    want_bn = np.empty(lens.size, dtype=np.int64)
+    want = solve_compressed(lens, inv, res, cap, 1e-9, want_bn)
+    rates, bn = np.zeros(lens.size), np.zeros(lens.size, dtype=np.int64)
+    solve_flows(lens.size, lens, starts, inv, res.size, res, cap, 1e-9, rates, bn, np.zeros((5, res.size)))
+    assert np.allclose(rates, want, rtol=1e-9, atol=0.0)
+    assert np.array_equal(bn, want_bn)
