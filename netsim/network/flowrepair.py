@@ -309,7 +309,8 @@ def event(ff, fi, lf, li, pl, lbp, meta, clock, free, fresh, seeds, due, rate, b
 def _repair(ff, fi, lf, li, pl, lbp, meta, clock, due, rate, bneck, bdirty, dlist, w, nr, limit):
     """Grow the repair set ``w.r[:nr]`` until its residual solve passes the certificate
     (``FlowTable._repair``).  Returns the final size, negated when the limits were reached
-    (then everything is solved afresh)."""
+    (then everything is solved afresh).  R only grows, so a round compresses only the flows that
+    joined it (:func:`_compress_more`); the links' local ids are reset once, on the way out."""
     r, lens, starts, inv, uniq, rates, bn = w.r, w.lens, w.starts, w.inv, w.uniq, w.rates, w.bn
     acc, others = w.wu[0], w.wu[1]
     nu = 0
