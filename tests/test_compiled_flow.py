@@ -188,3 +188,59 @@ def test_roce_ring_with_four_queue_pairs_runs_and_equals_numpy():
     got = [bench(topo, "all_reduce", [64 << 20], gpus=64, placement="random:1", engine=e)[0].time_us
            for e in ("event", "reference")]
     assert got[0] == pytest.approx(got[1], rel=1e-9)
+
+
+@settings(max_examples=EXAMPLES, deadline=None)
+@given(paths=st.lists(st.lists(st.integers(0, 11), min_size=0, max_size=6, unique=True), min_size=1, max_size=40),
+       data=st.data())
+def test_repair_rounds_compress_only_the_flows_that_joined(paths, data):
+    """A repair round compresses only the flows that joined R (``_compress_more``, the earlier
+    flows' local link ids kept): the same ids, lengths and starts as compressing all of R afresh,
+    however R grew in between."""
+    from netsim.network import flowkernel as fk
+    from netsim.network import flowrepair as fr
+
+    t = CompiledFlowTable(np.full(12, 1e9))
+    links = np.array([l for p in paths for l in p], dtype=np.int64)
+    indptr = np.concatenate(([0], np.cumsum([len(p) for p in paths]))).astype(np.int64)
+    k = len(paths)
+    t.add(indptr, links, np.full(k, 1e6), np.zeros(k), np.full(k, np.inf), 0, np.arange(k))
+    slots = np.asarray(data.draw(st.permutations(range(k))), dtype=np.int64)
+    cuts = sorted(data.draw(st.lists(st.integers(0, k), max_size=4)))
+    w = t.w
+    whole = [a.copy() for a in (w.lens, w.starts, w.inv, w.uniq)]
+    nu_whole = fr._compress(t.fi, t.li, t.pl, slots, k, *whole)
+    t.li[whole[3][:nu_whole], fk.LMAP] = -1
+    nu, done = 0, 0
+    for nr in [*cuts, k]:
+        nu = fr._compress_more(t.fi, t.li, t.pl, slots, done, nr, w.lens, w.starts, w.inv, w.uniq, nu)
+        done = nr
+    assert nu == nu_whole
+    ne = int(indptr[-1])
+    for got, want, n in zip((w.lens, w.starts, w.inv, w.uniq), whole, (k, k, ne, nu)):
+        assert np.array_equal(got[:n], want[:n])
+
+
+flow_path = st.lists(st.integers(0, 9), max_size=5, unique=True)
+
+
+@settings(max_examples=4 * EXAMPLES, deadline=None)
+@given(paths=st.lists(flow_path, min_size=1, max_size=40),
+       caps=st.lists(st.sampled_from([np.inf, np.inf, 1e8, 3e8, 1e9]), min_size=40, max_size=40),
+       resid=st.lists(st.sampled_from([0.0, 1e9, 2e9, 2e9 * (1 + 1e-12), 5e9]), min_size=10, max_size=10))
+def test_compiled_solver_equals_the_numpy_solver(paths, caps, resid):
+    """``solve_flows`` (the repair's and the drain's solver) gives :func:`solve_compressed`'s rates
+    (1e-9) and bottlenecks, ties within the tolerance included."""
+    from netsim.network.flowrepair import solve_flows
+    from netsim.network.maxmin import solve_compressed
+
+    lens = np.array([len(p) for p in paths], dtype=np.int64)
+    inv = np.array([u for p in paths for u in p], dtype=np.int64)
+    starts = np.concatenate(([0], np.cumsum(lens)[:-1])).astype(np.int64)
+    cap, res = np.array(caps[:lens.size]), np.array(resid)
+    want_bn = np.empty(lens.size, dtype=np.int64)
+    want = solve_compressed(lens, inv, res, cap, 1e-9, want_bn)
+    rates, bn = np.zeros(lens.size), np.zeros(lens.size, dtype=np.int64)
+    solve_flows(lens.size, lens, starts, inv, res.size, res, cap, 1e-9, rates, bn, np.zeros((5, res.size)))
+    assert np.allclose(rates, want, rtol=1e-9, atol=0.0)
+    assert np.array_equal(bn, want_bn)

@@ -36,6 +36,7 @@ def solve_flows(nf, lens, starts, inv, nu, resid, caps, rtol, rates, bn, ws):
         ne += lens[f]
     act = np.empty(nf, dtype=np.int64)
     rate = np.empty(nf)
+    onv = np.empty(nf)  # each unfrozen flow's smallest share this round (its rate before the cap)
     pe = np.empty(ne, dtype=np.int64)  # entries of the unfrozen flows, packed
     plen = np.empty(nf, dtype=np.int64)
     na = _pack(nf, lens, starts, inv, caps, rates, bn, cnt, act, plen, pe)
@@ -52,11 +53,11 @@ def solve_flows(nf, lens, starts, inv, nu, resid, caps, rtol, rates, bn, ws):
             share[u] = rem[u] / cnt[u]
             low[u] = np.inf
             dec[u] = 0.0
-        _tentative(na, act, plen, pe, caps, share, low, rate)
+        _tentative(na, act, plen, pe, caps, share, low, rate, onv)
         for q in range(nl):
             u = alive[q]
             local[u] = share[u] <= low[u] * (1.0 + rtol)
-        keep = _freeze(na, act, plen, pe, rate, caps, share, local, rtol, rates, bn, dec, cnt)
+        keep = _freeze(na, act, plen, pe, rate, onv, caps, local, rtol, rates, bn, dec, cnt)
         if keep == na:
             raise RuntimeError("max-min solver made no progress")
         na = keep
@@ -88,9 +89,9 @@ def _pack(nf, lens, starts, inv, caps, rates, bn, cnt, act, plen, pe):
 
 
 @kernel
-def _tentative(na, act, plen, pe, caps, share, low, rate):
-    """Each unfrozen flow's rate this round, ``rate[i]``: the smallest share on its path, at most its
-    cap; ``low[u]``: the slowest such rate on link u."""
+def _tentative(na, act, plen, pe, caps, share, low, rate, onv):
+    """Each unfrozen flow's rate this round, ``rate[i]``: the smallest share on its path (``onv[i]``),
+    at most its cap; ``low[u]``: the slowest such rate on link u."""
     k = 0
     for i in range(na):
         on = np.inf
@@ -100,6 +101,7 @@ def _tentative(na, act, plen, pe, caps, share, low, rate):
         c = caps[act[i]]
         r = on if on < c else c
         rate[i] = r
+        onv[i] = on
         for e in range(k, k + plen[i]):
             if r < low[pe[e]]:
                 low[pe[e]] = r
@@ -107,10 +109,11 @@ def _tentative(na, act, plen, pe, caps, share, low, rate):
 
 
 @kernel
-def _freeze(na, act, plen, pe, rate, caps, share, local, rtol, rates, bn, dec, cnt):
+def _freeze(na, act, plen, pe, rate, onv, caps, local, rtol, rates, bn, dec, cnt):
     """Freeze the flows that cross a local bottleneck (``bn``: the first on the path, unless the cap
-    binds) or run at their cap: their rate is final, their links lose them (``dec``, ``cnt``).  The
-    others are packed to the front of ``act``, ``plen`` and ``pe``; returns how many."""
+    binds) or run at their cap (``onv``: their smallest share, from :func:`_tentative`): their rate
+    is final, their links lose them (``dec``, ``cnt``).  The others are packed to the front of
+    ``act``, ``plen`` and ``pe``; returns how many."""
     keep = 0
     k = 0
     w = 0
@@ -118,14 +121,12 @@ def _freeze(na, act, plen, pe, rate, caps, share, local, rtol, rates, bn, dec, c
         f = act[i]
         r = rate[i]
         n = plen[i]
-        on = np.inf
+        on = onv[i]
         first = -1
         for e in range(k, k + n):
-            u = pe[e]
-            if share[u] < on:
-                on = share[u]
-            if first < 0 and local[u]:
-                first = u
+            if local[pe[e]]:
+                first = pe[e]
+                break
         if first >= 0 or caps[f] <= on * (1.0 + rtol):
             rates[f] = r
             if r < caps[f] and first >= 0:
@@ -162,9 +163,15 @@ def _settle(nl, alive, rem, dec, cnt):
 @kernel
 def _compress(fi, li, pl, slots, nr, lens, starts, inv, uniq):
     """Local link ids (first seen first) of the paths of ``slots[:nr]``; returns the count."""
-    nu = 0
-    ne = 0
-    for i in range(nr):
+    return _compress_more(fi, li, pl, slots, 0, nr, lens, starts, inv, uniq, 0)
+
+
+@kernel
+def _compress_more(fi, li, pl, slots, i0, nr, lens, starts, inv, uniq, nu):
+    """:func:`_compress` of ``slots[i0:nr]`` after ``slots[:i0]`` were compressed into ``nu`` ids
+    (their ``LMAP`` still set): the ids the whole of ``slots[:nr]`` would get; returns the count."""
+    ne = starts[i0 - 1] + lens[i0 - 1] if i0 > 0 else 0
+    for i in range(i0, nr):
         s = slots[i]
         lens[i] = fi[s, PLEN]
         starts[i] = ne
@@ -302,14 +309,18 @@ def event(ff, fi, lf, li, pl, lbp, meta, clock, free, fresh, seeds, due, rate, b
 def _repair(ff, fi, lf, li, pl, lbp, meta, clock, due, rate, bneck, bdirty, dlist, w, nr, limit):
     """Grow the repair set ``w.r[:nr]`` until its residual solve passes the certificate
     (``FlowTable._repair``).  Returns the final size, negated when the limits were reached
-    (then everything is solved afresh)."""
+    (then everything is solved afresh).  R only grows, so a round compresses only the flows that
+    joined it (:func:`_compress_more`); the links' local ids are reset once, on the way out."""
     r, lens, starts, inv, uniq, rates, bn = w.r, w.lens, w.starts, w.inv, w.uniq, w.rates, w.bn
     acc, others = w.wu[0], w.wu[1]
+    nu = 0
+    done = 0  # flows of R compressed so far: R only grows, so their local ids stay (LMAP kept)
     for _ in range(MAX_REPAIRS):
         if nr >= limit:
-            return -nr
+            break
         meta[M_ROUNDS] += 1
-        nu = _compress(fi, li, pl, r, nr, lens, starts, inv, uniq)
+        nu = _compress_more(fi, li, pl, r, done, nr, lens, starts, inv, uniq, nu)
+        done = nr
         for u in range(nu):
             acc[u] = 0.0
         for i in range(nr):
@@ -343,15 +354,17 @@ def _repair(ff, fi, lf, li, pl, lbp, meta, clock, due, rate, bneck, bdirty, dlis
         meta[M_PARTIAL] += 1
         meta[M_SOLVED] += nr
         n_more = _uncertified(rate, bneck, lf, li, lbp, w, nr, nu)
-        for u in range(nu):
-            li[uniq[u], LMAP] = -1
         if n_more == 0:
+            for u in range(nu):
+                li[uniq[u], LMAP] = -1
             return nr
         for i in range(n_more):
             s = w.more[i]
             w.inr[s] = 1
             r[nr] = s
             nr += 1
+    for u in range(nu):
+        li[uniq[u], LMAP] = -1
     return -nr
 
 
