@@ -410,8 +410,11 @@ class Stagger:
             self._static = self._kernel_arrays()
             self._table = self._kernel.StepCache(min(1024, STAGGER_TABLE_ENTRIES))
             self._scratch = (np.empty(m), np.empty(self.size.size, dtype=np.int64))
-        if self._ends is None or self._ends[2] is not src:
-            self._ends = (src.astype(np.int32), dst.astype(np.int32), src)  # the pattern's, on every call
+            self._touch = np.zeros(m, dtype=np.bool_)
+            self._touch[share.touch] = True
+        if self._ends is None or self._ends[3] is not src:  # the pattern's, on every call
+            ranks = np.union1d(src, dst).astype(np.int32)
+            self._ends = (src.astype(np.int32), dst.astype(np.int32), ranks, src)
         k = self._kernel
         max_new = max(STAGGER_MIN_NEW, int(m * STAGGER_NEW_PER_TRANSFER))
         comps, paths = self._static
@@ -419,8 +422,8 @@ class Stagger:
         start, entry = self._scratch
         cleared = False
         while True:
-            code = k.lockstep_advance(x, *self._ends[:2], dur, out, start, RTOL, busy, *share.by_transfer(),
-                                      share.touch, entry, *comps, share.drain, float(self.overhead), *paths,
+            code = k.lockstep_advance(x, *self._ends[:3], dur, out, start, RTOL, busy, *share.by_transfer(),
+                                      self._touch, entry, *comps, share.drain, float(self.overhead), *paths,
                                       STAGGER_MAX_TRANSFERS, max_new, 1024, GRID_S, *self._table.arrays())
             if code != k.FULL:
                 return out, int(code)

@@ -120,20 +120,12 @@ def _drain_component(members, offs, grid, lens, estart, wire, caps, inv, cap_use
 
 
 @kernel
-def _retime(start, slack, touch, order, cbounds, csize, shape, lens, estart, inv, cap_loc, clink, wire, caps,
+def _retime(start, slack, order, cbounds, csize, shape, lens, estart, inv, cap_loc, clink, wire, caps,
             max_size, max_new, max_solves, grid, index, key, eshape, ptr, off, edrain, used, entry):
     """``entry[c]``: the table entry holding the drains of component ``c`` if its transfers did not
     start within ``slack`` of each other, else -1.  Returns 1 if some component is re-timed, 0 if
-    none is (or the step's transfers on contended links, ``touch``, all start together), or ``FAIL``
-    / ``FULL`` as :func:`lockstep_advance`."""
+    none is, or ``FAIL`` / ``FULL`` as :func:`lockstep_advance`."""
     entry[:] = -1
-    lo = np.inf
-    hi = -np.inf
-    for t in touch:
-        lo = min(lo, start[t])
-        hi = max(hi, start[t])
-    if not (touch.size and hi - lo > slack):
-        return 0
     offs = np.empty(max(max_size, 1), dtype=np.int64)
     new = 0
     retimed = 0
@@ -178,7 +170,7 @@ def _retime(start, slack, touch, order, cbounds, csize, shape, lens, estart, inv
 
 
 @kernel
-def lockstep_advance(x, src, dst, dur, out, start, rtol, busy, eptr, ent_l, touch, entry,
+def lockstep_advance(x, src, dst, ranks, dur, out, start, rtol, busy, eptr, ent_l, touch, entry,
                      order, cbounds, csize, shape, comp, pos, lat, drain_base, overhead,
                      lens, estart, inv, cap_loc, clink, wire, caps,
                      max_size, max_new, max_solves, grid,
@@ -187,29 +179,40 @@ def lockstep_advance(x, src, dst, dur, out, start, rtol, busy, eptr, ent_l, touc
     (:class:`~netsim.collectives.lockstep.Lockstep`): transfer ``t`` starts when both ``src[t]``
     and ``dst[t]`` have finished (``x``) and delivers after ``dur[t]``, or after its drain with its
     component's own starts where the component did not start together (:func:`_retime`); ``out``
-    gets every rank's finish, the latest of ``x`` and its deliveries.  ``eptr``/``ent_l``: each
-    transfer's contended links; ``busy``: when each link's last transfer drains, moved on on success.
+    gets every rank's finish, the latest of ``x`` and its deliveries.  ``ranks``: the ranks taking part;
+    ``eptr``/``ent_l``: each transfer's contended links, ``touch[t]`` whether it has any; ``busy``:
+    when each link's last transfer drains, moved on on success.
 
     Returns ``FAIL`` when a contended link is still busy at a start, a staggered component is
     larger than ``max_size``, more than ``max_new`` drains are new or a drain passes ``max_solves``
     (``out`` then as if timed alone); ``FULL`` when the drain table has no room (nothing else
     changed: grow it and call again); else 1 if some component was re-timed, 0 if not."""
     m = src.size
-    top = 0.0
+    lo = np.inf
+    hi = -np.inf
+    for r in ranks:  # the largest |start| is the latest finish of a rank taking part, if none is < 0
+        lo = min(lo, x[r])
+        hi = max(hi, x[r])
+    top = hi
+    if lo < 0:
+        top = 0.0
+        for t in range(m):
+            top = max(top, abs(max(x[src[t]], x[dst[t]])))
+    slack = rtol * max(top, 1e-300)
+    code = 0
+    lo = np.inf  # spread of the starts on contended links
+    hi = -np.inf
     for t in range(m):
         s = max(x[src[t]], x[dst[t]])
         start[t] = s
-        top = max(top, abs(s))
-    slack = rtol * max(top, 1e-300)
-    code = 0
-    for t in range(m):  # condition 2: no contended link still busy
-        for q in range(eptr[t], eptr[t + 1]):
-            if start[t] < busy[ent_l[q]] - slack:
+        if touch[t]:
+            lo = min(lo, s)
+            hi = max(hi, s)
+        for q in range(eptr[t], eptr[t + 1]):  # condition 2: no contended link still busy
+            if s < busy[ent_l[q]] - slack:
                 code = FAIL
-        if code:
-            break
-    if code == 0:
-        code = _retime(start, slack, touch, order, cbounds, csize, shape, lens, estart, inv, cap_loc, clink, wire,
+    if code == 0 and hi - lo > slack:  # not all together: re-time each staggered component
+        code = _retime(start, slack, order, cbounds, csize, shape, lens, estart, inv, cap_loc, clink, wire,
                        caps, max_size, max_new, max_solves, grid, index, key, eshape, ptr, off, edrain, used, entry)
     if code == FULL:
         return code
