@@ -447,6 +447,47 @@ def _channel_cap(algo: str, proto: str, arch: str, idx: int, nc: int, ll_max: fl
     return math.inf
 
 
+def nvls_tree_head_cap(info: "CommInfo") -> float:
+    """GB/s one NVLS head's network stream may carry in an NVLS-tree all-reduce: NCCL caps the
+    tree's bus bandwidth per NVLS-graph channel, i.e. per head, at ``perChMaxNVLSTreeBw``
+    (tuning.cc:278, 313-319: ``busBw = nChannels x min(intraBw, interBw, perChMaxNVLSTreeBw)``)
+    where the head's network term is ``interBw = bwInter x (2 on <= 2 nodes, else 1)``
+    (tuning.cc:316).  The cap on the head's network rate is therefore ``perChMaxNVLSTreeBw / 2``
+    on 2 nodes and ``perChMaxNVLSTreeBw`` from 3 nodes on (inf on one node: no NVLS tree there).
+
+    >>> from dataclasses import replace
+    >>> h = CommInfo(16, 2, 8, "hopper", 370.8, 48.0, True, 16, 8)
+    >>> nvls_tree_head_cap(h), nvls_tree_head_cap(replace(h, nnodes=8, nranks=64))
+    (28.85, 45.5)
+    """
+    if info.nnodes <= 1:
+        return math.inf
+    idx = 1 if info.nnodes == 2 else 2
+    per_head = _PER_CH_NVLS_TREE[info.arch][idx]
+    return per_head / (2.0 if info.nnodes <= 2 else 1.0) if per_head > 0 else math.inf
+
+
+def nvls_tree_head_rate(info: "CommInfo") -> float:
+    """GB/s at which one NVLS head moves its own share in an NVLS-tree all-reduce (pulling the
+    node's reduced share from the switch, and storing the result back).
+
+    NCCL caps the NVLS tree's bus bandwidth per channel of the NVLS graph, i.e. per head, at
+    ``perChMaxNVLSTreeBw`` (tuning.cc:276, 321-324: ``busBw = nChannels x min(intraBw, interBw,
+    perChMaxNVLSTreeBw)``; the graph's channels are the heads, :func:`nvls_heads`), and turns bus
+    into algorithm bandwidth with ``nRanks / nsteps`` = ``n / (2(n-1))`` (tuning.cc:377-382).  A
+    head carries ``S/nHeads`` of an all-reduce of ``S``, so its share moves at
+    ``perChMaxNVLSTreeBw x n / (2(n-1))`` (inf on one node, where NCCL runs NVLS, not the tree).
+
+    >>> h = CommInfo(16, 2, 8, "hopper", 370.8, 48.0, True, 16, 8)
+    >>> round(nvls_tree_head_rate(h), 3), round(nvls_tree_head_rate(CommInfo(64, 8, 8, "hopper", 370.8, 48.0, True, 16, 8)), 3)
+    (30.773, 23.111)
+    """
+    if info.nnodes <= 1:
+        return math.inf
+    per_head = _PER_CH_NVLS_TREE[info.arch][1 if info.nnodes == 2 else 2]
+    return per_head * info.nranks / _nsteps("all_reduce", info.nranks) if per_head > 0 else math.inf
+
+
 def channel_cap(choice: "Choice", info: "CommInfo", nc: int) -> float:
     """:func:`_channel_cap` of ``choice`` when ``nc`` channels run (``--channels`` may differ
     from NCCL's reduced count)."""
