@@ -219,7 +219,15 @@ def nvls_tree_chunk(nbytes: float, channels: int, heads: int, chunk: int) -> int
     return int(chunk)
 
 
-def nvls_tree_pieces(nbytes: float, info: "CommInfo", limit: int = 64) -> int:
+#: Most pipeline pieces of an NVLS-tree all-reduce (:func:`nvls_tree_pieces`).  A piece is one of
+#: NCCL's loops and the pipeline repeats its steady step, so pieces cost the run little; with a
+#: piece of at most 2 + 2·log2(2^14 nodes) + 2 = 32 steps, 4,096 pieces leave a fill of under 1 %
+#: where NCCL runs more loops.  (netsim capped them at 64 until issue 33, item 2: a fill of up to
+#: 17 % at 8 GiB on 32 H100 nodes, where NCCL runs 1,024 loops.)
+NVLS_TREE_MAX_PIECES = 4096
+
+
+def nvls_tree_pieces(nbytes: float, info: "CommInfo", limit: int = NVLS_TREE_MAX_PIECES) -> int:
     """Pipeline pieces of an NVLS-tree all-reduce: one piece is one loop of NCCL's kernel, a chunk
     per head per channel (all_reduce.h NVLS_TREE: ``loopCount = nHeads * chunkCount`` per channel,
     the tree store-and-forwards whole chunks), so ``ceil(nBytes / (nvlsChannels·nHeads·chunk))``,

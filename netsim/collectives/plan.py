@@ -82,7 +82,7 @@ def plan(topo: Topology, ranks, op: str, nbytes: float, algo: str = "auto", *,
     if choice is None:
         return _p2p_plan(topo, ranks, op, nbytes, algo, info, g, matrix, protocol, shaped)
     sched, depth, sched_channels = _build(op, name, n, nbytes, g, nc, choice.protocol,
-                                          info.nvls_heads, nccl.nvls_tree_pieces(nbytes, info, MAX_PIECES),
+                                          info.nvls_heads, nccl.nvls_tree_pieces(nbytes, info),
                                           nccl.nvls_tree_head_rate(info) * 1e9)
     if not shaped:
         return Plan(sched, name, "none", sched_channels, None)
