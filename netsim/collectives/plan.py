@@ -226,9 +226,25 @@ def _build(op: str, name: str, n: int, nbytes: float, g: int | None, nc: int, pr
         h = min(heads, g) if heads > 0 else g
         piece = nvls_tree_all_reduce(n, nbytes / k, local_size=g, chunks=1, channels=max(1, min(nc, h)), heads=h,
                                      head_rate=head_rate)
-        s = pipeline("nvls_tree", piece, k, nbytes)
+        s = _steady_cap_only(pipeline("nvls_tree", piece, k, nbytes), k, piece.n_steps, head_rate)
         return s, s.n_steps, max(1, min(nc, h))
     raise InputError(f"unknown algorithm {name!r}", source="--algo")
+
+
+def _steady_cap_only(s: Schedule, pieces: int, depth: int, rate: float) -> Schedule:
+    """``s`` (``pieces`` pipelined pieces of ``depth`` steps) with the heads' rate cap ``rate`` kept
+    only in its steady phase, where every stage is in flight: NCCL's per-head cap is a sustained
+    rate (its busBw, tuning.cc:321-324), while NCCL's stages run decoupled by their buffers, so a
+    loop filling or draining the pipeline is not held to it stage by stage."""
+    if not np.isfinite(rate):
+        return s
+    steady = depth - 1 if pieces >= depth else -1
+
+    def free(st: Step) -> Step:
+        rc = np.asarray(st.rate_cap, dtype=np.float64)
+        return replace(st, rate_cap=np.where(rc == rate, np.inf, rc)) if rc.ndim else st
+    return replace(s, phases=tuple(ph if i == steady or ph.step.n_transfers == 0 else Phase(free(ph.step), ph.repeat)
+                                   for i, ph in enumerate(s.phases)))
 
 
 def _pieces(nbytes: float, nc: int, proto: str) -> int:
