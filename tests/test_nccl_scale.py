@@ -188,3 +188,17 @@ def test_two_h100_nodes_run_nvls_tree_at_nccls_per_head_bound():
     row, _ = run_one(topo, BenchConfig("all_reduce", gpus=16, model="flow"), 16 << 30)
     assert row.algorithm == "nvls_tree/Simple"
     assert 0.85 * 8 * 57.7 < row.busbw_GBps <= 8 * 57.7
+
+
+def test_nvls_tree_head_cap_holds_in_the_steady_phase_only():
+    """The per-head cap is a sustained rate: the pipelined schedule keeps it where every stage is in
+    flight (the repeated middle phase) and not on the loops that fill or drain the pipeline."""
+    from netsim.collectives.plan import _build
+    from netsim.topology.overrides import load_topology_set
+    topo = load_topology_set(SU, ["nodes=2"])
+    info = nccl.CommInfo.from_topology(topo, np.arange(16))
+    rate = nccl.nvls_tree_head_rate(info) * 1e9
+    s, _, _ = _build("all_reduce", "nvls_tree", 16, 256 << 20, 8, 16, "Simple", 8, 16, rate)
+    capped = [bool((np.asarray(ph.step.rate_cap) == rate).any()) for ph in s.phases]
+    steady = [ph.repeat > 1 for ph in s.phases]
+    assert capped == steady and sum(steady) == 1
