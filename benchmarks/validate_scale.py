@@ -50,10 +50,11 @@ LACK_CTAS = ("channel-bound H100 runs: the same cluster reaches 391 GB/s at 8 Gi
              "the rate. netsim bounds the NVLS tree at NCCL's per-head cap (8 x 45.5 GB/s, tuning.cc:209) and the "
              "ring at its links; the rate of one channel (thread block) is not in NCCL's source. 391 exceeds that "
              "cap: if NCCL ran the NVLS tree there, the cap is NCCL's estimate, not a limit of the hardware")
-LACK_LOOPS = ("the NVLS-tree pipeline at 16 loops: netsim moves a loop (a chunk per head per channel) through each "
-              "stage whole, store-and-forward; NCCL's scatter hands the heads their chunks one after another "
-              "(all_reduce.h NVLS_TREE, prims.scatter over nvls->up), so a head starts reducing before the loop's "
-              "scatter ends and the measured ramp fills sooner; not modelled")
+LACK_LOOPS = ("the NVLS-tree pipeline's fill: NCCL's per-head cap bounds the run at 461.6 GB/s; netsim pipelines at "
+              "most 64 pieces (NCCL runs 1,024 loops at 16 GiB) and moves a piece through each stage whole, "
+              "store-and-forward; NCCL's scatter hands the heads their chunks one after another (all_reduce.h "
+              "NVLS_TREE, prims.scatter over nvls->up), so a head starts reducing before a loop's scatter ends; not "
+              "modelled")
 LACK_A2A = ("per-peer p2p channels and proxy progress: 191 peers over 3 racks, each network peer on its own "
             "channels; netsim streams every peer at line rate at once")
 LACK_GB300_A2A = ("the GB300 measurement moves about half of one 400G port per GPU across the racks (algbw 48 GB/s, "

@@ -82,12 +82,13 @@ def nvls_tree_chunk(nbytes: float, channels: int, heads: int, chunk: int) -> int
     return int(chunk)
 
 
-#: Most pipeline pieces of an NVLS-tree all-reduce (:func:`nvls_tree_pieces`).  A piece is one of
-#: NCCL's loops and the pipeline repeats its steady step, so pieces cost the run little; with a
-#: piece of at most 2 + 2·log2(2^14 nodes) + 2 = 32 steps, 4,096 pieces leave a fill of under 1 %
-#: where NCCL runs more loops.  (netsim capped them at 64 until issue 33, item 2: a fill of up to
-#: 17 % at 8 GiB on 32 H100 nodes, where NCCL runs 1,024 loops.)
-NVLS_TREE_MAX_PIECES = 4096
+#: Most pipeline pieces of an NVLS-tree all-reduce (:func:`nvls_tree_pieces`), a runtime budget, not
+#: NCCL's: NCCL runs every loop (1,024 at 8 GiB on 32 H100 nodes), but on hashed routing the flow
+#: model simulates every repetition of the pipeline's steady step, so its CPU time grows with the
+#: pieces (128 instead of 64 took a 256-GPU 1 GiB all-reduce on `llama3-24k` from 19 to 41 CPU-s).
+#: Fewer pieces than loops leave a pipeline fill NCCL does not have: up to 17 % at 8 GiB on 32 H100
+#: nodes (docs/validation.md, "NCCL's per-head cap").
+NVLS_TREE_MAX_PIECES = 64
 
 
 def nvls_tree_pieces(nbytes: float, info: "CommInfo", limit: int = NVLS_TREE_MAX_PIECES) -> int:

@@ -88,9 +88,10 @@ def _old_cap_fill() -> list[float]:
     nccl = _nccl()
     t = topo("h100-superpod-1su")
     info = nccl.CommInfo.from_topology(t, np.arange(t.n_gpus))
-    loops = nccl.nvls_tree_pieces(float(8 << 30), info)
+    loops = nccl.nvls_tree_pieces(float(8 << 30), info, limit=1 << 20)
     depth = 2 + 2 * 5 + 2
-    return [64, round(100 * (1 - 64 / (64 + depth - 1))), 8, 32, loops]
+    assert nccl.nvls_tree_pieces(float(8 << 30), info) == 64
+    return [round(100 * (1 - 64 / (64 + depth - 1))), 8, 32, loops]
 
 
 def _per_head_caps() -> list[float]:
@@ -175,10 +176,11 @@ CLAIMS = [
     C("has 72 GPUs and 72 NICs but 32 heads: 32 NICs carry its cross-rack traffic, not 72", _rack_heads),
     C("`nvlsChannels` is 16 on Hopper and 24/32 on Blackwell", lambda: _nvls_channels()[:2]),
     C("20 GB200 racks with 400G NICs on Grace run 24 channels and 128 KiB chunks", _rack_tuning),
-    C("pieces (at most 4,096), each going NVLS up/down, `2·log2` tree levels and NVLS up/down, store-and-forward. On "
-      "20 racks 1 GiB is 11 pieces and 8 GiB is 86 pieces", _rack_pieces),
-    C("they were capped at 64, which cost up to 17 % of fill at 8 GiB on 32 H100 nodes, where NCCL runs 1,024 loops",
-      _old_cap_fill),
+    C("pieces (at most 64), each going NVLS up/down, `2·log2` tree levels and NVLS up/down, store-and-forward. On 20 "
+      "racks 1 GiB is 11 pieces and 8 GiB is 64 pieces", _rack_pieces),
+    C("and 128 pieces instead of 64 doubled a 1 GiB run's CPU time on 256 GPUs of `llama3-24k`",
+      why="measured in issue 33 item 2's session: 19.2 and 40.8 CPU-s (netsim.bench, flow model, ECMP), quoted"),
+    C("up to 17 % at 8 GiB on 32 H100 nodes, where NCCL runs 1,024 loops", _old_cap_fill),
     C("NCCL caps the NVLS tree's bus bandwidth per head at `perChMaxNVLSTreeBw` (tuning.cc:276, 321-324; Hopper 57.7 "
       "GB/s on 2 nodes, 45.5 from 3; Blackwell 96 and 80", _per_head_caps),
     C("On 2 × 8 H100 that bounds the all-reduce at 8 × 57.7 = 461.6 GB/s busbw",

@@ -306,9 +306,9 @@ CLAIMS = [
       "causal attention, the CP16 row's published step time would be 28.6 % shorter (10.9 s), and netsim would be "
       "about 29 % slow there", _flops),
     C("Causal attention is 40 % of the FLOPs here", _causal_share),
-    C("| 20 GB200 NVL72 racks (1,440 GPUs, `gb200-nvl72-20rack`), auto = NVLS tree | 367 | 483 | 810 | 924 |",
+    C("| 20 GB200 NVL72 racks (1,440 GPUs, `gb200-nvl72-20rack`), auto = NVLS tree | 367 | 483 | 810 | 883 |",
       _racks_row),
-    C("| 32 × 8 H100 (`h100-superpod-1su`), auto = NVLS tree | 274 | 341 | | 361 |", _superpod_row),
+    C("| 32 × 8 H100 (`h100-superpod-1su`), auto = NVLS tree | 274 | 324 | | 331 |", _superpod_row),
     C("On the H100 nodes NCCL's per-head cap binds (8 heads × 45.5 GB/s;", _superpod_cap),
     C("NCCL runs 24 channels × 32 heads × 128 KiB chunks per loop (nvls.cc:191-195: NIC >= 48 GB/s on Grace), so 1 "
       "GiB is 11 loops", _pipeline_fill),
