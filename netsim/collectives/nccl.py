@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from netsim.collectives.nvlstune import (  # noqa: F401  (re-exported: NCCL's NVLS rules at scale)
-    _NVLS_CHANNELS, _PER_CH_NVLS_TREE, MAX_NVLS_ARITY, NVLS_TREE_MAX_PIECES, nvls_heads, nvls_tree_chunk,
+    MAX_NVLS_ARITY, NVLS_CHANNELS, NVLS_TREE_MAX_PIECES, PER_CH_NVLS_TREE, nvls_heads, nvls_tree_chunk,
     nvls_tree_head_rate, nvls_tree_pieces, nvls_tuning)
 from netsim.ncclfacts import DEFAULT_CPU, MAXCHANNELS, SIMPLE_CHUNK, arch_of, nvlink_gbps
 from netsim.topology.model import Topology
@@ -276,7 +276,7 @@ def candidates(op: str, nbytes: float, info: CommInfo) -> list[Choice]:
                 intra *= 2.0 if op == "all_reduce" else (ppn - 1) / ppn
                 per_nic = info.head_nic or info.bw_inter
                 inter = per_nic * heads * (2 if nn <= 2 and algo == "nvls_tree" else 1) if nn > 1 else math.inf
-                cap = _PER_CH_NVLS_TREE[arch][idx] * heads if algo == "nvls_tree" else math.inf
+                cap = PER_CH_NVLS_TREE[arch][idx] * heads if algo == "nvls_tree" else math.inf
                 bus = min(intra, inter, cap)
             if algo == "ring" and proto == "LL":  # tuning.cc:327
                 bus = min(ll_max, bus * .5)
@@ -376,7 +376,7 @@ def nvls_tree_head_cap(info: "CommInfo") -> float:
     if info.nnodes <= 1:
         return math.inf
     idx = 1 if info.nnodes == 2 else 2
-    per_head = _PER_CH_NVLS_TREE[info.arch][idx]
+    per_head = PER_CH_NVLS_TREE[info.arch][idx]
     return per_head / (2.0 if info.nnodes <= 2 else 1.0) if per_head > 0 else math.inf
 
 

@@ -15,13 +15,13 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from netsim.collectives.nccl import CommInfo
 
-_PER_CH_NVLS_TREE = {"volta": (26.5, 18.5, 10.0), "ampere": (24, 23.6, 17.8), "hopper": (0.0, 57.7, 45.5),
+PER_CH_NVLS_TREE = {"volta": (26.5, 18.5, 10.0), "ampere": (24, 23.6, 17.8), "hopper": (0.0, 57.7, 45.5),
                      "blackwell": (0.0, 96.0, 80.0)}  # perChMaxNVLSTreeBws, tuning.cc:205-211
 #: NCCL_MAX_NVLS_ARITY (device.h:213): the NVLS graph has at most this many channels, hence heads
 #: (search.cc:1127 ``maxChannels = min(NCCL_MAX_NVLS_ARITY, nGPUs)``).
 MAX_NVLS_ARITY = 32
 #: NVLS channels (nvls.cc:155-157, 210-213): 16 on Hopper; Blackwell 24 on one node, 32 across.
-_NVLS_CHANNELS = {"hopper": (16, 16), "blackwell": (24, 32)}
+NVLS_CHANNELS = {"hopper": (16, 16), "blackwell": (24, 32)}
 
 
 def nvls_tuning(arch: str, nnodes: int, ppn: int, nic_line: float, nic_near: bool = True) -> tuple[int, int]:
@@ -47,7 +47,7 @@ def nvls_tuning(arch: str, nnodes: int, ppn: int, nic_line: float, nic_near: boo
     ((32, 65536), (24, 131072))
     """
     chunk, tree_max = 128 << 10, 0
-    nch = _NVLS_CHANNELS.get(arch, (16, 16))[int(nnodes > 1)]
+    nch = NVLS_CHANNELS.get(arch, (16, 16))[int(nnodes > 1)]
     if arch == "blackwell" and nnodes > 1:
         if nnodes == 2 and nic_line >= 48.0:
             nch, tree_max = 32, 128 << 10
@@ -135,5 +135,5 @@ def nvls_tree_head_rate(info: "CommInfo") -> float:
     """
     if info.nnodes <= 1:
         return math.inf
-    per_head = _PER_CH_NVLS_TREE[info.arch][1 if info.nnodes == 2 else 2]
+    per_head = PER_CH_NVLS_TREE[info.arch][1 if info.nnodes == 2 else 2]
     return per_head * info.nranks / (2 * (info.nranks - 1)) if per_head > 0 else math.inf

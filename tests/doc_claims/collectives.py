@@ -62,7 +62,7 @@ def _rack_heads() -> list[int]:
 
 
 def _nvls_channels() -> list[int]:
-    ch = _nccl()._NVLS_CHANNELS
+    ch = _nccl().NVLS_CHANNELS
     assert ch["hopper"] == (16, 16)
     return [16, *ch["blackwell"]]
 
@@ -95,7 +95,7 @@ def _old_cap_fill() -> list[float]:
 
 
 def _per_head_caps() -> list[float]:
-    c = _nccl()._PER_CH_NVLS_TREE
+    c = _nccl().PER_CH_NVLS_TREE
     assert c["hopper"][1] == 57.7
     return [321, 2, c["hopper"][2], 3, *c["blackwell"][1:]]  # the page's numbers the checker reads
 
@@ -105,8 +105,8 @@ def _gb_head_bound() -> list[float]:
     t = topo("gb200-nvl72-8rack")
     info = nccl.CommInfo.from_topology(t, np.arange(144))
     intra = info.bw_intra * nccl.NVLS_EFFICIENCY["blackwell"] * 2  # the NVLS stage's all-reduce rate
-    assert info.nvls_heads * nccl._PER_CH_NVLS_TREE["blackwell"][1] > 2 * intra
-    return [info.nvls_heads, info.nvls_heads, nccl._PER_CH_NVLS_TREE["blackwell"][1]]
+    assert info.nvls_heads * nccl.PER_CH_NVLS_TREE["blackwell"][1] > 2 * intra
+    return [info.nvls_heads, info.nvls_heads, nccl.PER_CH_NVLS_TREE["blackwell"][1]]
 
 
 def _per_peer() -> list[int]:
@@ -184,7 +184,7 @@ CLAIMS = [
     C("NCCL caps the NVLS tree's bus bandwidth per head at `perChMaxNVLSTreeBw` (tuning.cc:276, 321-324; Hopper 57.7 "
       "GB/s on 2 nodes, 45.5 from 3; Blackwell 96 and 80", _per_head_caps),
     C("On 2 × 8 H100 that bounds the all-reduce at 8 × 57.7 = 461.6 GB/s busbw",
-      lambda: [2, 8, 8, 57.7, 8 * _nccl()._PER_CH_NVLS_TREE["hopper"][1]],
+      lambda: [2, 8, 8, 57.7, 8 * _nccl().PER_CH_NVLS_TREE["hopper"][1]],
       by_test="tests/test_nccl_scale.py::test_two_h100_nodes_run_nvls_tree_at_nccls_per_head_bound"),
     C("(the run reached about 508 without it; nccl-tests#309 measured 469 at 16 GiB)",
       why="508: the run before the cap (docs/validation.md's earlier table, 508.7); 469: the source's figure"),

@@ -248,9 +248,9 @@ def _superpod_cap() -> list[float]:
 
     t = netsim.load_topology(REPO / "topologies/h100-superpod-1su.yaml")
     info = nccl.CommInfo.from_topology(t, np.arange(t.n_gpus))
-    bound = info.nvls_heads * nccl._PER_CH_NVLS_TREE["hopper"][2]
+    bound = info.nvls_heads * nccl.PER_CH_NVLS_TREE["hopper"][2]
     assert _outside("h100-superpod-1su", (256 << 20, 1 << 30, 8 << 30))[2] <= bound  # it binds: the run stays under
-    return [info.nvls_heads, nccl._PER_CH_NVLS_TREE["hopper"][2]]
+    return [info.nvls_heads, nccl.PER_CH_NVLS_TREE["hopper"][2]]
 
 
 def _pipeline_fill() -> list[float]:

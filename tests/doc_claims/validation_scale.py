@@ -65,9 +65,9 @@ def _two_nodes() -> list[float]:
 
 def _gb_head_cap() -> list[float]:
     nccl = _nccl_tables()
-    cap = 32 * nccl._PER_CH_NVLS_TREE["blackwell"][1]
+    cap = 32 * nccl.PER_CH_NVLS_TREE["blackwell"][1]
     assert cap > 2 * _sim("mn-ar-gb200-oci-2r-8G")  # far above what the run reaches
-    return [32, nccl._PER_CH_NVLS_TREE["blackwell"][1]]
+    return [32, nccl.PER_CH_NVLS_TREE["blackwell"][1]]
 
 
 #: This session's run before NCCL's per-head cap and loops (commit 4c2c989, the same 90 rows): quoted figures.
@@ -101,8 +101,8 @@ def _before_after() -> list[float]:
 def _better() -> list[float]:
     ids = ["mn-ar-h100-ib-2n-256M", "mn-ar-h100-ib-2n-1G", "mn-ar-h100-ib-2n-16G"]
     nccl = _nccl_tables()
-    return [2, *[BEFORE[r] for r in ids], *[abs(_err(r)) for r in ids], 8, nccl._PER_CH_NVLS_TREE["hopper"][1],
-            8 * nccl._PER_CH_NVLS_TREE["hopper"][1], round(_rows("nccl_tests_309", "two_node")["16G"]), 16]
+    return [2, *[BEFORE[r] for r in ids], *[abs(_err(r)) for r in ids], 8, nccl.PER_CH_NVLS_TREE["hopper"][1],
+            8 * nccl.PER_CH_NVLS_TREE["hopper"][1], round(_rows("nccl_tests_309", "two_node")["16G"]), 16]
 
 
 #: The X rows' errors before (this session's run at 4c2c989), quoted.
@@ -127,7 +127,7 @@ def _h_key() -> list[float]:
     s = records()["mn-ar-h100-ib-2n-16G"]["setting"]
     t = load_topology_set(validate.TOPO / s["topology"], s["sets"])
     info = nccl.CommInfo.from_topology(t, np.arange(16))
-    return [2, 8 * nccl._PER_CH_NVLS_TREE["hopper"][1], 16, round(_sim("mn-ar-h100-ib-2n-16G")),
+    return [2, 8 * nccl.PER_CH_NVLS_TREE["hopper"][1], 16, round(_sim("mn-ar-h100-ib-2n-16G")),
             _rows("nccl_tests_309", "two_node")["16G"], nccl.nvls_tree_pieces(float(s["bytes"]), info),
             nccl.nvls_tree_pieces(float(s["bytes"]), info, limit=1 << 20)]
 
@@ -322,10 +322,10 @@ CLAIMS = [
       "per GPU", _x_key, tol="digits"),
     C("NCCL's per-head cap (32 heads × 96 GB/s) is far above it", _gb_head_cap),
     C("minCTAs raises `nvlsChannels` and the ring's channels from 16 to 24, nvls.cc:234-235",
-      lambda: [_nccl_tables()._NVLS_CHANNELS["hopper"][1], 24],
+      lambda: [_nccl_tables().NVLS_CHANNELS["hopper"][1], 24],
       why="24: the thread's NCCL_MIN_CTAS; nvls.cc lines of v2.30.7-1 (the clamp to [minCTAs, maxCTAs])"),
     C("netsim bounds the NVLS tree at\n  NCCL's per-head cap (8 × 45.5 GB/s busbw)",
-      lambda: [8, _nccl_tables()._PER_CH_NVLS_TREE["hopper"][2]]),
+      lambda: [8, _nccl_tables().PER_CH_NVLS_TREE["hopper"][2]]),
     C("The 391.37 is above that cap", why="the thread's NCCL_MIN_CTAS=24 run, quoted; the cap is 8 x 45.5 = 364"),
     C("The 8-node cluster of nccl-tests#309 gives 320.7 GB/s at\n  8 GiB by default and 391.37 with NCCL_MIN_CTAS=24",
       _c_key, why="391.37: the thread's NCCL_MIN_CTAS=24 run, quoted"),
