@@ -38,15 +38,23 @@ ROCE = ["scale_out.fabric=roce"]
 
 # --- what netsim lacks where these rows miss (written after the first run; settings above unchanged) ---------
 LACK_XRACK = ("cross-rack NVLS tree: measured 2-3 rack all-reduce levels off well below one rack's NVLS rate, and "
-              "GB300's 2 x 400G per GPU does not raise it over GB200's 1 x 400G, so the NICs do not bind; netsim "
-              "stays at its one-rack NVLS bound. NCCL's NVLS-tree channels (CTAs) and their per-channel rate are the "
-              "lead (nccl-tests#309: more CTAs lift an H100 8-node run by a fifth); not modelled")
+              "GB300's 2 x 400G per GPU does not raise it over GB200's 1 x 400G, so the NICs do not bind; netsim's "
+              "NVLS tree runs at its NVLS stage's rate (nvlsEfficiency), as high as one rack's or higher. NCCL's "
+              "per-head cap (32 heads x 96 GB/s, tuning.cc:209) is far above it; not explained")
 LACK_RAMP = ("the size ramp: from 64 MiB to 1 GiB the measured busbw climbs far slower than netsim's (pipeline fill "
              "and per-step latency of the NVLS tree and its network stage at scale); the OKE run also dips at 1 GiB "
              "between its 512 MiB and 2 GiB points, an algorithm/protocol switch netsim does not make there")
-LACK_CTAS = ("channel-bound NVLS tree: the same cluster reaches 391 GB/s at 8 GiB with NCCL_MIN_CTAS=24 instead of "
-             "321 by default (nccl-tests#309; that run also set 2 QPs per connection), so NCCL's default channel "
-             "count, not the NICs, sets the rate; netsim's channels carry the links' full rate")
+LACK_CTAS = ("channel-bound H100 runs: the same cluster reaches 391 GB/s at 8 GiB with NCCL_MIN_CTAS=24 instead of "
+             "321 by default (nccl-tests#309; that run also set 2 QPs per connection; minCTAs raises nvlsChannels "
+             "and ring channels from 16 to 24, nvls.cc:234-235), so NCCL's default channel count, not the NICs, sets "
+             "the rate. netsim bounds the NVLS tree at NCCL's per-head cap (8 x 45.5 GB/s, tuning.cc:209) and the "
+             "ring at its links; the rate of one channel (thread block) is not in NCCL's source. 391 exceeds that "
+             "cap: if NCCL ran the NVLS tree there, the cap is NCCL's estimate, not a limit of the hardware")
+LACK_LOOPS = ("the NVLS-tree pipeline's fill: NCCL's per-head cap bounds the run at 461.6 GB/s; netsim pipelines at "
+              "most 64 pieces (NCCL runs 1,024 loops at 16 GiB) and moves a piece through each stage whole, "
+              "store-and-forward; NCCL's scatter hands the heads their chunks one after another (all_reduce.h "
+              "NVLS_TREE, prims.scatter over nvls->up), so a head starts reducing before a loop's scatter ends; not "
+              "modelled")
 LACK_A2A = ("per-peer p2p channels and proxy progress: 191 peers over 3 racks, each network peer on its own "
             "channels; netsim streams every peer at line rate at once")
 LACK_GB300_A2A = ("the GB300 measurement moves about half of one 400G port per GPU across the racks (algbw 48 GB/s, "
@@ -79,7 +87,9 @@ def lacks(rid: str) -> str:
         return LACK_RAMP if size == "1G" else LACK_NVLS64
     if rid.startswith("mn-ar-gb"):
         return LACK_RAMP if size in ("64M", "256M", "1G") else LACK_XRACK
-    return LACK_RAMP if size == "16M" else LACK_CTAS
+    if size == "16M":
+        return LACK_RAMP
+    return LACK_LOOPS if rid.startswith("mn-ar-h100-ib-2n") else LACK_CTAS
 
 
 def size_bytes(label: str) -> int:

@@ -27,7 +27,7 @@ def test_per_channel_tables_are_nccls():
     assert nccl._PER_CH_TREE["ampere"] == (24, 23.6, 17.8)  # tuning.cc:201
     assert nccl._PER_CH_TREE_LL128["hopper"] == (36.7, 36.7, 29.0)  # tuning.cc:195
     assert nccl._PER_CH_TREE_LL128["blackwell"] == (55.6, 31.67, 20.0)  # tuning.cc:196
-    assert nccl._PER_CH_NVLS_TREE["hopper"][1:] == (57.7, 45.5)  # tuning.cc:209
+    assert nccl.PER_CH_NVLS_TREE["hopper"][1:] == (57.7, 45.5)  # tuning.cc:209
     assert nccl.NVLS_EFFICIENCY == {"volta": 0.0, "ampere": 0.0, "hopper": .85, "blackwell": .74}  # tuning.cc:139-144
 
 

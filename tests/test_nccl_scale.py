@@ -150,3 +150,55 @@ def test_tree_latencies_use_nccls_integer_log2(r20):
     assert c.latency_us == pytest.approx(25 + 2 * 4 * 20.9)
     t = next(c for c in nccl.candidates("all_reduce", 1 << 30, info) if c.label == "tree/Simple")
     assert t.latency_us == pytest.approx(8.4 + 2 * (71 * 4.0 + 4 * 14.0))
+
+
+def test_nvls_tree_head_rate_is_nccls_per_head_cap():
+    """tuning.cc:276, 321-324: busBw = nHeads x min(.., perChMaxNVLSTreeBw); Hopper 57.7 on 2 nodes,
+    45.5 from 3 (tuning.cc:209); bus -> algorithm bandwidth by nRanks / nsteps (tuning.cc:377-382)."""
+    two = nccl.CommInfo(16, 2, 8, "hopper", 370.8, 48.0, True, 16, 8)
+    eight = nccl.CommInfo(64, 8, 8, "hopper", 370.8, 48.0, True, 16, 8)
+    assert nccl.nvls_tree_head_rate(two) == pytest.approx(57.7 * 16 / 30)
+    assert nccl.nvls_tree_head_rate(eight) == pytest.approx(45.5 * 64 / 126)
+    assert nccl.nvls_tree_head_rate(nccl.CommInfo(8, 1, 8, "hopper", 370.8, 0.0, True, 16, 8)) == math.inf
+
+
+def test_nvls_tree_head_rate_caps_only_the_heads_own_share():
+    from netsim.collectives.hierarchical import nvls_tree_all_reduce
+    from netsim.collectives.schedule import DOWN, UP
+    s = nvls_tree_all_reduce(32, 1 << 20, local_size=8, chunks=1, channels=4, heads=4, head_rate=1e9)
+    capped = []
+    for ph in s.phases:
+        st = ph.step
+        cap = np.broadcast_to(np.asarray(st.rate_cap, dtype=float), st.nbytes.shape)
+        if np.isfinite(cap).any():
+            capped.append((int(np.isfinite(cap).sum()), set(st.hop[np.isfinite(cap)].tolist())))
+            assert (st.dst[np.isfinite(cap)] % 8 < 4).all() or (st.src[np.isfinite(cap)] % 8 < 4).all()
+    # the reduce-scatter's pulls into the 4 heads of 4 nodes, the all-gather's stores from them
+    assert capped == [(16, {DOWN}), (16, {UP})]
+    plain = nvls_tree_all_reduce(32, 1 << 20, local_size=8, chunks=1, channels=4, heads=4)
+    assert all(np.isinf(np.asarray(p.step.rate_cap)).all() for p in plain.phases)
+
+
+def test_two_h100_nodes_run_nvls_tree_at_nccls_per_head_bound():
+    """2 x 8 H100 (8 heads): NCCL's bound 8 x 57.7 = 461.6 GB/s busbw binds the simulated run
+    (without it the run reached ~508, above NCCL's own estimate)."""
+    from netsim.perftests import BenchConfig, run_one
+    from netsim.topology.overrides import load_topology_set
+    topo = load_topology_set(SU, ["nodes=2"])
+    row, _ = run_one(topo, BenchConfig("all_reduce", gpus=16, model="flow"), 16 << 30)
+    assert row.algorithm == "nvls_tree/Simple"
+    assert 0.85 * 8 * 57.7 < row.busbw_GBps <= 8 * 57.7
+
+
+def test_nvls_tree_head_cap_holds_in_the_steady_phase_only():
+    """The per-head cap is a sustained rate: the pipelined schedule keeps it where every stage is in
+    flight (the repeated middle phase) and not on the loops that fill or drain the pipeline."""
+    from netsim.collectives.plan import _build
+    from netsim.topology.overrides import load_topology_set
+    topo = load_topology_set(SU, ["nodes=2"])
+    info = nccl.CommInfo.from_topology(topo, np.arange(16))
+    rate = nccl.nvls_tree_head_rate(info) * 1e9
+    s, _, _ = _build("all_reduce", "nvls_tree", 16, 256 << 20, 8, 16, "Simple", 8, 16, rate)
+    capped = [bool((np.asarray(ph.step.rate_cap) == rate).any()) for ph in s.phases]
+    steady = [ph.repeat > 1 for ph in s.phases]
+    assert capped == steady and sum(steady) == 1

@@ -36,6 +36,8 @@ AG are one half of it each: ``Σ_i (s_i - 1)·(α_i + S/(stride_i·s_i·B_i))``.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from netsim.collectives.compose import COPY, REDUCE, Flow, check_int, check_nodes, concat, on_groups, traced
@@ -43,7 +45,7 @@ from netsim.collectives.direct import default_window
 from netsim.collectives import nvls
 from netsim.collectives.halving_doubling import hd_all_gather, hd_all_reduce, hd_reduce_scatter
 from netsim.collectives.ring import ring_all_gather, ring_all_reduce, ring_reduce_scatter
-from netsim.collectives.schedule import Phase, Schedule, Step
+from netsim.collectives.schedule import DOWN, UP, Phase, Schedule, Step
 from netsim.collectives.tree import tree_all_reduce
 from netsim.errors import InputError
 
@@ -209,8 +211,19 @@ def hierarchical(op: str, n: int, nbytes: float, *, local_size: int, intra: str 
                    channels=channels, chunks=chunks)
 
 
+def _cap_hop(sched: Schedule, hop: int, rate: float) -> Schedule:
+    """``sched`` with every transfer of kind ``hop`` (UP or DOWN) capped at ``rate`` B/s."""
+    def cap(st: Step) -> Step:
+        if st.hop is None or not (st.hop == hop).any():
+            return st
+        rc = np.broadcast_to(np.asarray(st.rate_cap, dtype=np.float64), st.nbytes.shape)
+        return replace(st, rate_cap=np.where(st.hop == hop, np.minimum(rc, rate), rc))
+    return sched.map_steps(cap)
+
+
 def nvls_tree_all_reduce(n: int, nbytes: float, *, local_size: int, inter: str = "tree",
-                         chunks: int | None = None, channels: int = 1, heads: int | None = None) -> Schedule:
+                         chunks: int | None = None, channels: int = 1, heads: int | None = None,
+                         head_rate: float = float("inf")) -> Schedule:
     """NCCL NVLSTree-like all-reduce: NVLS reduce-scatter inside each node of ``local_size``
     GPUs onto its ``heads`` NVLS heads (default: every GPU), an all-reduce of ``S/heads``
     among the heads of equal index across nodes (``inter`` = ``tree`` or ``ring``), then NVLS
@@ -223,7 +236,10 @@ def nvls_tree_all_reduce(n: int, nbytes: float, *, local_size: int, inter: str =
     node's first ``heads`` GPUs.
 
     Stages run one after another (NCCL overlaps them); ``chunks`` is the pipeline depth of the
-    NVLS and tree stages, ``channels`` applies to the inter-node stage.
+    NVLS and tree stages, ``channels`` applies to the inter-node stage.  ``head_rate`` (B/s): the
+    most one head's own share moves at, both where it pulls the node's reduced share from the
+    switch and where it stores the result back (NCCL's per-head cap,
+    :func:`netsim.collectives.nccl.nvls_tree_head_rate`).
     """
     k = check_nodes(n, local_size)
     if inter not in ("tree", "ring"):
@@ -232,14 +248,14 @@ def nvls_tree_all_reduce(n: int, nbytes: float, *, local_size: int, inter: str =
     h = g if heads is None else check_int(heads, "heads")
     if h > g:
         raise InputError(f"{h} NVLS heads in a node of {g} GPUs", source="argument", field="heads")
-    if h == g:
+    if h == g and not np.isfinite(head_rate):
         return _staged("all_reduce", "nvls_tree", n, nbytes, [(g, "nvls"), (k, inter)],
                        channels=channels, chunks=chunks)
     S = float(nbytes)
     nodes = np.arange(n, dtype=np.int64).reshape(k, g)
     whole = np.tile(np.arange(h, dtype=np.int64), (k, 1))
-    rs = nvls.nvls_reduce_scatter(g, S, chunks=chunks, owners=h)
-    ag = nvls.nvls_all_gather(g, S, chunks=chunks, owners=h)
+    rs = _cap_hop(nvls.nvls_reduce_scatter(g, S, chunks=chunks, owners=h), DOWN, head_rate)
+    ag = _cap_hop(nvls.nvls_all_gather(g, S, chunks=chunks, owners=h), UP, head_rate)
     stages = [on_groups("all_reduce", "nvls_tree", n, S, rs, nodes, whole, h)]
     if k > 1:
         mid = block("all_reduce", inter, k, S / h, channels=channels, chunks=chunks)

@@ -33,6 +33,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from netsim.collectives.nvlstune import (  # noqa: F401  (re-exported: NCCL's NVLS rules at scale)
+    MAX_NVLS_ARITY, NVLS_CHANNELS, NVLS_TREE_MAX_PIECES, PER_CH_NVLS_TREE, nvls_heads, nvls_tree_chunk,
+    nvls_tree_head_rate, nvls_tree_pieces, nvls_tuning)
 from netsim.ncclfacts import DEFAULT_CPU, MAXCHANNELS, SIMPLE_CHUNK, arch_of, nvlink_gbps
 from netsim.topology.model import Topology
 
@@ -64,8 +67,6 @@ _PER_CH_TREE_LL128 = {"volta": (20, 20, 20), "ampere": (20, 20, 20), "hopper": (
                       "blackwell": (55.6, 31.67, 20.0)}  # perChMaxTreeLL128Bws, tuning.cc:191-197
 _PER_CH_TREE = {"volta": (26.5, 18.5, 10.0), "ampere": (24, 23.6, 17.8), "hopper": (38.7, 41.4, 36),
                 "blackwell": (70, 42.8, 24)}  # perChMaxTreeBws, tuning.cc:198-204
-_PER_CH_NVLS_TREE = {"volta": (26.5, 18.5, 10.0), "ampere": (24, 23.6, 17.8), "hopper": (0.0, 57.7, 45.5),
-                     "blackwell": (0.0, 96.0, 80.0)}  # perChMaxNVLSTreeBws, tuning.cc:205-211
 #: nvlsEfficiency, tuning.cc:139-144 (0 on Volta/Ampere: no NVLink SHARP there).
 NVLS_EFFICIENCY = {"volta": 0.0, "ampere": 0.0, "hopper": .85, "blackwell": .74}
 #: treeCorrectionFactor[proto][log2(nBytes/64)], tuning.cc:623-627 (LL, LL128, Simple): NCCL
@@ -83,11 +84,6 @@ _NET_OVERHEAD_US = {"intel": 1.0, "amd": 2.0, "arm": 1.0, "mixed": 1.0}
 #: tuning.cc:593) and threads per channel (device.h:95-114; tuning.cc:245-256).
 _THREAD_THRESHOLD = {"LL": 8, "LL128": 8, "Simple": 64}
 _MAX_THREADS = {"LL": 512, "LL128": 640, "Simple": 512}
-#: NCCL_MAX_NVLS_ARITY (device.h:213): the NVLS graph has at most this many channels, hence heads
-#: (search.cc:1127 ``maxChannels = min(NCCL_MAX_NVLS_ARITY, nGPUs)``).
-MAX_NVLS_ARITY = 32
-#: NVLS channels (nvls.cc:155-157, 210-213): 16 on Hopper; Blackwell 24 on one node, 32 across.
-_NVLS_CHANNELS = {"hopper": (16, 16), "blackwell": (24, 32)}
 #: Ring graph search speeds (GB/s per channel), search.cc:1051-1065: (intra-node, inter-node).
 _SPEEDS = {
     "volta": ((40.0, 30.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0, 4.0, 3.0),
@@ -159,89 +155,6 @@ class CommInfo:
         head_nic = min(port, pcie) if 0 < pcie else port
         return cls(int(ranks.size), int(nodes.size), ppn, arch, bw_intra, nic, nvls, int(channels), g, cpu, nvls_ch,
                    links, heads, head_nic * eff.get("ib", 1.0), tree_chunk)
-
-
-def nvls_tuning(arch: str, nnodes: int, ppn: int, nic_line: float, nic_near: bool = True) -> tuple[int, int]:
-    """``ncclNvlsTuning`` (nvls.cc:200-244): (``nvlsChannels``, NVLS-tree chunk bytes =
-    ``min(nvlsChunkSize, nvlsTreeMaxChunkSize)``, enqueue.cc:2281).
-
-    Channels (NVLS compute channels, one thread block each): 16 on Hopper, Blackwell 24 on one
-    node and 32 across (nvls.cc:155-157, 203-208).  Chunk 128 KiB (``NCCL_NVLS_CHUNKSIZE``,
-    nvls.cc:160); the tree's maximum, when no rule sets it, 64 KiB from 4 nodes on, else the chunk
-    (nvls.cc:227-229).  Across nodes on SM100, ``ncclNvlsTreeSm100Tuning`` (nvls.cc:165-198) sets
-    them by the NIC's line rate (GB/s, ``minNetBw``), GPUs per node and whether the NIC is near
-    the GPU (``nic_near``: path PIX/PXB, a PCIe switch; not on GB200, where it hangs off Grace):
-
-    * 2 nodes, NIC >= 48: 32 channels, tree max 128 KiB; <= 4 GPUs per node: chunk and max 256 KiB;
-      >= 16 GPUs, or <= 8 with a near NIC below 96: max 64 KiB;
-    * NIC >= 96: <= 8 GPUs: 24 channels, chunk and max 256 KiB; else 32, max 128 KiB (< 32 GPUs)
-      or 64 KiB;
-    * NIC >= 48: 24 channels, max 128 KiB (64 KiB with a near NIC).
-
-    >>> nvls_tuning("hopper", 32, 8, 50.0), nvls_tuning("blackwell", 1, 72, 0.0)
-    ((16, 65536), (24, 131072))
-    >>> nvls_tuning("blackwell", 2, 72, 50.0, False), nvls_tuning("blackwell", 20, 72, 50.0, False)
-    ((32, 65536), (24, 131072))
-    """
-    chunk, tree_max = 128 << 10, 0
-    nch = _NVLS_CHANNELS.get(arch, (16, 16))[int(nnodes > 1)]
-    if arch == "blackwell" and nnodes > 1:
-        if nnodes == 2 and nic_line >= 48.0:
-            nch, tree_max = 32, 128 << 10
-            if ppn <= 4:
-                chunk = tree_max = 256 << 10
-            elif ppn >= 16 or (ppn <= 8 and nic_near and nic_line < 96.0):
-                tree_max = 64 << 10
-        elif nic_line >= 96.0:
-            if ppn <= 8:
-                nch, chunk, tree_max = 24, 256 << 10, 256 << 10
-            else:
-                nch, tree_max = 32, (128 << 10) if ppn < 32 else (64 << 10)
-        elif nic_line >= 48.0:
-            nch, tree_max = 24, (64 << 10) if nic_near else (128 << 10)
-    if tree_max == 0:
-        tree_max = (64 << 10) if nnodes >= 4 else chunk
-    return int(nch), int(min(chunk, tree_max))
-
-
-def nvls_tree_chunk(nbytes: float, channels: int, heads: int, chunk: int) -> int:
-    """The NVLS-tree chunk for ``nbytes`` (enqueue.cc:2273-2285): with ``ops = channels x heads``
-    chunks in flight, 256 KiB if ``nBytes < 32·ops·chunk``, 128 KiB below 16x, 64 KiB below 4x,
-    32 KiB below 1x (each only lowering).
-
-    >>> nvls_tree_chunk(1 << 30, 24, 32, 128 << 10), nvls_tree_chunk(64 << 20, 24, 32, 128 << 10)
-    (131072, 65536)
-    """
-    ops = channels * heads
-    for mult, cut in ((32, 256 << 10), (16, 128 << 10), (4, 64 << 10), (1, 32 << 10)):
-        if nbytes < mult * ops * chunk and chunk > cut:
-            chunk = cut
-    return int(chunk)
-
-
-def nvls_tree_pieces(nbytes: float, info: "CommInfo", limit: int = 64) -> int:
-    """Pipeline pieces of an NVLS-tree all-reduce: one piece is one loop of NCCL's kernel, a chunk
-    per head per channel (all_reduce.h NVLS_TREE: ``loopCount = nHeads * chunkCount`` per channel,
-    the tree store-and-forwards whole chunks), so ``ceil(nBytes / (nvlsChannels·nHeads·chunk))``,
-    1 .. ``limit``."""
-    heads = info.nvls_heads or min(MAX_NVLS_ARITY, info.ppn)
-    chunk = nvls_tree_chunk(nbytes, info.nvls_channels, heads, info.nvls_tree_chunk)
-    return int(max(1, min(limit, math.ceil(nbytes / (info.nvls_channels * heads * chunk)))))
-
-
-def nvls_heads(ppn: int, gpus_with_nic: int) -> int:
-    """NCCL's NVLS heads per node across nodes: the NVLS graph's channels (init.cc:980-981,
-    ``graphs[NVLS_TREE]`` is the NVLS graph), one per head (connect.cc:75-90, duplicates dropped).
-
-    The graph search gives each channel a NIC whose local GPU is not yet a head (search.cc:754-771:
-    ``net.localGpu``, ``duplicate``), up to ``min(NCCL_MAX_NVLS_ARITY, nGPUs)`` channels
-    (search.cc:1127, device.h:213): so ``min(32, ppn, GPUs with a NIC of their own)``.  A GB200
-    NVL72 rack (72 GPUs, 72 NICs) has 32 heads: 32 of its 72 NICs carry NVLS-tree traffic.
-
-    >>> nvls_heads(8, 8), nvls_heads(72, 72), nvls_heads(8, 4)
-    (8, 32, 4)
-    """
-    return int(max(1, min(MAX_NVLS_ARITY, ppn, gpus_with_nic if gpus_with_nic > 0 else ppn)))
 
 
 def ring_channels(arch: str, nnodes: int, ppn: int, bw_intra: float, nic_line: float) -> int:
@@ -363,7 +276,7 @@ def candidates(op: str, nbytes: float, info: CommInfo) -> list[Choice]:
                 intra *= 2.0 if op == "all_reduce" else (ppn - 1) / ppn
                 per_nic = info.head_nic or info.bw_inter
                 inter = per_nic * heads * (2 if nn <= 2 and algo == "nvls_tree" else 1) if nn > 1 else math.inf
-                cap = _PER_CH_NVLS_TREE[arch][idx] * heads if algo == "nvls_tree" else math.inf
+                cap = PER_CH_NVLS_TREE[arch][idx] * heads if algo == "nvls_tree" else math.inf
                 bus = min(intra, inter, cap)
             if algo == "ring" and proto == "LL":  # tuning.cc:327
                 bus = min(ll_max, bus * .5)
@@ -445,6 +358,26 @@ def _channel_cap(algo: str, proto: str, arch: str, idx: int, nc: int, ll_max: fl
     if proto == "LL128" and algo not in ("nvls", "nvls_tree"):
         return _PER_CH_RING_LL128[arch][idx]
     return math.inf
+
+
+def nvls_tree_head_cap(info: "CommInfo") -> float:
+    """GB/s one NVLS head's network stream may carry in an NVLS-tree all-reduce: NCCL caps the
+    tree's bus bandwidth per NVLS-graph channel, i.e. per head, at ``perChMaxNVLSTreeBw``
+    (tuning.cc:278, 313-319: ``busBw = nChannels x min(intraBw, interBw, perChMaxNVLSTreeBw)``)
+    where the head's network term is ``interBw = bwInter x (2 on <= 2 nodes, else 1)``
+    (tuning.cc:316).  The cap on the head's network rate is therefore ``perChMaxNVLSTreeBw / 2``
+    on 2 nodes and ``perChMaxNVLSTreeBw`` from 3 nodes on (inf on one node: no NVLS tree there).
+
+    >>> from dataclasses import replace
+    >>> h = CommInfo(16, 2, 8, "hopper", 370.8, 48.0, True, 16, 8)
+    >>> nvls_tree_head_cap(h), nvls_tree_head_cap(replace(h, nnodes=8, nranks=64))
+    (28.85, 45.5)
+    """
+    if info.nnodes <= 1:
+        return math.inf
+    idx = 1 if info.nnodes == 2 else 2
+    per_head = PER_CH_NVLS_TREE[info.arch][idx]
+    return per_head / (2.0 if info.nnodes <= 2 else 1.0) if per_head > 0 else math.inf
 
 
 def channel_cap(choice: "Choice", info: "CommInfo", nc: int) -> float:

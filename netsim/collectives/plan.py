@@ -82,7 +82,8 @@ def plan(topo: Topology, ranks, op: str, nbytes: float, algo: str = "auto", *,
     if choice is None:
         return _p2p_plan(topo, ranks, op, nbytes, algo, info, g, matrix, protocol, shaped)
     sched, depth, sched_channels = _build(op, name, n, nbytes, g, nc, choice.protocol,
-                                          info.nvls_heads, nccl.nvls_tree_pieces(nbytes, info, MAX_PIECES))
+                                          info.nvls_heads, nccl.nvls_tree_pieces(nbytes, info),
+                                          nccl.nvls_tree_head_rate(info) * 1e9)
     if not shaped:
         return Plan(sched, name, "none", sched_channels, None)
     sched = shape(sched, topo, ranks, choice, depth, nc, sched_channels, f"{name}/{choice.protocol}")
@@ -169,7 +170,7 @@ def _with_protocol(choice, op, nbytes, info, protocol):
 
 
 def _build(op: str, name: str, n: int, nbytes: float, g: int | None, nc: int, proto: str, heads: int = 0,
-           tree_pieces: int = 0):
+           tree_pieces: int = 0, head_rate: float = float("inf")):
     """(schedule, steps that share NCCL's latency, channels inside the schedule); ``g`` (ranks per
     node) is set for the algorithms that need whole nodes (:data:`WHOLE_NODES`, checked by :func:`_decide`).
 
@@ -178,7 +179,9 @@ def _build(op: str, name: str, n: int, nbytes: float, g: int | None, nc: int, pr
     (pieces + depth - 1) steps of one piece each approach S/B as pieces grow.  ``heads``: NCCL's
     NVLS heads per node (:func:`netsim.collectives.nccl.nvls_heads`; 0: every GPU), the only GPUs
     whose NICs carry nvls_tree's inter-node stage; ``tree_pieces``: its pipeline pieces, NCCL's
-    loops (:func:`netsim.collectives.nccl.nvls_tree_pieces`; 0: one chunk per channel per piece)."""
+    loops (:func:`netsim.collectives.nccl.nvls_tree_pieces`; 0: one chunk per channel per piece);
+    ``head_rate``: B/s of one head's share in it (NCCL's per-head cap,
+    :func:`netsim.collectives.nccl.nvls_tree_head_rate`)."""
     from netsim.collectives import chain, ring
     if name == "ring":
         if op == "broadcast":
@@ -221,10 +224,27 @@ def _build(op: str, name: str, n: int, nbytes: float, g: int | None, nc: int, pr
         from netsim.collectives.hierarchical import nvls_tree_all_reduce
         k = tree_pieces or _pieces(nbytes, nc, proto)
         h = min(heads, g) if heads > 0 else g
-        piece = nvls_tree_all_reduce(n, nbytes / k, local_size=g, chunks=1, channels=max(1, min(nc, h)), heads=h)
-        s = pipeline("nvls_tree", piece, k, nbytes)
+        piece = nvls_tree_all_reduce(n, nbytes / k, local_size=g, chunks=1, channels=max(1, min(nc, h)), heads=h,
+                                     head_rate=head_rate)
+        s = _steady_cap_only(pipeline("nvls_tree", piece, k, nbytes), k, piece.n_steps, head_rate)
         return s, s.n_steps, max(1, min(nc, h))
     raise InputError(f"unknown algorithm {name!r}", source="--algo")
+
+
+def _steady_cap_only(s: Schedule, pieces: int, depth: int, rate: float) -> Schedule:
+    """``s`` (``pieces`` pipelined pieces of ``depth`` steps) with the heads' rate cap ``rate`` kept
+    only in its steady phase, where every stage is in flight: NCCL's per-head cap is a sustained
+    rate (its busBw, tuning.cc:321-324), while NCCL's stages run decoupled by their buffers, so a
+    loop filling or draining the pipeline is not held to it stage by stage."""
+    if not np.isfinite(rate):
+        return s
+    steady = depth - 1 if pieces >= depth else -1
+
+    def free(st: Step) -> Step:
+        rc = np.asarray(st.rate_cap, dtype=np.float64)
+        return replace(st, rate_cap=np.where(rc == rate, np.inf, rc)) if rc.ndim else st
+    return replace(s, phases=tuple(ph if i == steady or ph.step.n_transfers == 0 else Phase(free(ph.step), ph.repeat)
+                                   for i, ph in enumerate(s.phases)))
 
 
 def _pieces(nbytes: float, nc: int, proto: str) -> int:

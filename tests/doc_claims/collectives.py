@@ -62,7 +62,7 @@ def _rack_heads() -> list[int]:
 
 
 def _nvls_channels() -> list[int]:
-    ch = _nccl()._NVLS_CHANNELS
+    ch = _nccl().NVLS_CHANNELS
     assert ch["hopper"] == (16, 16)
     return [16, *ch["blackwell"]]
 
@@ -80,6 +80,33 @@ def _rack_pieces() -> list[int]:
     t = topo("gb200-nvl72-20rack")
     info = nccl.CommInfo.from_topology(t, np.arange(t.n_gpus))
     return [limit, 20, 1, nccl.nvls_tree_pieces(float(1 << 30), info), 8, nccl.nvls_tree_pieces(float(8 << 30), info)]
+
+
+def _old_cap_fill() -> list[float]:
+    """The fill a 64-piece pipeline costs: 8 GiB on 32 x 8 H100 (16 channels, 8 heads, 64 KiB chunks: 1,024 of
+    NCCL's loops), a piece of 2 + 2 x log2(32) + 2 steps: 1 - 64 / (64 + 14 - 1)."""
+    nccl = _nccl()
+    t = topo("h100-superpod-1su")
+    info = nccl.CommInfo.from_topology(t, np.arange(t.n_gpus))
+    loops = nccl.nvls_tree_pieces(float(8 << 30), info, limit=1 << 20)
+    depth = 2 + 2 * 5 + 2
+    assert nccl.nvls_tree_pieces(float(8 << 30), info) == 64
+    return [round(100 * (1 - 64 / (64 + depth - 1))), 8, 32, loops]
+
+
+def _per_head_caps() -> list[float]:
+    c = _nccl().PER_CH_NVLS_TREE
+    assert c["hopper"][1] == 57.7
+    return [321, 2, c["hopper"][2], 3, *c["blackwell"][1:]]  # the page's numbers the checker reads
+
+
+def _gb_head_bound() -> list[float]:
+    nccl = _nccl()
+    t = topo("gb200-nvl72-8rack")
+    info = nccl.CommInfo.from_topology(t, np.arange(144))
+    intra = info.bw_intra * nccl.NVLS_EFFICIENCY["blackwell"] * 2  # the NVLS stage's all-reduce rate
+    assert info.nvls_heads * nccl.PER_CH_NVLS_TREE["blackwell"][1] > 2 * intra
+    return [info.nvls_heads, info.nvls_heads, nccl.PER_CH_NVLS_TREE["blackwell"][1]]
 
 
 def _per_peer() -> list[int]:
@@ -151,6 +178,17 @@ CLAIMS = [
     C("20 GB200 racks with 400G NICs on Grace run 24 channels and 128 KiB chunks", _rack_tuning),
     C("pieces (at most 64), each going NVLS up/down, `2·log2` tree levels and NVLS up/down, store-and-forward. On 20 "
       "racks 1 GiB is 11 pieces and 8 GiB is 64 pieces", _rack_pieces),
+    C("and 128 pieces instead of 64 doubled a 1 GiB run's CPU time on 256 GPUs of `llama3-24k`",
+      why="measured in issue 33 item 2's session: 19.2 and 40.8 CPU-s (netsim.bench, flow model, ECMP), quoted"),
+    C("up to 17 % at 8 GiB on 32 H100 nodes, where NCCL runs 1,024 loops", _old_cap_fill),
+    C("NCCL caps the NVLS tree's bus bandwidth per head at `perChMaxNVLSTreeBw` (tuning.cc:276, 321-324; Hopper 57.7 "
+      "GB/s on 2 nodes, 45.5 from 3; Blackwell 96 and 80", _per_head_caps),
+    C("On 2 × 8 H100 that bounds the all-reduce at 8 × 57.7 = 461.6 GB/s busbw",
+      lambda: [2, 8, 8, 57.7, 8 * _nccl().PER_CH_NVLS_TREE["hopper"][1]],
+      by_test="tests/test_nccl_scale.py::test_two_h100_nodes_run_nvls_tree_at_nccls_per_head_bound"),
+    C("(the run reached about 508 without it; nccl-tests#309 measured 469 at 16 GiB)",
+      why="508: the run before the cap (docs/validation.md's earlier table, 508.7); 469: the source's figure"),
+    C("on GB200 racks (32 heads) the bound, 32 × 96, is far above the NVLS stage", _gb_head_bound),
     C("The net hop's `latencyInter` term is 0 with NCCL's IB plugin", why=NCCL_SOURCE),
     C("14 GB/s", lambda: [_p2p().P2P_PER_CHANNEL_NET_GBPS]),
     C("(4 for 400G, 2 for 200G)", lambda: _per_peer()[1:]),
