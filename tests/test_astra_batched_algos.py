@@ -21,7 +21,8 @@ ROOT = Path(__file__).resolve().parents[1]
 COMP, COLL = int(NodeType.COMP_NODE), int(NodeType.COMM_COLL_NODE)
 
 
-def _fuzz():
+def fuzz_module():
+    """``benchmarks/fuzz_astra_engines.py``, the random-config generator and comparer."""
     sys.path.insert(0, str(ROOT / "benchmarks"))
     try:
         return importlib.import_module("fuzz_astra_engines")
@@ -30,7 +31,7 @@ def _fuzz():
 
 
 def _check(tmp_path, seed, model):
-    fz = _fuzz()
+    fz = fuzz_module()
     cfg = fz.draw(random.Random(seed))
     res = fz.compare(cfg, tmp_path / str(seed), model)
     assert res["mismatch"] is None, (res, cfg)
@@ -137,7 +138,7 @@ def test_direct_all_reduce_hands_back_what_its_closed_form_does_not_carry(tmp_pa
     """Two configs where the direct all-reduce kernel meets an event order it does not model (with either
     check switched off its finish times differ from the event engine's): the default engine gives the run
     to the event engine (a note says why) and equals it."""
-    fz = _fuzz()
+    fz = fuzz_module()
     cfg = _HAND_BACK[why]
     res = fz.compare(cfg, tmp_path / "a", "analytical")
     assert res["mismatch"] is None and res["handed_back"] and res["engine"] == "full"
@@ -210,7 +211,7 @@ def test_sub_group_kernels(tmp_path, net, algo):
 def test_windowed_direct_all_gather_and_all_to_all(tmp_path, block):
     """directN with a window short of the peers, on all-gathers and all-to-alls (the generator's configs with
     those operations and random windows): the default engine equals the event engine, most of them batched."""
-    fz = _fuzz()
+    fz = fuzz_module()
     batched = 0
     for i in range(block * 12, block * 12 + 12):
         rng = random.Random(f"w:{i}")

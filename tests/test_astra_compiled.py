@@ -17,17 +17,10 @@ from netsim.astra.system import parse_system
 from netsim.chakra import EtNode, write_workload
 from netsim.chakra.schema import CommType, NodeType
 from netsim.errors import InputError
+from test_astra_batched_algos import fuzz_module
 
 ROOT = Path(__file__).resolve().parents[1]
 COMP, COLL = int(NodeType.COMP_NODE), int(NodeType.COMM_COLL_NODE)
-
-
-def _fuzz():
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        return importlib.import_module("fuzz_astra_engines")
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
 
 
 def _same(ref, new):
@@ -43,7 +36,7 @@ def _same(ref, new):
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(seed=st.integers(0, 10**9), model=st.sampled_from(["analytical", "congestion-aware"]))
 def test_random_configs_equal_the_event_engine_in_order(tmp_path, seed, model):
-    fz = _fuzz()
+    fz = fuzz_module()
     cfg = fz.draw(random.Random(seed))
     res = fz.compare(cfg, tmp_path / str(seed), model)
     assert res["mismatch"] is None, (res, cfg)
@@ -52,7 +45,7 @@ def test_random_configs_equal_the_event_engine_in_order(tmp_path, seed, model):
 @pytest.mark.parametrize("model", ["analytical", "congestion-aware"])
 def test_the_generator_reaches_the_compiled_engine(tmp_path, model):
     """Most draws run compiled (the hypothesis test above is not vacuous)."""
-    fz = _fuzz()
+    fz = fuzz_module()
     ran = [fz.compare(fz.draw(random.Random(f"c:{i}")), tmp_path / str(i), model) for i in range(12)]
     assert all(r["mismatch"] is None for r in ran)
     assert sum(r["compiled"] for r in ran) >= 6

@@ -64,7 +64,7 @@ def _mix(h, v):
 
 
 @kernel
-def _find(index, key, shape, ptr, off, used, h, sh, offs, n):
+def _find(index, key, shape, ptr, off, h, sh, offs, n):
     """Entry of (``sh``, ``offs[:n]``) in the table, or ``-1 - slot`` of the empty slot to fill."""
     mask = index.size - 1
     slot = np.int64(h & np.uint64(mask))
@@ -147,7 +147,7 @@ def _retime(start, slack, order, cbounds, csize, shape, lens, estart, inv, cap_l
             offs[j] = np.int64(np.rint((start[order[a + j]] - clo) / grid))
             h = (h ^ np.uint64(offs[j])) * np.uint64(0x100000001B3)
         h = _mix(h, np.uint64(n))
-        e = _find(index, key, eshape, ptr, off, used, h, shape[c], offs, n)
+        e = _find(index, key, eshape, ptr, off, h, shape[c], offs, n)
         if e < 0:
             new += 1
             if new > max_new:
