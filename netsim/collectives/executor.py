@@ -346,6 +346,9 @@ def run_collective(network: Network, schedule: Schedule, ranks=None, start=None,
                      "mode": "staggered" if fixed["steps_staggered"] else
                              "lockstep" if fixed["lockstep"] else "vectorized"}
             return CollectiveResult(schedule, ranks, starts, fixed["finish"], stats)
+    res = _compiled(network, schedule, ranks, start, fast_forward, engine)
+    if res is not None:
+        return res
     run = CollectiveRun(network.env, network, schedule, ranks, start, fast_forward=fast_forward)
     network.exclusive = run if fast_forward else None
     network.env.run()
@@ -355,3 +358,66 @@ def run_collective(network: Network, schedule: Schedule, ranks=None, start=None,
     res = run.done.value
     res.stats["mode"] = "event"
     return res
+
+
+#: Fewest transfers (over every step and repeat) a collective needs before it runs as one compiled
+#: program (:meth:`FlowNetwork.run_program <netsim.network.flow.FlowNetwork.run_program>`): below
+#: that, loading the kernel (about half a CPU second) costs more than the event path's Python.
+PROGRAM_MIN_TRANSFERS = 16_384
+
+
+def _compiled(network: Network, schedule: Schedule, ranks: np.ndarray, start, fast_forward: bool,
+              engine: str) -> CollectiveResult | None:
+    """The collective run whole in one compiled kernel, the event path's floats bit for bit, where
+    the network can (``run_program``) and the event path could not fast-forward (no phase
+    repeats three times: :meth:`CollectiveRun._maybe_jump` needs three steps of one phase)."""
+    if engine == "reference" or not hasattr(network, "run_program") or not schedule.nranks or not schedule.n_steps:
+        return None
+    if fast_forward and any(ph.repeat >= 3 for ph in schedule.phases):
+        return None
+    if sum(ph.step.n_transfers * ph.repeat for ph in schedule.phases) < PROGRAM_MIN_TRANSFERS:
+        return None
+    start = np.full(schedule.nranks, network.env.now) if start is None else np.asarray(start, dtype=float)
+    out = network.run_program(_program(network, schedule, ranks, start))
+    if out is None:
+        return None
+    if out["done"] != schedule.nranks:
+        raise RuntimeError("collective did not complete (deadlock in the schedule)")
+    return CollectiveResult(schedule, ranks, start, out["finish"],
+                            {"steps_skipped": 0, "batches": out["batches"], "mode": "event"})
+
+
+def _program(network: Network, schedule: Schedule, ranks: np.ndarray, start: np.ndarray):
+    """``schedule`` as a :class:`~netsim.network.flowrun.Program` (what :class:`CollectiveRun`
+    submits: routes, wire bytes and rate caps per transfer, the phases' touch lists)."""
+    from netsim.network.flowrun import Program
+
+    phases, n = _index(schedule), schedule.nranks
+    toff = np.cumsum([0] + [ph.step.n_transfers for ph in phases])
+    es, ed, nbytes, cap, ptrs, links, tptr, touch = [], [], [], [], [], [], [], []
+    for p, ph in enumerate(phases):
+        st = ph.step
+        es.append(ph.es)
+        ed.append(ph.ed)
+        if not st.n_transfers:
+            tptr.append(np.zeros(n + 1, np.int64) + (sum(t.size for t in touch)))
+            continue
+        routes = step_routes(network.topo, ranks, st)
+        nbytes.append(st.nbytes * st.wire if st.wire != 1.0 else np.asarray(st.nbytes, dtype=np.float64))
+        c = step_cap(network, st, routes, st.nbytes * st.wire)
+        cap.append(np.full(st.n_transfers, np.inf) if c is None else
+                   np.broadcast_to(np.asarray(c, dtype=np.float64), (st.n_transfers,)).copy())
+        ptrs.append(routes[0][1:] + sum(x.size for x in links))
+        links.append(routes[1])
+        tptr.append(ph.touch_ptr + sum(t.size for t in touch))
+        touch.append(ph.touch + toff[p])
+    cat = (lambda xs, dt: np.concatenate(xs).astype(dt) if xs else np.zeros(0, dt))
+    return Program(
+        first=np.array([ph.first for ph in phases], np.int64), repeat=np.array([ph.repeat for ph in phases], np.int64),
+        ntr=np.array([ph.step.n_transfers for ph in phases], np.int64),
+        delay=np.array([ph.step.delay_s for ph in phases], np.float64),
+        overhead=np.array([ph.step.overhead_s for ph in phases], np.float64),
+        es=cat(es, np.int64), ed=cat(ed, np.int64), nbytes=cat(nbytes, np.float64), cap=cat(cap, np.float64),
+        rt_ptr=np.concatenate([[0], *ptrs]).astype(np.int64), rt_links=cat(links, np.int64),
+        touch_ptr=np.stack(tptr).astype(np.int64), touch=cat(touch, np.int64),
+        degree=np.stack([ph.degree for ph in phases]).astype(np.int64), start=np.asarray(start, np.float64))

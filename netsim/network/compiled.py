@@ -196,10 +196,23 @@ class CompiledFlowTable:
             cap: np.ndarray, owner: int, local: np.ndarray) -> None:
         """Append flows (CSR paths, bytes, latency, cap) of one submission."""
         fk = self._k
-        k, nnz = int(size.size), int(links.size)
+        links = np.ascontiguousarray(links, dtype=np.int64)
+        self.make_room(int(size.size), links)
+        fk.add_flows(self.ff, self.fi, self.li, self.pl, self.lbp, self.scalars, self.clock, self.free,
+                     self.fresh, self.due, self.rate, self.bneck, self.bdirty, self.dlist, self.counters[0], self.counters[1], self.counters[3],
+                     np.ascontiguousarray(indptr, dtype=np.int64),
+                     links, np.ascontiguousarray(size, dtype=np.float64),
+                     np.ascontiguousarray(lat, dtype=np.float64), np.ascontiguousarray(cap, dtype=np.float64),
+                     int(owner), np.ascontiguousarray(local, dtype=np.int64))
+
+    def make_room(self, k: int, links: np.ndarray) -> None:
+        """Room for ``k`` more flows whose paths hold ``links`` (int64): slots, pool entries and
+        link-block entries, grown as :meth:`add` needs them (the compiled run grows the table
+        here too, at the same moments, so its layout is the event path's)."""
+        fk = self._k
+        nnz = int(links.size)
         if self.scalars[fk.M_FREE] < k:
             self._grow_slots(max(2 * self.ff.shape[0], self.ff.shape[0] + k))
-        links = np.ascontiguousarray(links, dtype=np.int64)
         if self.scalars[fk.M_POOL] + nnz > self.pl.shape[0] or \
                 self.scalars[fk.M_LB] + fk.lb_space(self.li, links) > self.lbp.shape[0]:
             self._relayout(nnz)
@@ -208,12 +221,7 @@ class CompiledFlowTable:
             lbp = np.zeros((2 * need, 2), dtype=np.int64)
             lbp[:self.lbp.shape[0]] = self.lbp
             self.lbp = lbp
-        fk.add_flows(self.ff, self.fi, self.li, self.pl, self.lbp, self.scalars, self.clock, self.free,
-                     self.fresh, self.due, self.rate, self.bneck, self.bdirty, self.dlist, self.counters[0], self.counters[1], self.counters[3],
-                     np.ascontiguousarray(indptr, dtype=np.int64),
-                     links, np.ascontiguousarray(size, dtype=np.float64),
-                     np.ascontiguousarray(lat, dtype=np.float64), np.ascontiguousarray(cap, dtype=np.float64),
-                     int(owner), np.ascontiguousarray(local, dtype=np.int64))
+            self._eargs = None
 
     # ------------------------------------------------------------- events
     def drain(self, dt: float) -> None:
@@ -246,6 +254,14 @@ class CompiledFlowTable:
         head, tail = self._eargs
         nd, t_next = self._repair.event(*head, float(eps_t), *tail)
         return self.done[:nd], float(t_next)
+
+    def kernel_arrays(self) -> tuple:
+        """Every array of the table, in the order :func:`netsim.network.runkernel.run` takes them
+        (valid until the table grows)."""
+        load, busy_since, busy, peak = self.counters
+        return (self.ff, self.fi, self.lf, self.li, self.pl, self.lbp, self.scalars, self.clock, self.free,
+                self.fresh, self.seeds, self.due, self.rate, self.bneck, self.bmin, self.bdirty, self.dlist,
+                self.w, self.done, self.out_links, load, busy_since, busy, peak)
 
     def compact(self) -> None:
         """Slots are recycled as flows end: nothing to compact."""

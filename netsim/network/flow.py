@@ -108,6 +108,36 @@ class FlowNetwork(Network):
         self._flows.add(ip, lk, size[moving], latency[moving], capv, owner, moving)
         self._schedule_update()
 
+    def run_program(self, prog) -> dict | None:
+        """Run a step program (:class:`~netsim.network.flowrun.Program`) whole on the compiled
+        kernels, event for event as the executor would run it here
+        (:mod:`~netsim.network.runkernel`); ``None`` (nothing done) unless this network is idle,
+        may use compiled kernels (not ``kernel="numpy"``, numba present) and routes without the
+        live load (not ``adaptive``) or a ``watch`` hook.  Returns
+        :func:`~netsim.network.flowrun.run`'s dict."""
+        from netsim.network import flowrun
+
+        if (self.kernel == "numpy" or self.topo.routing == "adaptive" or self.watch is not None or self._owners
+                or self._update_scheduled or self._t > self.env.now or self.env.peek() != float("inf")
+                or prog.instances > flowrun.MAX_TRANSFERS):
+            return None
+        if not self._counted:
+            self._compile()
+            if not self._counted:
+                return None
+        f = self._flows
+        solves = f.solve_counts()
+        out = flowrun.run(f, prog, self.link_bytes, self.topo.link_lat, self.env.now, self._t, self._drained_s)
+        self._t, self._drained_s = out["t_flows"], out["drained"]
+        for key in ("events", "deliveries", "transfers"):
+            self.stats[key] += out[key]
+        after = f.solve_counts()
+        self.stats["rate_solves"] += after[0] - solves[0]
+        self.stats["partial_solves"] += after[1] - solves[1]
+        if out["now"] > self.env.now:
+            self.env.run(until=out["now"])
+        return out
+
     def _route(self, src, dst, key, routes):
         """Paths of a submission.  Under ``adaptive`` routing every path is chosen now, on the live
         ``link_load`` (:mod:`netsim.topology.policy`); given ``routes`` are kept only where their
