@@ -170,7 +170,7 @@ def test_power_lines_equal_the_datasheet_figures_they_cite(default):
     # both public notes quote the manual's table with these figures (one in kW)
     assert quoted(qm, r"'QM9700 ([\d.]+) with active cables") * 1e3 == maximum
     assert quoted(qm, r"with active cables \(([\d.]+) typical, passive\)") * 1e3 == typical
-    assert quoted(qm, r"64x NDR400, (\d+) W passive") == typical and quoted(qm, r"W passive / (\d+) W active") == maximum
+    assert quoted(qm, r"'(\d+) W passive / \d+ W active'") == typical and quoted(qm, r"W passive / (\d+) W active'") == maximum
     assert "https://networking-docs.nvidia.com/qm97x0hw/specifications" in raw[qm]["source"]
     assert _price(default, qm)[1] == typical == 747
 
