@@ -141,13 +141,15 @@ def test_every_power_figure_says_its_basis_under_one_convention():
         else:
             assert basis in ("maximum", "zero"), (key, basis)
     assert {k for k, b in bases.items() if b == "typical"} == {
-        "nic port infiniband 400G", "transceiver multimode 400G", "transceiver single-mode 400G"}
-    assert [k for k, b in bases.items() if b == "placeholder"] == ["switch QM9700"]
+        "switch QM9700", "nic port infiniband 400G", "transceiver multimode 400G", "transceiver single-mode 400G"}
+    assert [k for k, b in bases.items() if b == "placeholder"] == []
     assert bases["gpu H100"] == bases["gpu A100"] == bases["gpu V100"] == bases["gpu GB200"] == "maximum"
-    assert "placeholder" in raw["switch QM9700"]["reason"] and "not checked" in raw["switch QM9700"]["reason"]
-    # a line derived from the placeholder says so
-    for key in ("switch port infiniband 400G", "nvlink switch tray"):
-        assert bases[key] == "derived" and "placeholder" in raw[key]["source"], key
+    # the switch ports derive the QM9700's sourced figure; the NVLink switch tray's per-port parity is a
+    # placeholder (no typical figure for the tray found), and its line says so
+    assert bases["switch port infiniband 400G"] == "derived"
+    assert "placeholder" not in raw["switch port infiniband 400G"]["source"]
+    assert bases["nvlink switch tray"] == "derived" and "its power a placeholder" in raw["nvlink switch tray"]["source"]
+    assert "no typical power per tray was found" in raw["nvlink switch tray"]["reason"]
 
 
 def test_power_lines_equal_the_datasheet_figures_they_cite(default):
@@ -160,6 +162,17 @@ def test_power_lines_equal_the_datasheet_figures_they_cite(default):
         m = re.search(pattern, raw[key]["source"])
         assert m, (key, pattern)
         return float(m.group(1).replace(",", ""))
+
+    qm = "switch QM9700"
+    typical = quoted(qm, r"power \(typical\): ([\d,]+) W, the QM9700's typical power with passive cables")
+    maximum = quoted(qm, r"\(([\d,]+) W its maximum with active cables\)")  # the maximum is not used
+    assert (typical, maximum) == (747, 1720)
+    # both public notes quote the manual's table with these figures (one in kW)
+    assert quoted(qm, r"'QM9700 ([\d.]+) with active cables") * 1e3 == maximum
+    assert quoted(qm, r"with active cables \(([\d.]+) typical, passive\)") * 1e3 == typical
+    assert quoted(qm, r"'(\d+) W passive / \d+ W active'") == typical and quoted(qm, r"W passive / (\d+) W active'") == maximum
+    assert "https://networking-docs.nvidia.com/qm97x0hw/specifications" in raw[qm]["source"]
+    assert _price(default, qm)[1] == typical == 747
 
     nic = "nic port infiniband 400G"
     assert quoted(nic, r"power \(typical\): ([\d.]+) W, the 'Typical power with passive cables") == 24.9
@@ -191,7 +204,7 @@ def test_derived_lines_follow_their_stated_derivation(default):
     """The figures the table derives from others (its sources say how) equal that derivation."""
     qm_usd, qm_w = _price(default, "switch QM9700")
     port = _price(default, "switch port infiniband 400G")
-    assert port == (qm_usd / 64, qm_w / 64)
+    assert port == (qm_usd / 64, qm_w / 64) == (36_000 / 64, 747 / 64)
     assert _price(default, "switch port ethernet 400G") == port
     assert _price(default, "switch port ethernet 100G") == (port[0] / 4, port[1] / 4)
     assert _price(default, "nic port ethernet 400G") == _price(default, "nic port infiniband 400G")

@@ -101,8 +101,11 @@ def _said(key: str, field: str, pattern: str) -> float:
 def _switch() -> list[float]:
     k = "switch QM9700"
     assert _said(k, "source", r"price: ([\d,]+) USD, what the") == _u(k) and "2024-08-22" in _lines()[k]["source"]
+    typical = _said(k, "source", r"power \(typical\): ([\d,]+) W, the QM9700's typical power with passive cables")
+    maximum = _said(k, "source", r"\(([\d,]+) W its maximum with active cables\)")
+    assert typical == _w(k)
     return [_u(k), _w(k), topo("h100-superpod-1su").facts.switch_tiers[0].radix,
-            _said(k, "reason", r"NVIDIA's own at about ([\d,]+) USD")]
+            _said(k, "reason", r"NVIDIA's own at about ([\d,]+) USD"), typical, maximum]
 
 
 def _nic() -> list[float]:
@@ -195,10 +198,11 @@ CLAIMS = [
     C("passive cables 0 W", _passive_cables),
     C("never priced 0 silently", why="a behaviour: an unpriced row is noted and left out, not priced "
                                      "(tests/test_cost.py); 0 names the price it is not given"),
-    C("| `switch QM9700` | 36,000 USD, 750 W | a 64-port 400G InfiniBand switch as the \"H100 Freakonomics\" cost "
+    C("| `switch QM9700` | 36,000 USD, 747 W | a 64-port 400G InfiniBand switch as the \"H100 Freakonomics\" cost "
       "sheet prices it, from an FS.com listing (archived 2024-08-22; prices as of 2024-08; it names no part number "
-      "and puts NVIDIA's own at about 50,000 USD)", _switch),
-    C("| 562.5 USD, 11.72 W per 400G port | the QM9700 line / 64 ports (its power a placeholder); Ethernet set "
+      "and puts NVIDIA's own at about 50,000 USD); power its typical power with passive cables (QM97x0 user manual, "
+      "Specifications: 747 W typical, 1,720 W maximum with active cables", _switch),
+    C("| 562.5 USD, 11.67 W per 400G port | the QM9700 line / 64 ports; Ethernet set "
       "equal to InfiniBand; 100G at 1/4", _switch_ports),
     C("| 2,188 USD, 24.9 W per 400G port | NVIDIA ConnectX-7 MCX75310AAS-NEAT at FS.com, as quoted in public notes "
       "dated 2026-07-03 and 2026-09 (NADDOD listed it at 1,599 USD)", _nic),
@@ -210,10 +214,10 @@ CLAIMS = [
       "SR8 (MMA4Z00-NS, 879 USD); single-mode, half a twin-port DR8 (MMS4X00-NS, 1,119 USD); power likewise from "
       "NVIDIA's product specifications of the Ethernet-coded modules: the SR4's 8 W typical and half the SR8's 15 W, "
       "half the DR8's 17 W", _optics),
-    C("| 81,000 USD, 1,687.5 W | 144 NVLinks per GB200 NVL72 tray (1,296 on 9 trays)", _tray),
+    C("| 81,000 USD, 1,680.75 W | 144 NVLinks per GB200 NVL72 tray (1,296 on 9 trays)", _tray),
     C("| 24,875 USD, 812.5 W; 18,625 USD, 437.5 W | DGX A100 at 199,000 USD (NVIDIA, 14 May 2020) and 6.5 kW max; "
       "DGX-1 (V100) at 149,000 USD (NVIDIA, 10 May 2017) and 3,500 W", _gpus),
-    C("| 33,750 USD, 1,275 W; 31,542 USD, 1,456 W | a DGX H100 at 270,000 USD with its own NICs (SemiAnalysis's "
+    C("| 33,750 USD, 1,275 W; 31,542 USD, 1,457 W | a DGX H100 at 270,000 USD with its own NICs (SemiAnalysis's "
       "estimate, 2023-05) and 10.2 kW max (datasheet), / 8; an NVL72 rack at about 3 million USD and 120 kW as "
       "reported, less its switch trays, / 72", _gpus_hb),
     C("Doubling the QM9700's price raises the 1,024-GPU fabric's total by exactly its 48 switches × 36,000", _doubling),
