@@ -18,6 +18,8 @@ import numpy as np
 #: Most transfers (over all steps and repeats) a program may hold: the run keeps one pool entry
 #: and at most one small record per transfer until it ends (8-40 bytes each).
 MAX_TRANSFERS = 16_000_000
+#: Entries the run's own arrays start with beyond what one event can add (they grow as needed).
+INITIAL_ROOM = 4096
 
 
 @dataclass
@@ -80,7 +82,7 @@ def run(table, prog: Program, link_bytes: np.ndarray, link_lat: np.ndarray, now:
     S = np.zeros(rk.N_S, np.int64)
     S[rk.S_TT], S[rk.S_TOTAL], S[rk.S_D] = int(prog.es.size), total, bound
     F = np.array([now, t_flows, drained])
-    size = 4 * bound + 1024
+    size = bound + INITIAL_ROOM
     hf, hi = np.zeros(size), np.zeros((size, 4), np.int64)
     ri, rf, pool = np.zeros((size, 3), np.int64), np.zeros(size), np.zeros(size, np.int64)
     pend = np.zeros(size, np.int64)
