@@ -1,9 +1,11 @@
 """The flow model's compiled kernels (issue: compiled-engine) against the numpy flow table.
 
 K1  64 MiB all-to-all, 512 GPUs of h100-superpod-1024, static ECMP, flow model, event-driven:
-    ``--engine reference`` (numpy table) vs the compiled table; every rank's finish compared.
-K2  the same on all 1,024 GPUs (the issue's case): compiled; ``--full`` adds the numpy reference
-    (minutes).
+    ``--engine reference`` (numpy table) vs the compiled table, each event a return to Python
+    (``compiled-events``), vs the whole run in one kernel (``compiled``,
+    :mod:`netsim.network.runkernel`); every rank's finish compared.
+K2  the same on all 1,024 GPUs (the issue's case): compiled-events and compiled; ``--full`` adds the
+    numpy reference (minutes).
 K3  start-up: cold compilation of the kernels (empty NUMBA_CACHE_DIR) and loading them from
     the cache, on a 16-transfer instance (the event kernel the flow model calls, and the table's
     separate calls).
@@ -41,7 +43,12 @@ def _alltoall(topology: str, n: int, kernel: str) -> dict:
     from netsim.topology.policy import with_routing
     from netsim.topology.spec import load_topology
 
+    from netsim.collectives import executor
+
     bench = importlib.import_module("netsim.perftests.collective")
+    if kernel == "compiled-events":  # the event path on compiled kernels: no whole-run kernel
+        executor.PROGRAM_MIN_TRANSFERS, kernel = 1 << 62, "compiled"
+    label = kernel if executor.PROGRAM_MIN_TRANSFERS < 1 << 62 else "compiled-events"
     topo = with_routing(load_topology(str(ROOT / "topologies" / topology)), "ecmp")
     cfg = bench.BenchConfig(op="alltoall", model="flow", gpus=n)
     size, _, _ = nt.size_and_count("alltoall", 64 << 20, n, "float")
@@ -49,9 +56,9 @@ def _alltoall(topology: str, n: int, kernel: str) -> dict:
     net = FlowNetwork(simpy.Environment(), topo, kernel=kernel)
     t0 = time.process_time()
     res = run_collective(net, sched, bench.placed_ranks(topo, cfg), engine="event")
-    out = Path(tempfile.gettempdir()) / f"netsim-kernel-{topology}-{n}-{kernel}.npy"
+    out = Path(tempfile.gettempdir()) / f"netsim-kernel-{topology}-{n}-{label}.npy"
     np.save(out, res.finish)
-    return {"case": f"alltoall 64 MiB {n} GPUs ECMP", "kernel": kernel, "time_us": res.time * 1e6,
+    return {"case": f"alltoall 64 MiB {n} GPUs ECMP", "kernel": label, "time_us": res.time * 1e6,
             "events": net.stats["events"], "cpu_s": time.process_time() - t0, "finish": str(out)}
 
 
@@ -86,7 +93,8 @@ def main() -> None:
         start = [{"case": "K3 cold compile", **_startup(cold)}, {"case": "K3 cached load", **_startup(cold)}]
     print_table(start, [("case", "case", ""), ("wall_s", "wall s", ".2f"), ("cpu_s", "CPU s", ".2f")])
     _startup(None)  # the cache the runs below use, warm
-    cases = [("h100-superpod-1024.yaml", 512, "numpy"), ("h100-superpod-1024.yaml", 512, "compiled"),
+    cases = [("h100-superpod-1024.yaml", 512, "numpy"), ("h100-superpod-1024.yaml", 512, "compiled-events"),
+             ("h100-superpod-1024.yaml", 512, "compiled"), ("h100-superpod-1024.yaml", 1024, "compiled-events"),
              ("h100-superpod-1024.yaml", 1024, "compiled")]
     if full:
         cases += [("h100-superpod-1024.yaml", 1024, "numpy"), ("h100-fat-tree-16k.yaml", 4096, "compiled")]
