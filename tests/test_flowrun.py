@@ -36,7 +36,7 @@ def _run(monkeypatch, topo, cfg, size, program: bool, engine="event", offsets=No
     net = FlowNetwork(simpy.Environment(), topo, kernel=kernel)
     used = []
     whole = net.run_program
-    net.run_program = lambda prog: used.append(whole(prog)) or used[-1]
+    net.run_program = lambda *args: used.append(whole(*args)) or used[-1]
     n = plan.schedule.nranks
     start = None if offsets is None else np.resize(np.asarray(offsets, dtype=float), n)
     res = run_collective(net, plan.schedule, placed_ranks(topo, cfg), start=start, engine=engine)
@@ -60,16 +60,19 @@ OPS = st.sampled_from([("alltoall", "auto"), ("all_reduce", "ring"), ("all_reduc
 @settings(max_examples=EXAMPLES, deadline=None)
 @given(layout=LAYOUTS, op=OPS, gpus=st.sampled_from([6, 8, 12, 20]), seed=st.integers(0, 50),
        size=st.sampled_from([1 << 12, 1 << 18, 3 << 20]),
-       offsets=st.none() | st.lists(st.sampled_from([0.0, 1e-6, 3.5e-6, 2e-5]), min_size=1, max_size=7))
-def test_the_whole_run_kernel_is_the_event_path_bit_for_bit(layout, op, gpus, seed, size, offsets):
+       offsets=st.none() | st.lists(st.sampled_from([0.0, 1e-6, 3.5e-6, 2e-5]), min_size=1, max_size=7),
+       engine=st.sampled_from(["event", "auto"]))
+def test_the_whole_run_kernel_is_the_event_path_bit_for_bit(layout, op, gpus, seed, size, offsets, engine):
+    """``event``: every collective; ``auto``: those the vectorized paths leave to the event path,
+    fast-forward included."""
     over, rail, routing, (nodes, gpn) = layout
     topo = tree(over, rail, nodes=nodes, gpn=gpn, routing=routing)
     gpus = min(gpus, nodes * gpn)
     cfg = BenchConfig(op[0], algo=op[1], gpus=gpus, placement=f"random:{seed}")
     with pytest.MonkeyPatch.context() as mp:
-        ref = _run(mp, topo, cfg, size, False, offsets=offsets)
-        got = _run(mp, topo, cfg, size, True, offsets=offsets)
-    assert got[2] and not ref[2]  # the kernel ran the one, the event path the other
+        ref = _run(mp, topo, cfg, size, False, engine, offsets=offsets)
+        got = _run(mp, topo, cfg, size, True, engine, offsets=offsets)
+    assert got[2] == (ref[0].stats["mode"] == "event") and not ref[2]  # the kernel ran the one, the event path the other
     _same(ref, got)
 
 
@@ -91,17 +94,20 @@ def test_growing_the_run_and_the_table_changes_nothing(monkeypatch, room):
         assert any(grown)
 
 
-def test_the_default_engine_uses_it_where_the_event_path_cannot_jump(monkeypatch):
-    """``auto``: an all-to-all (phases that do not repeat) runs whole; a ring (a phase repeated, which
-    the event path may fast-forward) keeps the event path."""
+def test_the_default_engine_uses_it_and_fast_forwards_as_the_event_path(monkeypatch):
+    """``auto``: an all-to-all the vectorized paths leave runs whole; so does a ring whose steps
+    become periodic, with the event path's jumps (the same steps skipped, the clock shifted)."""
     topo = tree(4, False, nodes=8)
     a2a = BenchConfig("alltoall", gpus=18, placement="random:3")  # a layout the vectorized paths leave
     ref = _run(monkeypatch, topo, a2a, 1 << 20, False, engine="auto")
     got = _run(monkeypatch, topo, a2a, 1 << 20, True, engine="auto")
     assert got[2] and ref[0].stats["mode"] == "event"
     _same(ref, got)
-    ring = BenchConfig("all_reduce", algo="ring", gpus=32, placement="random:5")
-    assert not _run(monkeypatch, topo, ring, 1 << 20, True, engine="auto")[2]
+    ring = BenchConfig("all_reduce", algo="ring", gpus=24, placement="random:1")
+    ref = _run(monkeypatch, topo, ring, 1 << 20, False, engine="auto")
+    got = _run(monkeypatch, topo, ring, 1 << 20, True, engine="auto")
+    assert got[2] and ref[0].stats["steps_skipped"] > 0 and ref[1].stats["shifted_s"] > 0
+    _same(ref, got)
     assert not _run(monkeypatch, topo, a2a, 1 << 20, True, engine="reference", kernel="numpy")[2]
 
 

@@ -368,23 +368,22 @@ PROGRAM_MIN_TRANSFERS = 16_384
 
 def _compiled(network: Network, schedule: Schedule, ranks: np.ndarray, start, fast_forward: bool,
               engine: str) -> CollectiveResult | None:
-    """The collective run whole in one compiled kernel, the event path's floats bit for bit, where
-    the network can (``run_program``) and the event path could not fast-forward (no phase
-    repeats three times: :meth:`CollectiveRun._maybe_jump` needs three steps of one phase)."""
+    """The collective run whole in one compiled kernel (fast-forward included), the event path's
+    floats bit for bit, where the network can (``run_program``)."""
     if engine == "reference" or not hasattr(network, "run_program") or not schedule.nranks or not schedule.n_steps:
         return None
-    if fast_forward and any(ph.repeat >= 3 for ph in schedule.phases):
-        return None
-    if sum(ph.step.n_transfers * ph.repeat for ph in schedule.phases) < PROGRAM_MIN_TRANSFERS:
+    transfers = sum(ph.step.n_transfers for ph in schedule.phases)
+    if sum(ph.step.n_transfers * ph.repeat for ph in schedule.phases) < PROGRAM_MIN_TRANSFERS or \
+            (schedule.n_steps + 1) ** 2 * max(transfers, 1) >= 1 << 62:  # a flow's payload must fit in int64
         return None
     start = np.full(schedule.nranks, network.env.now) if start is None else np.asarray(start, dtype=float)
-    out = network.run_program(_program(network, schedule, ranks, start))
+    out = network.run_program(_program(network, schedule, ranks, start), fast_forward)
     if out is None:
         return None
     if out["done"] != schedule.nranks:
         raise RuntimeError("collective did not complete (deadlock in the schedule)")
     return CollectiveResult(schedule, ranks, start, out["finish"],
-                            {"steps_skipped": 0, "batches": out["batches"], "mode": "event"})
+                            {"steps_skipped": out["steps_skipped"], "batches": out["batches"], "mode": "event"})
 
 
 def _program(network: Network, schedule: Schedule, ranks: np.ndarray, start: np.ndarray):

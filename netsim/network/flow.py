@@ -108,7 +108,7 @@ class FlowNetwork(Network):
         self._flows.add(ip, lk, size[moving], latency[moving], capv, owner, moving)
         self._schedule_update()
 
-    def run_program(self, prog) -> dict | None:
+    def run_program(self, prog, fast_forward: bool = False) -> dict | None:
         """Run a step program (:class:`~netsim.network.flowrun.Program`) whole on the compiled
         kernels, event for event as the executor would run it here
         (:mod:`~netsim.network.runkernel`); ``None`` (nothing done) unless this network is idle,
@@ -119,7 +119,8 @@ class FlowNetwork(Network):
 
         if (self.kernel == "numpy" or self.topo.routing == "adaptive" or self.watch is not None or self._owners
                 or self._update_scheduled or self._t > self.env.now or self.env.peek() != float("inf")
-                or prog.instances > flowrun.MAX_TRANSFERS):
+                or prog.instances > flowrun.MAX_TRANSFERS
+                or (fast_forward and int(prog.repeat.sum()) * prog.nranks > flowrun.MAX_HISTORY)):
             return None
         if not self._counted:
             self._compile()
@@ -127,8 +128,10 @@ class FlowNetwork(Network):
                 return None
         f = self._flows
         solves = f.solve_counts()
-        out = flowrun.run(f, prog, self.link_bytes, self.topo.link_lat, self.env.now, self._t, self._drained_s)
-        self._t, self._drained_s = out["t_flows"], out["drained"]
+        clocks = (self.env.now, self._t, self._drained_s, self.stats["shifted_s"], self._epoch_shift[-1])
+        out = flowrun.run(f, prog, self.link_bytes, self.topo.link_lat, clocks, fast_forward)
+        self._t, self._drained_s, self.stats["shifted_s"] = out["t_flows"], out["drained"], out["shifted"]
+        self._epoch_shift.extend(out["epochs"])
         for key in ("events", "deliveries", "transfers"):
             self.stats[key] += out[key]
         after = f.solve_counts()

@@ -16,7 +16,8 @@ from functools import lru_cache
 from pathlib import Path
 
 #: The modules whose kernels share one cache directory.
-KERNEL_FILES = ("flowkernel.py", "flowrepair.py", "drainkernel.py", "stepkernel.py", "runkernel.py")
+KERNEL_FILES = ("flowkernel.py", "flowrepair.py", "drainkernel.py", "stepkernel.py", "runqueue.py", "runsteps.py",
+                "runkernel.py")
 
 
 @lru_cache(maxsize=None)
