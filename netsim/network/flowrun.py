@@ -17,7 +17,7 @@ import numpy as np
 
 #: Most transfers (over all steps and repeats) a program may hold: the run keeps one pool entry
 #: and at most one small record per transfer until it ends (8-40 bytes each).
-MAX_TRANSFERS = 16_000_000
+MAX_TRANSFERS = 64_000_000
 #: Most floats the fast-forward history may hold (one per rank and step; 128 MiB): a program with
 #: more runs on the event path when it may fast-forward.
 MAX_HISTORY = 1 << 24

@@ -13,8 +13,9 @@ A *program* is a schedule's phases on flat arrays (:class:`~netsim.network.flowr
 step ``g`` belongs to the phase whose ``first <= g < first + repeat``; a transfer of step ``g``
 starts when both its ranks have finished step ``g - 1``; a rank finishes a step when every
 transfer touching it has been delivered (plus the step's ``overhead`` after each delivery) or,
-in a step without transfers, after its ``delay``.  A flow carries ``g * TT + tid`` as its
-payload (``TT``: the program's transfer count), so a delivery names its step and transfer.
+in a step without transfers, after its ``delay``.  A flow's payload names its step and transfer
+(:mod:`~netsim.network.runsteps`, which holds the executor's half, fast-forward included;
+:mod:`~netsim.network.runqueue` holds the queue).
 
 The kernel returns to Python only to grow an array: ``1`` when its own queue, record or pool
 arrays may run short in the next event (``S[S_NEED]`` entries), ``2`` when the flow table needs
