@@ -8,7 +8,7 @@ K2  the same on all 1,024 GPUs (the issue's case): compiled-events and compiled;
     numpy reference (minutes).
 K3  start-up: cold compilation of the kernels (empty NUMBA_CACHE_DIR) and loading them from
     the cache, on a 16-transfer instance (the event kernel the flow model calls, and the table's
-    separate calls).
+    separate calls); then the same with a 16-GPU all-to-all run whole (the whole-run kernel too).
 K4  (``--full``) 4,096 GPUs of h100-fat-tree-16k with ECMP, compiled.
 
 Every row is a fresh process: wall s, CPU s (that process), peak RSS.  The compiled rows run on
@@ -62,16 +62,29 @@ def _alltoall(topology: str, n: int, kernel: str) -> dict:
             "events": net.stats["events"], "cpu_s": time.process_time() - t0, "finish": str(out)}
 
 
-def _startup(cache: str | None) -> dict:
+#: K3's whole-run kernel case: a 16-GPU all-to-all run as one program (compiles runkernel's kernels)
+_PROGRAM = ("from netsim.collectives import executor; executor.PROGRAM_MIN_TRANSFERS = 0;"
+            "from netsim.collectives.executor import run_collective; from netsim.network.flow import FlowNetwork;"
+            "from netsim.perftests import BenchConfig, build_plan, placed_ranks, validated;"
+            "from netsim.topology.spec import load_topology;"
+            "topo = load_topology('topologies/h100-superpod-1su.yaml');"
+            "cfg = validated(BenchConfig('alltoall', gpus=16), topo); p = build_plan(topo, cfg, 1e6);"
+            "assert run_collective(FlowNetwork(simpy.Environment(), topo), p.schedule, placed_ranks(topo, cfg),"
+            " engine='event').finish.size == 16;")
+
+
+def _startup(cache: str | None, program: bool = False) -> dict:
     code = ("import time, numpy as np, simpy; t = time.process_time();"
             "from netsim.network.compiled import CompiledFlowTable;"
             "c = CompiledFlowTable(np.ones(4)); ip = np.arange(17); lk = np.arange(16) % 4;"
             "c.add(ip, lk, np.ones(16), np.zeros(16), np.full(16, np.inf), 0, np.arange(16));"
             "_, dt = c.event(0.0); c.drain(dt); c.event(0.0); c.resolve(); c.take_drained(0.0);"
+            + (_PROGRAM if program else "") +
             "print(time.process_time() - t)")
     env = dict(os.environ) if cache is None else {**os.environ, "NUMBA_CACHE_DIR": cache}
     t0 = time.perf_counter()
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True,
+                         cwd=ROOT)
     return {"wall_s": time.perf_counter() - t0, "cpu_s": float(out.stdout.strip())}
 
 
@@ -91,8 +104,11 @@ def main() -> None:
     full = "--full" in sys.argv
     with tempfile.TemporaryDirectory() as cold:
         start = [{"case": "K3 cold compile", **_startup(cold)}, {"case": "K3 cached load", **_startup(cold)}]
+    with tempfile.TemporaryDirectory() as cold:
+        start += [{"case": "K3 cold compile, with the whole-run kernel", **_startup(cold, True)},
+                  {"case": "K3 cached load, with the whole-run kernel", **_startup(cold, True)}]
     print_table(start, [("case", "case", ""), ("wall_s", "wall s", ".2f"), ("cpu_s", "CPU s", ".2f")])
-    _startup(None)  # the cache the runs below use, warm
+    _startup(None, True)  # the cache the runs below use, warm
     cases = [("h100-superpod-1024.yaml", 512, "numpy"), ("h100-superpod-1024.yaml", 512, "compiled-events"),
              ("h100-superpod-1024.yaml", 512, "compiled"), ("h100-superpod-1024.yaml", 1024, "compiled-events"),
              ("h100-superpod-1024.yaml", 1024, "compiled")]
