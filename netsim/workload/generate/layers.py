@@ -283,16 +283,17 @@ class LayerNodes:
         ``LinearWithGradAccumulationAndAsyncCommunication.backward`` (tensor_parallel/layers.py)."""
         b, cost, act = self.b, self.cost, self.cost.act
         block = name.rsplit(".", 1)[1]
+        shaped = self.shapes and block in ("attn", "mlp")  # the LM head keeps one node per pass
         if not self.split:
             self.block(name, 2 * cost.ops(row + col), cost.weights(row + col),
-                       (block, ("row.dgrad", "row.wgrad", "col.dgrad", "col.wgrad")))
+                       (block, ("row.dgrad", "row.wgrad", "col.dgrad", "col.wgrad")) if shaped else None)
             return
         tp = self.g["tp"]
         regather = 0
         if self.sp:
             b.coll(f"{name}_regather", CommType.ALL_GATHER, act // cost.tp, tp, side=True)
             regather = len(b.nodes)
-        if self.shapes:
+        if shaped:
             self.gemms(name, block, ("row.dgrad", "row.wgrad", "col.dgrad"))
         else:
             b.comp(f"{name}.dgrad", 2 * cost.ops(row) + cost.ops(col), cost.weights(row + col))
@@ -303,7 +304,7 @@ class LayerNodes:
         reduce = len(b.nodes)
         if regather:
             b.join([regather])
-        if self.shapes:
+        if shaped:
             self.gemms(name, block, ("col.wgrad",))
         else:
             b.comp(f"{name}.wgrad", cost.ops(col), cost.weights(col))
