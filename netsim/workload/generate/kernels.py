@@ -30,7 +30,13 @@ commit of ``examples/sc21``, 2021-08-10):
   writes dx; GeLU reads dy and x and writes dx; dropout reads dy and its mask and writes dx; softmax
   reads dy and its output and writes dx;
 * every GEMM is its own node (``gemm_m`` x ``gemm_n`` outputs), timed by its tiles and waves on the
-  GPU's SMs (:mod:`netsim.workload.compute`, the GEMM-shape model).
+  GPU's SMs (:mod:`netsim.workload.compute`, the GEMM-shape model);
+* the backward's tensor-parallel all-reduce of a column-parallel layer's input gradient is synchronous:
+  ``ColumnParallelLinear`` passes its input through ``copy_to_tensor_model_parallel_region``
+  (``megatron/mpu/layers.py`` line 80), whose backward all-reduces the gradient after the layer's whole
+  backward, weight gradient included (``megatron/mpu/mappings.py`` lines 76-89, ``_reduce``), and the next
+  kernel waits for it.  The all-reduce beside the weight gradient (``fa3-te``, Megatron-Core's
+  ``LinearWithGradAccumulationAndAsyncCommunication``) arrived in 2022 (Megatron-LM 83b1e42, 2022-02-13).
 
 >>> PROFILES["megatron-2021"].attention, PROFILES["fa3-te"].attention
 ('unfused', 'fused')
@@ -57,14 +63,15 @@ class KernelProfile:
     attention: str  # "fused": one FlashAttention kernel; "unfused": bmm, softmax, dropout, bmm
     elementwise: str  # "fused": Transformer Engine's kernels; "megatron-2021": LayerNorm, bias-GeLU, bias-dropout-add
     gemm_shapes: bool  # one node per GEMM with its output shape (the GEMM-shape model times it)
+    async_tp_backward: bool  # the backward's TP all-reduce of the input gradient runs beside the weight gradient
     source: str
 
 
 PROFILES: dict[str, KernelProfile] = {p.name: p for p in (
-    KernelProfile("fa3-te", "fused", "fused", False,
+    KernelProfile("fa3-te", "fused", "fused", False, True,
                   "FlashAttention-3 (Shah et al., arXiv:2407.08608) and Transformer Engine's fused kernels; "
                   "netsim.topology.builders.GPU_EFFICIENCY"),
-    KernelProfile("megatron-2021", "unfused", "megatron-2021", True,
+    KernelProfile("megatron-2021", "unfused", "megatron-2021", True, False,
                   "Narayanan et al. SC21 (arXiv:2104.04473) §4.2; NVIDIA/Megatron-LM de7dc40 "
                   "megatron/model/transformer.py lines 95, 271, 302, 308, 332, 357-379, 405, 420"),
 )}

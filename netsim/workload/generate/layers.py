@@ -220,7 +220,8 @@ class LayerNodes:
         self.b, self.cost, self.g = b, cost, g
         self.spec = cost.spec
         self.sp = cost.sequence_parallel and "tp" in g and not cost.tp_comm_overlap  # SP's collectives replace the AR
-        self.split = "tp" in g and not cost.tp_comm_overlap  # backward TP comm overlapped with the weight gradients
+        # backward TP comm overlapped with the weight gradients (not in 2021's Megatron-LM: kernels.py)
+        self.split = "tp" in g and not cost.tp_comm_overlap and cost.kernels.async_tp_backward
         self.shapes = cost.kernels.gemm_shapes and not cost.tp_comm_overlap  # one node per GEMM, with its shape
 
     def ew(self, name: str, block: str, forward: bool, layer: int = 0) -> None:
