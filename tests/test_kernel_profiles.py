@@ -157,3 +157,16 @@ def test_runs_records_the_profile(tmp_path):
         runs = netsim.open_results(str(out)).runs
         assert runs["kernels"].tolist() == [kernels]
         assert json.loads(p.stdout)["iteration_us"] > 0
+
+
+def test_megatron_2021_backward_tp_allreduce_is_synchronous():
+    """Megatron-LM 2021 (mpu/mappings.py, _CopyToModelParallelRegion.backward): the input gradient's all-reduce
+    waits for the layer's whole backward and the next kernel waits for it; today's runs it beside the wgrad."""
+    for kernels, on_chain in (("megatron-2021", True), ("fa3-te", False)):
+        nodes = _nodes(kernels)
+        ids = {n.id: n for n in nodes}
+        ars = [n for n in nodes if ".bwd." in n.name and n.name.endswith("_allreduce")]
+        assert ars
+        for ar in ars:  # on the chain: the node after it depends on it alone (no side branch)
+            nxt = ids.get(ar.id + 1)
+            assert (nxt is not None and nxt.data_deps == (ar.id,)) == on_chain, (kernels, ar.name)
