@@ -294,7 +294,8 @@ def _llm_argv(s: dict) -> list[str]:
     batch = (["--microbatches", str(s["microbatches"])] if "microbatches" in s else
              ["--global-batch", str(s["global_batch"]), "--micro-batch", str(s["micro_batch"])])
     optional = [x for k, flag in (("ep", "--ep"), ("schedule", "--schedule"), ("vpp", "--vpp"),
-                                  ("recompute", "--recompute"), ("kernels", "--kernels")) if k in s
+                                  ("recompute", "--recompute"), ("kernels", "--kernels"), ("symmetry", "--symmetry"))
+                if k in s
                 for x in (flag, str(s[k]))]
     return ["netsim", "run", "--topology", f"topologies/{s['topology']}", "--llm", s["llm"], "--tp", str(s["tp"]),
             "--cp", str(s["cp"]), "--pp", str(s["pp"]), "--dp", str(s["dp"]), *batch, *optional,
