@@ -170,3 +170,22 @@ def test_megatron_2021_backward_tp_allreduce_is_synchronous():
         for ar in ars:  # on the chain: the node after it depends on it alone (no side branch)
             nxt = ids.get(ar.id + 1)
             assert (nxt is not None and nxt.data_deps == (ar.id,)) == on_chain, (kernels, ar.name)
+
+
+def test_written_traces_carry_the_shapes_and_run_alike(tmp_path):
+    """`netsim workload llm --kernels megatron-2021` writes gemm_m / gemm_n; running the files gives the in-memory
+    run's iteration time to the nanosecond."""
+    from netsim.workload.generate.llm import write_llm_workload
+    from netsim.workload.llmrun import simulate_llm
+    from netsim.workload.simulation import simulate
+    from netsim.chakra import read_et_table
+
+    kw = dict(tp=2, pp=2, dp=1, microbatches=2, seq=256, micro_batch=1, kernels="megatron-2021")
+    prefix = write_llm_workload(tmp_path / "w", GPT, jobs=1, **kw)
+    t = read_et_table(f"{prefix}.0.et")
+    shaped = np.flatnonzero(t.gemm_m != MISSING)
+    assert shaped.size and (t.gemm_n[shaped] != MISSING).all()
+    topo = "topologies/dgx-a100.yaml"
+    files = simulate(topo, str(prefix), str(tmp_path / "w" / "comm_groups.json"), "analytical")
+    memory = simulate_llm(topo, GPT, model="analytical", **kw)
+    assert files.finish.max() == pytest.approx(memory.finish.max(), abs=1e-9)
