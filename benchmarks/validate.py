@@ -267,9 +267,9 @@ for rid, args in (("llama3-8k", (8192, 8, 1, 16, 64, 32, 8192, "flow")),
 
 # ---- held out (issue 33, item 1): multi-node nccl-tests runs (2 to 128 nodes) and 256-GPU training steps, settings
 # and sources in validate_scale.py (written before any of these rows ran)
-from validate_scale import collective_records, e2e_records  # noqa: E402
+from validate_scale import collective_records, e2e_records, sc21_records  # noqa: E402
 
-RECORDS += collective_records(_rec, _bench) + e2e_records(_rec)
+RECORDS += collective_records(_rec, _bench) + e2e_records(_rec) + sc21_records(_rec)
 
 # --- running --------------------------------------------------------------------------------------
 def command(rec: dict) -> str:
@@ -293,12 +293,15 @@ def command(rec: dict) -> str:
 def _llm_argv(s: dict) -> list[str]:
     batch = (["--microbatches", str(s["microbatches"])] if "microbatches" in s else
              ["--global-batch", str(s["global_batch"]), "--micro-batch", str(s["micro_batch"])])
-    optional = [x for k, flag in (("ep", "--ep"), ("schedule", "--schedule"), ("vpp", "--vpp")) if k in s
+    optional = [x for k, flag in (("ep", "--ep"), ("schedule", "--schedule"), ("vpp", "--vpp"),
+                                  ("recompute", "--recompute"), ("kernels", "--kernels"), ("symmetry", "--symmetry"))
+                if k in s
                 for x in (flag, str(s[k]))]
     return ["netsim", "run", "--topology", f"topologies/{s['topology']}", "--llm", s["llm"], "--tp", str(s["tp"]),
             "--cp", str(s["cp"]), "--pp", str(s["pp"]), "--dp", str(s["dp"]), *batch, *optional,
             "--seq", str(s["seq"]), "--model", s["model"], "--json", "-q",
-            *(["--sequence-parallel"] if s.get("sp") else []), *(x for v in s.get("sets", ()) for x in ("--set", v))]
+            *(["--sequence-parallel"] if s.get("sp") else []),
+            *(["--overlap-grad-reduce"] if s.get("overlap_grad_reduce") else []), *(x for v in s.get("sets", ()) for x in ("--set", v))]
 
 
 def simulate(rec: dict) -> float:

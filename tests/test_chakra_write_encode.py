@@ -36,7 +36,8 @@ def reference(nodes: list[EtNode]) -> bytes:
             m.inputs.values = n.inputs
         values = dict(is_cpu_op=n.is_cpu_op, comm_type=n.comm_type, comm_size=n.comm_size, comm_src=n.comm_src,
                       comm_dst=n.comm_dst, comm_tag=n.comm_tag, comm_priority=n.comm_priority, pg_name=n.pg_name,
-                      involved_dim=n.involved_dim, num_ops=n.num_ops, tensor_size=n.tensor_size, op_kind=n.op_kind)
+                      involved_dim=n.involved_dim, num_ops=n.num_ops, tensor_size=n.tensor_size, op_kind=n.op_kind,
+                      gemm_m=n.gemm_m, gemm_n=n.gemm_n)
         m.attr.extend(write_attr(name, values[name]) for name, _ in WRITE_MEMBERS if values[name] is not None)
         m.attr.extend(python_to_attr(k, v) for k, v in (n.other or {}).items())
         body = m.SerializeToString()
@@ -58,7 +59,7 @@ def nodes(draw, big: bool = True) -> EtNode:
         comm_dst=draw(_opt(I32)), comm_tag=draw(_opt(I32)), comm_priority=draw(_opt(I32)), pg_name=draw(_opt(TEXT)),
         is_cpu_op=draw(_opt(st.booleans())), num_ops=draw(_opt(I64)), tensor_size=draw(_opt(U64S)),
         involved_dim=draw(_opt(st.lists(st.booleans(), max_size=3).map(tuple))),
-        op_kind=draw(_opt(st.sampled_from(OP_KINDS))),
+        op_kind=draw(_opt(st.sampled_from(OP_KINDS))), gemm_m=draw(_opt(I64)), gemm_n=draw(_opt(I64)),
         other=draw(_opt(st.dictionaries(st.sampled_from(["rf_id", "x", "op_schema"]),
                                         st.integers(-5, 1 << 40) | TEXT | st.booleans(), max_size=2))),
         inputs=draw(_opt(TEXT)))

@@ -178,3 +178,25 @@ def test_new_llm_rows_pass_their_parallelism_to_the_cli():
         args = build_parser().parse_args(argv[1:])
         assert (args.ep, args.schedule, args.vpp, args.global_batch) == (s["ep"], "interleaved", 4, 4096)
         assert args.sets == s["sets"] and args.tp * args.pp * args.dp == 256
+
+
+def test_sc21_rows_follow_table1_and_its_scripts():
+    """Narayanan et al. SC21 Table 1 at >= 256 GPUs: step = eq. 3's FLOPs / (GPUs x achieved FLOP/s); the 1T row:
+    96 x 3072 x 2048 x 128 x 25600^2 x (1 + 2048 / (6 x 25600) + 51200 / (16 x 128 x 25600)) / (3072 x 163e12)."""
+    import validate_scale as vs
+
+    rows = [r for r in validate.RECORDS if r["id"].startswith("e2e-sc21-")]
+    assert len(rows) == 5 and all(r["setting"]["pp"] * r["setting"]["dp"] * 8 >= 256 for r in rows)
+    assert set(vs.SC21) == {"18B", "39B", "76B", "145B", "310B", "530B", "1T"}  # every Table 1 row at >= 256 GPUs
+    one = vs.sc21_setting("1T")
+    flops = 96 * 3072 * 2048 * 128 * 25600 ** 2 * (1 + 2048 / (6 * 25600) + 51200 / (16 * 128 * 25600))
+    assert one["published_s"] == pytest.approx(flops / (3072 * 163e12), rel=1e-12)
+    # the two rows left out of the table need far more memory than the largest row it runs
+    assert vs.sc21_memory_gib("530B") > 10 and vs.sc21_memory_gib("1T") > 20 > 5 > vs.sc21_memory_gib("310B")
+    for r in rows:  # the 2021 kernels, full recomputation, the run's own GPUs
+        s = r["setting"]
+        assert s["kernels"] == "megatron-2021" and s["recompute"] == "full"
+        assert "--kernels megatron-2021" in validate.command(r) and "--recompute full" in validate.command(r)
+        assert s["sets"] == [f"nodes={s['tp'] * s['pp'] * s['dp'] // 8}"]
+    assert "--overlap-grad-reduce" in validate.command(BY_ID["e2e-sc21-18b"])  # DDP-impl torch
+    assert "--overlap-grad-reduce" not in validate.command(BY_ID["e2e-sc21-39b"])  # DDP-impl local

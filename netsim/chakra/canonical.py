@@ -99,6 +99,7 @@ def trace_sig(t: NodeTable) -> TraceSig:
     src, dst = t.comm_src, t.comm_dst
     _digest(h, (t.data_ptr, t.ctrl_ptr, *dep_rows(t), t.type, t.duration_micros, t.comm_type, t.comm_size,
                 t.comm_tag, t.comm_priority, t.num_ops, t.tensor_size, t.pg, t.is_cpu_op, t.involved_dim, t.op_kind,
+                t.gemm_m, t.gemm_n,
                 src != MISSING, dst != MISSING))
     h.update(repr(t.involved_dims).encode())
     h.update("\x00".join(t.name).encode("utf-8", "surrogatepass"))

@@ -16,7 +16,8 @@ from netsim.vocab import MISSING, OP_KINDS, NodeType  # MISSING marks an absent 
 #: Node types of point-to-point messages (SEND and RECV).
 SEND_RECV_TYPES = frozenset((int(NodeType.COMM_SEND_NODE), int(NodeType.COMM_RECV_NODE)))
 #: The optional integer attributes a :class:`NodeTable` keeps as int64 columns (MISSING = absent).
-INT_COLUMNS = ("comm_type", "comm_size", "comm_src", "comm_dst", "comm_tag", "comm_priority", "num_ops", "tensor_size")
+INT_COLUMNS = ("comm_type", "comm_size", "comm_src", "comm_dst", "comm_tag", "comm_priority", "num_ops", "tensor_size",
+               "gemm_m", "gemm_n")
 
 
 @dataclass(slots=True)
@@ -42,6 +43,11 @@ class EtNode:
     involved_dim: tuple[bool, ...] | None = None
     #: Kernel kind of a compute node, one of :data:`netsim.vocab.OP_KINDS` (netsim's own attribute).
     op_kind: str | None = None
+    #: Output rows and columns of a compute node that is one matrix multiply (netsim's own attributes; its
+    #: reduction depth is ``num_ops / (2 * gemm_m * gemm_n)``): the GEMM-shape model times it by its tiles
+    #: (:mod:`netsim.workload.gemm`).  Absent on other nodes.
+    gemm_m: int | None = None
+    gemm_n: int | None = None
     other: dict[str, Any] | None = None
     #: IOInfo ``inputs.values`` (a string).  Readers fill it on METADATA nodes only
     #: (e.g. PyTorch's ``## process_group:init ##``); the writer writes it whenever set.
@@ -126,6 +132,8 @@ class NodeTable:
     is_cpu_op = _attr_column("is_cpu_op")
     involved_dim = _attr_column("involved_dim")
     op_kind = _attr_column("op_kind")
+    gemm_m = _attr_column("gemm_m")
+    gemm_n = _attr_column("gemm_n")
 
     def __len__(self) -> int:
         return int(self.id.size)
@@ -150,6 +158,7 @@ class NodeTable:
             pg_name=self.pg_names[pg] if pg >= 0 else None, is_cpu_op=None if cpu < 0 else bool(cpu),
             num_ops=opt(self.num_ops), tensor_size=opt(self.tensor_size),
             involved_dim=self.involved_dims[dim] if dim >= 0 else None, op_kind=OP_KINDS[kind] if kind >= 0 else None,
+            gemm_m=opt(self.gemm_m), gemm_n=opt(self.gemm_n),
             other=dict(self.other[i]) if self.other is not None else None, inputs=self.inputs.get(i))
 
     def dep_tuples(self, kind: str = "data") -> list[tuple[int, ...]]:

@@ -304,7 +304,7 @@ def python_to_attr(name: str, value: Any) -> Any:
 #: Normalised attributes, in the order of :class:`netsim.chakra.EtNode`'s fields.
 NORMALIZED_ATTRS: tuple[str, ...] = (
     "comm_type", "comm_size", "comm_src", "comm_dst", "comm_tag", "comm_priority",
-    "pg_name", "is_cpu_op", "num_ops", "tensor_size", "involved_dim", "op_kind",
+    "pg_name", "is_cpu_op", "num_ops", "tensor_size", "involved_dim", "op_kind", "gemm_m", "gemm_n",
 )
 _INT_ATTRS = frozenset(NORMALIZED_ATTRS) - {"pg_name", "is_cpu_op", "involved_dim", "op_kind"}
 _INT_LISTS = frozenset(m[:-4] + "_list" for m in INT_MEMBERS)
@@ -413,6 +413,7 @@ WRITE_MEMBERS: tuple[tuple[str, str], ...] = (
     ("comm_src", "int32_val"), ("comm_dst", "int32_val"), ("comm_tag", "int32_val"),
     ("comm_priority", "int32_val"), ("pg_name", "string_val"), ("involved_dim", "bool_list"),
     ("num_ops", "int64_val"), ("tensor_size", "uint64_val"), ("op_kind", "string_val"),
+    ("gemm_m", "int64_val"), ("gemm_n", "int64_val"),
 )
 _WRITE_MEMBER = dict(WRITE_MEMBERS)
 

@@ -80,13 +80,13 @@ def attr_key(node: EtNode) -> tuple[Any, ...]:
     dims = node.involved_dim
     return (node.is_cpu_op, node.comm_type, node.comm_size, node.comm_src, node.comm_dst, node.comm_tag,
             node.comm_priority, node.pg_name, None if dims is None else tuple(dims), node.num_ops, node.tensor_size,
-            node.op_kind)
+            node.op_kind, node.gemm_m, node.gemm_n)
 
 
 def attr_block(key: tuple[Any, ...], memo: dict[Any, bytes]) -> bytes:
     """The field-10 entries of an :func:`attr_key` tuple (absent members skipped), memoised.
 
-    ``memo`` caches whole blocks (keyed by the 12-tuple) and single attributes (keyed
+    ``memo`` caches whole blocks (keyed by the 14-tuple) and single attributes (keyed
     by ``(name, value)``); the key lengths keep them apart.
     """
     block = memo.get(key)

@@ -205,6 +205,10 @@ def add_overlap_arguments(p, default) -> None:
     p.add_argument("--tp-comm-overlap", action="store_true", default=None if default is None else False,
                    help="pipeline every TP block's all-reduce with its compute in 4 pieces (Megatron "
                    "--tp-comm-overlap, Transformer Engine userbuffers)")
+    p.add_argument("--kernels", default=None if default is None else "fa3-te", metavar="PROFILE",
+                   help="kernel profile of the software stack: fa3-te (default: FlashAttention and Transformer "
+                   "Engine's fused kernels) or megatron-2021 (Megatron-LM 2021: unfused attention and element-wise "
+                   "kernels, each GEMM timed by its shape); docs/workloads.md")
     p.add_argument("--comm-streams", default=None if default is None else "communicator",
                    choices=["communicator", "one"],
                    help="communicator (default): one comm stream per communicator and per send peer, as "
@@ -221,7 +225,7 @@ def _generator_kwargs(args: argparse.Namespace) -> dict:
     kw = {}
     for key in ("tp", "pp", "dp", "ep", "cp", "microbatches", "seq", "micro_batch", "vpp", "global_batch",
                 "schedule", "recompute", "overlap_grad_reduce", "tp_comm_overlap", "comm_streams",
-                "sequence_parallel"):
+                "sequence_parallel", "kernels"):
         value = getattr(args, key, None)
         if value is None:
             continue
@@ -267,13 +271,13 @@ def _write_llm(out, args: argparse.Namespace):
                            micro_batch=args.micro_batch, schedule=args.schedule, vpp=args.vpp,
                            recompute=args.recompute, overlap_grad_reduce=args.overlap_grad_reduce,
                            tp_comm_overlap=args.tp_comm_overlap, comm_streams=args.comm_streams,
-                           sequence_parallel=args.sequence_parallel)
+                           sequence_parallel=args.sequence_parallel, kernels=args.kernels)
 
 
 #: Generator arguments that ``netsim run --llm`` and ``netsim workload llm`` take as flags.
 GENERATOR_FLAGS = ("tp", "pp", "dp", "ep", "cp", "microbatches", "seq", "micro_batch", "vpp", "global_batch",
                    "schedule", "recompute", "ranks", "overlap_grad_reduce", "tp_comm_overlap", "comm_streams",
-                   "sequence_parallel")
+                   "sequence_parallel", "kernels")
 
 
 @contextmanager

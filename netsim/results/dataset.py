@@ -66,7 +66,7 @@ def canonical_config(cfg: dict) -> str:
 
 #: Options added after run ids were first written, with the value every earlier run had:
 #: a top-level key at this value is left out of the hash, so those runs keep their ids.
-IMPLICIT_DEFAULTS = {"placement": "packed", "engine": "auto", "ll_transport": "nvlink"}
+IMPLICIT_DEFAULTS = {"placement": "packed", "engine": "auto", "ll_transport": "nvlink", "kernels": "fa3-te"}
 
 
 def run_id_for(cfg: dict) -> str:

@@ -9,6 +9,13 @@ nodes that name no kind.  The fraction applies to the roof that binds: the peak 
 compute-bound GEMM, the HBM bandwidth of a memory-bound element-wise kernel.  A kind without an entry
 runs at the roofline, as ASTRA-sim's does.  A node with nothing to compute costs 1 ns (as in ASTRA-sim).
 
+A ``gemm`` node that is one matrix multiply (it carries ``gemm_m`` x ``gemm_n``, its output shape: the
+``megatron-2021`` kernel profile writes them) is timed by its tiles, on a GPU whose SM count netsim knows
+(:data:`~netsim.topology.builders.GPU_SMS`): cuBLAS computes the output in tiles, one per SM at a time, so a
+GEMM takes ``ceil(tiles / SMs)`` waves of whole tiles.  Its compute roof is the peak times the fraction of
+that SM-time holding real outputs (:func:`gemm_utilization`); the preset's ``gemm`` efficiency (measured at the
+best shape) scales it as before, so an aligned GEMM whose tiles fill every wave runs at exactly that figure.
+
 >>> from types import SimpleNamespace as NS
 >>> import numpy as np
 >>> facts = NS(peak_flops=1e15, mem_bw_Bps=1e12, compute_efficiency={"gemm": 0.5, "elementwise": 0.8})
@@ -21,11 +28,38 @@ runs at the roofline, as ASTRA-sim's does.  A node with nothing to compute costs
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
-from netsim.vocab import OP_KINDS
+from netsim.vocab import MISSING, OP_KINDS
 
-__all__ = ["Roofline"]
+__all__ = ["GEMM_TILES", "Roofline", "gemm_utilization"]
+
+#: Output tiles (rows x columns) of cuBLAS's most efficient GEMM kernels, one thread block (CTA) per tile:
+#: 256x128 and 128x256.  NVIDIA, "Matrix Multiplication Background User's Guide" (DU-09799-001_v001, 2023),
+#: §2.3 "Typical Tile Dimensions In cuBLAS And Performance" (the largest tiles are the most efficient) and
+#: §3 "Dimension Quantization Effects" (a partial tile costs a whole one; tiles run in waves of one per SM,
+#: 108 at a time on A100).
+GEMM_TILES = ((256, 128), (128, 256))
+
+
+def gemm_utilization(m: int, n: int, sms: int) -> float:
+    """Fraction of a GEMM's SM-time that computes real outputs: ``m * n`` over the tiles it runs
+    (``ceil(m / rows) * ceil(n / cols)``, tile quantization) rounded up to whole waves of ``sms`` tiles
+    (wave quantization), for the better of :data:`GEMM_TILES`.
+
+    >>> gemm_utilization(256 * 108, 128 * 4, 108)      # aligned: every tile full, every wave full
+    1.0
+    >>> round(gemm_utilization(2048, 2304, 108), 4)    # 144 tiles of 256x128: 2 waves of 108
+    0.6667
+    """
+    best = 0.0
+    for rows, cols in GEMM_TILES:
+        tiles = math.ceil(m / rows) * math.ceil(n / cols)
+        waves = math.ceil(tiles / sms)
+        best = max(best, m * n / (waves * sms * rows * cols))
+    return best
 
 
 class Roofline:
@@ -33,6 +67,7 @@ class Roofline:
 
     def __init__(self, facts):
         self.peak, self.bw = facts.peak_flops, facts.mem_bw_Bps
+        self.sms = getattr(facts, "gpu_sms", None)  # tiles and waves of shaped GEMMs (None: not modelled)
         eff = dict(getattr(facts, "compute_efficiency", None) or {})
         #: achieved fraction per op_kind code; the last entry (code -1) is for nodes naming no kind
         self.eff = [float(eff.get(k, 1.0)) for k in OP_KINDS] + [float(eff.get("other", 1.0))]
@@ -47,7 +82,11 @@ class Roofline:
         if ops > 0 and self.peak:
             code = int(t.op_kind[i])
             self.codes.add(code)
-            roof = min(self.peak, self.bw * ops / size) if size > 0 and self.bw else self.peak
+            peak = self.peak
+            gm = getattr(t, "gemm_m", None)
+            if gm is not None and self.sms and int(gm[i]) != MISSING:
+                peak = peak * gemm_utilization(int(gm[i]), int(t.gemm_n[i]), self.sms)
+            roof = min(peak, self.bw * ops / size) if size > 0 and self.bw else peak
             return ops / (self.eff[code] * roof)
         return 1e-9
 

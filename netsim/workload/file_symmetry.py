@@ -251,7 +251,7 @@ def _first_difference(scan, r: int, q: int, perm: np.ndarray) -> str:
     if len(ta) != len(tb):
         return f"{len(tb)} nodes vs {len(ta)}"
     for name in ("type", "duration_micros", "comm_type", "comm_size", "comm_tag", "comm_priority",
-                 "num_ops", "tensor_size", "is_cpu_op", "op_kind", "pg", "involved_dim", "data_ptr",
+                 "num_ops", "tensor_size", "is_cpu_op", "op_kind", "gemm_m", "gemm_n", "pg", "involved_dim", "data_ptr",
                  "ctrl_ptr"):
         a, b = np.asarray(getattr(ta, name)), np.asarray(getattr(tb, name))
         if a.shape != b.shape:

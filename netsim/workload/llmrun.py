@@ -78,6 +78,8 @@ def simulate_llm(topology, spec, *, model: str = "flow", symmetry: str = "auto",
     dispatch and combine (skew, expert placement, algorithm); None: uniform all-to-alls.
     ``dry_run``: generate and check everything, simulate nothing, return None
     (:func:`~netsim.workload.simulation.simulate`'s ``dry_run``)."""
+    from netsim.workload.generate.kernels import DEFAULT as DEFAULT_KERNELS
+    from netsim.workload.generate.kernels import profile as kernel_profile
     from netsim.workload.generate.presets import load_model_spec
     from netsim.workload.simulation import simulate
 
@@ -93,7 +95,7 @@ def simulate_llm(topology, spec, *, model: str = "flow", symmetry: str = "auto",
     tables, groups, replicas = generate_tables(spec, symmetry=symmetry, **gen)
     name = spec if isinstance(spec, str) else getattr(spec, "name", str(spec))
     label = {"workload": f"llm:{name}", "llm": dict(sorted(gen.items())), "symmetry": symmetry,
-             "overlap": overlap_settings(gen)}
+             "overlap": overlap_settings(gen), "kernels": kernel_profile(gen.get("kernels", DEFAULT_KERNELS)).name}
     schedules = None
     if moe is not None:
         from netsim.workload.moe_run import schedules_factory

@@ -218,6 +218,22 @@ def _dtype_dispatch() -> list[int]:
     return [DTYPE_BYTES["moe_dispatch"]]
 
 
+def _tiles() -> list[float]:
+    from netsim.workload.compute import GEMM_TILES
+
+    assert GEMM_TILES == ((256, 128), (128, 256))
+    return [256, 128, 128, 256]
+
+
+def _wave_example() -> list[float]:
+    """2048 x 2304 outputs (an 18B QKV at TP8, one sequence): 144 tiles of 256x128, two waves of A100's 108 SMs."""
+    from netsim.topology.builders import GPU_SMS
+    from netsim.workload.compute import gemm_utilization
+
+    sms = GPU_SMS["A100"]
+    return [2048 // 256 * 2304 // 128, sms, 100 * gemm_utilization(2048, 2304, sms)]
+
+
 CLAIMS = [
     C("Two mechanisms keep that affordable at 16,384 ranks", _16k_layout),
     C("seed 0 by default", _random_seed),
@@ -274,4 +290,14 @@ CLAIMS = [
     C("e.g. 1 for DeepSeek-V3's FP8 dispatch", _dtype_dispatch),
     C('`"3e8efa..."` becomes group 3', lambda: [int(re.match(r"\d+", "3e8efa")[0])],
       why="what C++'s std::stoi reads from that name (its leading digits)"),
+    C("cuBLAS's most efficient kernels compute 256 × 128 or\n128 × 256 output tiles", _tiles),
+    C("a GEMM of 144 tiles on\nthe A100's 108 SMs (two waves) at 67 % of it", _wave_example),
+    C("A bad name is one line and exit\nstatus 2", lambda: bad_kernels_status()),
 ]
+
+
+def bad_kernels_status() -> list[int]:
+    from netsim.cli import main
+
+    return [main(["run", "--topology", str(REPO / "topologies/dgx-a100.yaml"), "--llm", "llama3-8b", "--tp", "8",
+                  "--pp", "1", "--dp", "1", "--kernels", "fa2"])]

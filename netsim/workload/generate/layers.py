@@ -15,6 +15,7 @@ from typing import Any
 
 from netsim.chakra.model import EtNode
 from netsim.chakra.schema import CommType, NodeType
+from netsim.workload.generate.kernels import DEFAULT, DROPOUT_MASK_BYTES, PROFILES, KernelProfile
 from netsim.workload.generate.model import ModelSpec
 
 __all__ = ["Builder", "Costs", "LayerNodes", "TP_SPLITS"]
@@ -41,10 +42,13 @@ class Builder:
         """Make every node in ``ids`` (side branches included) a dependency of the next node."""
         self.pending_join = [i for i in ids if i != self.tail]
 
-    def comp(self, name: str, ops: int, weight_bytes: int, kind: str = "gemm") -> None:
-        """A compute node of kernel kind ``kind`` (netsim.vocab.OP_KINDS; the GPU preset's efficiency)."""
+    def comp(self, name: str, ops: int, weight_bytes: int, kind: str = "gemm",
+             shape: tuple[int, int] | None = None) -> None:
+        """A compute node of kernel kind ``kind`` (netsim.vocab.OP_KINDS; the GPU preset's efficiency);
+        ``shape``: the output rows and columns of a node that is one GEMM (``gemm_m``, ``gemm_n``)."""
+        m, n = shape if shape else (None, None)
         self._add(name=name, type=int(NodeType.COMP_NODE), num_ops=int(ops), tensor_size=max(int(weight_bytes), 1),
-                  is_cpu_op=False, op_kind=kind)
+                  is_cpu_op=False, op_kind=kind, gemm_m=m, gemm_n=n)
 
     def elementwise(self, name: str, nbytes: int, dtype_bytes: int) -> None:
         """A memory-bound element-wise node: ``nbytes`` of HBM traffic and one operation per element, an
@@ -84,6 +88,7 @@ class Costs:
     comm_streams: str = "communicator"  # comm-lane policy the traces declare (netsim.workload.streams)
     bucket_params: int = 40_000_000  # gradient bucket in parameters (plan.bucket_params)
     sequence_parallel: bool = False  # Megatron --sequence-parallel: norms and residuals on 1/tp of the tokens
+    kernels: KernelProfile = PROFILES[DEFAULT]  # how the layer's kernels are written (--kernels)
 
     @property
     def shard(self) -> int:
@@ -105,6 +110,8 @@ class Costs:
         (read the gradient, read and write the rows).  Norms and residual adds cover ``shard``; the
         other kernels work on heads or the ffn split over TP."""
         s, a = self.spec, self.shard
+        if self.kernels.elementwise == "megatron-2021" and block in ("attn", "mlp"):
+            return self._elementwise_2021(block, forward, layer)
         norm = 2 * a if forward else 3 * a
         if block == "final":
             return norm
@@ -117,6 +124,35 @@ class Costs:
         f = self.tokens * width * self.dtype_bytes // self.tp
         act_fn = (3 if forward else 5) * f if s.gated_mlp else (2 if forward else 3) * f
         return norm + act_fn + 3 * a
+
+    def _elementwise_2021(self, block: str, forward: bool, layer: int) -> int:
+        """Megatron-LM 2021's element-wise kernels of a block (:mod:`~netsim.workload.generate.kernels`): the
+        LayerNorm (forward 2 activations, backward 3), bias + dropout + add (forward reads x and the residual,
+        writes the sum and a one-byte mask; backward reads dy and the mask, writes dx) and, in the MLP,
+        bias + GeLU over the ffn-wide hidden state F (forward 2 F, backward 3 F)."""
+        a, s = self.shard, self.spec
+        mask = a // self.dtype_bytes * DROPOUT_MASK_BYTES
+        total = (2 * a + 3 * a if forward else 3 * a + 2 * a) + mask
+        if block == "mlp":
+            width = (s.top_k + s.shared_experts) * s.expert_ffn if s.moe_layer(layer) else s.ffn
+            total += (2 if forward else 3) * self.tokens * width * self.dtype_bytes // self.tp
+        return total
+
+    def linears(self, block: str) -> tuple[tuple[str, int, int], tuple[str, int, int]]:
+        """The block's column-parallel and row-parallel GEMM as ``(name, n, k)`` on one rank (``n`` output
+        columns, ``k`` reduction depth; the ``tokens`` rows are the ``m``): QKV and the output projection, or
+        the MLP's up (and gate) and down projections."""
+        s, tp = self.spec, self.tp
+        if block == "attn":
+            return ("qkv", (s.hidden + 2 * s.kv_hidden) // tp, s.hidden), ("proj", s.hidden, s.hidden // tp)
+        up = (2 if s.gated_mlp else 1) * s.ffn
+        return ("fc1", up // tp, s.hidden), ("fc2", s.hidden, s.ffn // tp)
+
+    @property
+    def score_elements(self) -> int:
+        """Elements of one rank's attention scores (``heads / tp`` matrices of tokens x seq): what unfused
+        attention writes to HBM between its kernels."""
+        return self.tokens * self.seq * (self.spec.heads // self.tp)
 
     def ops(self, params: int) -> int:  # forward operations of a block with ``params`` weights, split over TP
         return 2 * self.tokens * params // self.tp
@@ -184,7 +220,9 @@ class LayerNodes:
         self.b, self.cost, self.g = b, cost, g
         self.spec = cost.spec
         self.sp = cost.sequence_parallel and "tp" in g and not cost.tp_comm_overlap  # SP's collectives replace the AR
-        self.split = "tp" in g and not cost.tp_comm_overlap  # backward TP comm overlapped with the weight gradients
+        # backward TP comm overlapped with the weight gradients (not in 2021's Megatron-LM: kernels.py)
+        self.split = "tp" in g and not cost.tp_comm_overlap and cost.kernels.async_tp_backward
+        self.shapes = cost.kernels.gemm_shapes and not cost.tp_comm_overlap  # one node per GEMM, with its shape
 
     def ew(self, name: str, block: str, forward: bool, layer: int = 0) -> None:
         """A block's element-wise kernels (:meth:`Costs.elementwise`)."""
@@ -202,13 +240,31 @@ class LayerNodes:
         elif "tp" in self.g:
             self.b.coll(f"{name}_allreduce", CommType.ALL_REDUCE, self.cost.act, self.g["tp"])
 
-    def block(self, name: str, ops: int, weight_bytes: int) -> None:
+    def gemms(self, name: str, block: str, passes: tuple[str, ...]) -> None:
+        """One node per GEMM of ``block`` (:meth:`Costs.linears`), with its output shape; ``passes``: ``col`` or
+        ``row``, then ``fwd``, ``dgrad`` or ``wgrad``.  A linear of ``m`` tokens, ``n`` outputs and depth ``k``:
+        the forward is m x n deep k, the input gradient m x k deep n, the weight gradient k x n deep m."""
+        cost, m = self.cost, self.cost.tokens
+        lin = dict(zip(("col", "row"), cost.linears(block)))
+        for p in passes:
+            which, kind = p.split(".")
+            label, n, k = lin[which]
+            shape = {"fwd": (m, n, k), "dgrad": (m, k, n), "wgrad": (k, n, m)}[kind]
+            self.b.comp(f"{name}.{label}.{kind}", 2 * shape[0] * shape[1] * shape[2], n * k * cost.dtype_bytes,
+                        shape=shape[:2])
+
+    def block(self, name: str, ops: int, weight_bytes: int, gemm: tuple[str, tuple[str, ...]] | None = None) -> None:
         """A block's compute, then its TP collective; under ``tp_comm_overlap`` both cut into
         TP_SPLITS pieces, piece k of the all-reduce right after piece k of the compute, off the
-        chain, so only the last piece's all-reduce is exposed (TE userbuffers' "pipeline")."""
+        chain, so only the last piece's all-reduce is exposed (TE userbuffers' "pipeline").
+        ``gemm``: the block and the passes of its GEMMs, one node each under a profile with GEMM
+        shapes (:meth:`gemms`)."""
         b, act = self.b, self.cost.act
         if not (self.cost.tp_comm_overlap and "tp" in self.g):
-            b.comp(name, ops, weight_bytes)
+            if gemm and self.shapes:
+                self.gemms(name, *gemm)
+            else:
+                b.comp(name, ops, weight_bytes)
             self.tp_out(name)
             return
         pieces = []
@@ -227,15 +283,21 @@ class LayerNodes:
         all-gathered again for that wgrad, while the dgrad runs.  Megatron-LM
         ``LinearWithGradAccumulationAndAsyncCommunication.backward`` (tensor_parallel/layers.py)."""
         b, cost, act = self.b, self.cost, self.cost.act
+        block = name.rsplit(".", 1)[1]
+        shaped = self.shapes and block in ("attn", "mlp")  # the LM head keeps one node per pass
         if not self.split:
-            self.block(name, 2 * cost.ops(row + col), cost.weights(row + col))
+            self.block(name, 2 * cost.ops(row + col), cost.weights(row + col),
+                       (block, ("row.dgrad", "row.wgrad", "col.dgrad", "col.wgrad")) if shaped else None)
             return
         tp = self.g["tp"]
         regather = 0
         if self.sp:
             b.coll(f"{name}_regather", CommType.ALL_GATHER, act // cost.tp, tp, side=True)
             regather = len(b.nodes)
-        b.comp(f"{name}.dgrad", 2 * cost.ops(row) + cost.ops(col), cost.weights(row + col))
+        if shaped:
+            self.gemms(name, block, ("row.dgrad", "row.wgrad", "col.dgrad"))
+        else:
+            b.comp(f"{name}.dgrad", 2 * cost.ops(row) + cost.ops(col), cost.weights(row + col))
         if self.sp:
             b.coll(f"{name}_reducescatter", CommType.REDUCE_SCATTER, act, tp, side=True)
         else:
@@ -243,7 +305,10 @@ class LayerNodes:
         reduce = len(b.nodes)
         if regather:
             b.join([regather])
-        b.comp(f"{name}.wgrad", cost.ops(col), cost.weights(col))
+        if shaped:
+            self.gemms(name, block, ("col.wgrad",))
+        else:
+            b.comp(f"{name}.wgrad", cost.ops(col), cost.weights(col))
         b.join([reduce])
 
     def mlp(self, name: str, mult: int, layer: int) -> None:
@@ -261,7 +326,8 @@ class LayerNodes:
         b, cost, spec, g = self.b, self.cost, self.spec, self.g
         if not spec.moe_layer(layer):
             if mult == 1:
-                self.block(f"{name}.mlp", cost.ops(spec.mlp_params), cost.weights(spec.mlp_params))
+                self.block(f"{name}.mlp", cost.ops(spec.mlp_params), cost.weights(spec.mlp_params),
+                           ("mlp", ("col.fwd", "row.fwd")))
             else:  # the down projection is row-parallel; the up (and gate) projections column-parallel
                 self.column_bwd(f"{name}.mlp", spec.hidden * spec.ffn, spec.mlp_params - spec.hidden * spec.ffn)
             return
@@ -294,12 +360,13 @@ class LayerNodes:
         if forward and "cp" in g:
             b.coll(f"{name}.cp_allgather_kv", CommType.ALL_GATHER, cost.kv, g["cp"])
         if forward:
-            b.comp(f"{name}.core_attn", cost.score_ops, cost.core_bytes, "attn_fwd")
-            self.block(f"{name}.attn", cost.ops(spec.attn_params), cost.weights(spec.attn_params))
+            self.core_forward(f"{name}.core_attn")
+            self.block(f"{name}.attn", cost.ops(spec.attn_params), cost.weights(spec.attn_params),
+                       ("attn", ("col.fwd", "row.fwd")))
             return
         if cost.recompute == "selective":  # re-run the core attention's forward first (Korthikanti et al.)
-            b.comp(f"{name}.core_attn.recompute", cost.score_ops, cost.core_bytes, "attn_fwd")
-        b.comp(f"{name}.core_attn", 2 * cost.score_ops, cost.core_bytes, "attn_bwd")
+            self.core_forward(f"{name}.core_attn.recompute")
+        self.core_backward(f"{name}.core_attn")
         if "cp" in g:
             if not self.split:
                 b.comp(f"{name}.attn", 2 * cost.ops(spec.attn_params), cost.weights(spec.attn_params))
@@ -310,6 +377,43 @@ class LayerNodes:
         # the output projection (row-parallel) joins the Q, K, V projections' dgrad: the chain's order within
         # a stretch without communication does not change its time
         self.column_bwd(f"{name}.attn", spec.hidden * spec.hidden, spec.attn_params - spec.hidden * spec.hidden)
+
+    def core_forward(self, name: str) -> None:
+        """The core attention's forward: one fused kernel, or (unfused profile) Q·Kᵀ, scale + mask + softmax,
+        dropout and probabilities·V, the scores written to and read from HBM between them."""
+        b, cost = self.b, self.cost
+        if cost.kernels.attention == "fused":
+            b.comp(name, cost.score_ops, cost.core_bytes, "attn_fwd")
+            return
+        rows, d, s, score, qk, mask = self._unfused()
+        b.comp(f"{name}.scores", cost.score_ops, 2 * qk + score, shape=(rows, s))  # reads Q, K; writes the scores
+        b.elementwise(f"{name}.softmax", 2 * score, cost.dtype_bytes)
+        b.elementwise(f"{name}.dropout", 2 * score + mask, cost.dtype_bytes)
+        b.comp(f"{name}.context", cost.score_ops, score + 2 * qk, shape=(rows, d))  # reads P and V; writes O
+
+    def core_backward(self, name: str) -> None:
+        """The core attention's backward: one fused kernel (twice the forward's operations), or (unfused) the
+        gradients of both bmm (two GEMMs each) around the dropout's and the softmax's backward."""
+        b, cost = self.b, self.cost
+        if cost.kernels.attention == "fused":
+            b.comp(name, 2 * cost.score_ops, cost.core_bytes, "attn_bwd")
+            return
+        rows, d, s, score, qk, mask = self._unfused()
+        b.comp(f"{name}.context.dgrad", cost.score_ops, 2 * qk + score, shape=(rows, s))  # dP = dO·Vᵀ
+        b.comp(f"{name}.context.wgrad", cost.score_ops, score + 2 * qk, shape=(rows, d))  # dV = Pᵀ·dO
+        b.elementwise(f"{name}.dropout.bwd", 2 * score + mask, cost.dtype_bytes)  # reads dy and the mask
+        b.elementwise(f"{name}.softmax.bwd", 3 * score, cost.dtype_bytes)  # reads dy and y
+        b.comp(f"{name}.scores.dgrad", cost.score_ops, score + 2 * qk, shape=(rows, d))  # dQ = dS·K
+        b.comp(f"{name}.scores.wgrad", cost.score_ops, score + 2 * qk, shape=(rows, d))  # dK = dSᵀ·Q
+
+    def _unfused(self) -> tuple[int, int, int, int, int, int]:
+        """Unfused attention's sizes on one rank: score rows (heads/tp x tokens), head dimension, sequence,
+        bytes of the scores, bytes of Q (or K, V, O) and bytes of the dropout mask."""
+        cost, spec = self.cost, self.spec
+        score = cost.score_elements * cost.dtype_bytes
+        qk = cost.tokens * spec.hidden * cost.dtype_bytes // cost.tp
+        return (cost.score_elements // cost.seq, spec.hidden // spec.heads, cost.seq, score, qk,
+                cost.score_elements * DROPOUT_MASK_BYTES)
 
     def layer_forward(self, name: str, layer: int) -> None:
         """Layer ``layer``'s forward: attention, then the MLP (or MoE)."""

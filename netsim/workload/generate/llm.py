@@ -114,7 +114,7 @@ def generate_llm(spec: ModelSpec | str, *, tp: int, pp: int, dp: int, ep: int = 
                  dtype_bytes: int = 2, schedule: str = "1f1b", vpp: int | None = None,
                  ranks: Iterable[int] | None = None, recompute: str = "none", overlap_grad_reduce: bool = False,
                  tp_comm_overlap: bool = False, comm_streams: str = "communicator",
-                 sequence_parallel: bool = False) -> tuple[list[list[EtNode]] | dict[int, list[EtNode]], dict[str, list[int]]]:
+                 sequence_parallel: bool = False, kernels: str = "fa3-te") -> tuple[list[list[EtNode]] | dict[int, list[EtNode]], dict[str, list[int]]]:
     """Build one training iteration for every rank (or for ``ranks``).
 
     Parameters
@@ -151,6 +151,11 @@ def generate_llm(spec: ModelSpec | str, *, tp: int, pp: int, dp: int, ep: int = 
         Megatron's ``--sequence-parallel`` (off by default, as in Megatron-Core's
         ``ModelParallelConfig``): norms and residual adds run on ``1/tp`` of the tokens, and each TP
         all-reduce becomes a reduce-scatter after the block and an all-gather before the next.
+    kernels
+        The kernel profile (:mod:`netsim.workload.generate.kernels`): ``"fa3-te"`` (default: fused
+        FlashAttention and element-wise kernels, one node per block's GEMMs) or ``"megatron-2021"``
+        (Megatron-LM's kernels of 2021: unfused attention, LayerNorm, bias-GeLU and bias-dropout-add,
+        one node per GEMM timed by its shape).
 
     Returns
     -------
@@ -173,7 +178,7 @@ def generate_llm(spec: ModelSpec | str, *, tp: int, pp: int, dp: int, ep: int = 
     plan = plan_llm(spec, tp=tp, pp=pp, dp=dp, ep=ep, cp=cp, microbatches=microbatches, global_batch=global_batch,
                     seq=seq, micro_batch=micro_batch, dtype_bytes=dtype_bytes, schedule=schedule, vpp=vpp,
                     recompute=recompute, overlap_grad_reduce=overlap_grad_reduce, tp_comm_overlap=tp_comm_overlap,
-                    comm_streams=comm_streams, sequence_parallel=sequence_parallel)
+                    comm_streams=comm_streams, sequence_parallel=sequence_parallel, kernels=kernels)
     selected = _selected_ranks(ranks, plan.world)
     build = range(plan.world) if selected is None else selected
     check_memory(plan, len(build), "their EtNode lists")

@@ -23,6 +23,8 @@ from netsim.inputs import bounded_int
 from netsim.limits import bounds
 from netsim.workload.generate.model import ModelSpec
 from netsim.workload.generate.presets import load_model_spec
+from netsim.workload.generate.kernels import DEFAULT as DEFAULT_KERNELS
+from netsim.workload.generate.kernels import profile as kernel_profile
 from netsim.workload.generate.layers import Costs
 from netsim.workload.generate.ranks import Layout, layout_groups, rank_nodes
 from netsim.workload.generate.schedules import stage_layers
@@ -170,7 +172,7 @@ def plan_llm(spec: ModelSpec | str, *, tp: int, pp: int, dp: int, ep: int = 1, c
              microbatches: int | None = None, global_batch: int | None = None, seq: int, micro_batch: int = 1,
              dtype_bytes: int = 2, schedule: str = "1f1b", vpp: int | None = None,
              recompute: str = "none", overlap_grad_reduce: bool = False, tp_comm_overlap: bool = False,
-             comm_streams: str = "communicator", sequence_parallel: bool = False) -> LLMPlan:
+             comm_streams: str = "communicator", sequence_parallel: bool = False, kernels: str = DEFAULT_KERNELS) -> LLMPlan:
     """Check a generator call (the arguments of :func:`generate_llm` but ``ranks``) and plan it.
 
     Raises
@@ -179,6 +181,7 @@ def plan_llm(spec: ModelSpec | str, *, tp: int, pp: int, dp: int, ep: int = 1, c
         As :func:`generate_llm`.
     """
     spec = load_model_spec(spec)
+    profile = kernel_profile(kernels)
     if recompute not in RECOMPUTE:
         raise InputError(f"expected one of {', '.join(RECOMPUTE)}, got {recompute!r}", source="argument",
                          field="recompute")
@@ -212,7 +215,7 @@ def plan_llm(spec: ModelSpec | str, *, tp: int, pp: int, dp: int, ep: int = 1, c
     groups, member = layout_groups(lay, ep)
     cost = Costs(spec, tp, cp, micro_batch * seq // cp, seq, dtype_bytes, spec.experts // ep if spec.is_moe else 0,
                  recompute, overlap_grad_reduce, tp_comm_overlap, comm_streams, bucket_params(dp * cp),
-                 sequence_parallel and tp > 1)
+                 sequence_parallel and tp > 1, profile)
     largest = cost.largest(microbatches, vpp)
     if largest > MAX_ATTRIBUTE:
         raise InputError(f"{spec.name} with seq={seq}, micro_batch={micro_batch} and {microbatches} microbatches "

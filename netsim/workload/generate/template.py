@@ -41,7 +41,7 @@ from netsim.chakra.write import Heads, RecordColumns, attr_key, attr_record, enc
 _SRC, _DST, _PG = 3, 4, 7
 #: NodeTable column of each attribute-key position (WRITE_MEMBERS order).
 _KEY_COLUMNS = ("is_cpu_op", "comm_type", "comm_size", "comm_src", "comm_dst", "comm_tag", "comm_priority",
-                "pg_name", "involved_dim", "num_ops", "tensor_size", "op_kind")
+                "pg_name", "involved_dim", "num_ops", "tensor_size", "op_kind", "gemm_m", "gemm_n")
 #: The GlobalMetadata version the generator writes (netsim.chakra.write_et's default).
 VERSION = "0.0.4"
 
