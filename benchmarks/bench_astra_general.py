@@ -111,7 +111,12 @@ def timed(cmd: list[str], env: dict) -> dict:
 
 
 def finish_lines(stdout: str) -> list[str]:
-    return [ln for ln in stdout.splitlines() if "finished" in ln or "cycles" in ln]
+    """The result lines (``finished`` and ``cycles``), without the ``[time] [logger] [level] `` prefix that
+    ASTRA-sim's spdlog puts before each line."""
+    import re
+
+    lines = (re.sub(r"^(\[[^\]]*\] )+", "", ln) for ln in stdout.splitlines())
+    return [ln for ln in lines if "finished" in ln or "cycles" in ln]
 
 
 def main(argv=None) -> int:
