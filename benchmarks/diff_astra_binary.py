@@ -22,7 +22,7 @@ ASTRA-sim, the worst ratio, the totals.  ``--inproc`` also times ``run_astra`` i
 
     python benchmarks/diff_astra_binary.py --astra-bin PATH --astra-aware-bin PATH
                                            [--configs 80] [--seed 0] [--models analytical congestion-aware]
-                                           [--engine auto] [--inproc] [--keep DIR]
+                                           [--engine auto] [--inproc] [--keep DIR] [--only I ...]
 
 The binaries: ``--astra-bin`` (``$ASTRA_SIM_BIN``, ASTRA-sim's ``AstraSim_Analytical_Congestion_Unaware``)
 and ``--astra-aware-bin`` (``$ASTRA_SIM_AWARE_BIN``, ``AstraSim_Analytical_Congestion_Aware``); a model
@@ -87,7 +87,7 @@ def outcome(run: dict, npus: int) -> tuple[str, list[str]]:
     if "netsim: error:" in err:
         if re.search(r"ASTRA-sim (loops forever|never finishes)", err):
             return "loops", []
-        if re.search(r"ASTRA-sim (throws|crashes|aborts|asserts)", err):
+        if re.search(r"ASTRA-sim[^;]*\b(throws|crashes|aborts|asserts)\b", err):
             return "aborts", []
         return "refused", []
     return "aborts", []
@@ -159,6 +159,7 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", default="0", help="configs SEED:0 .. SEED:N-1 of fuzz_astra_engines.draw")
     ap.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
     ap.add_argument("--engine", default="auto", choices=["auto", "full", "batched", "compiled", "symmetric"])
+    ap.add_argument("--only", type=int, nargs="+", help="run only these config numbers (e.g. a mismatch again)")
     ap.add_argument("--inproc", action="store_true", help="also time run_astra in this process (no start-up)")
     ap.add_argument("--timeout", type=float, default=30.0,
                     help="seconds before a side is killed (ASTRA-sim loops forever on some inputs, e.g. 0-byte chunks)")
@@ -184,7 +185,7 @@ def main(argv=None) -> int:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(args.keep or tmp)
-        for i in range(args.configs):
+        for i in args.only if args.only is not None else range(args.configs):
             cfg = draw(random.Random(f"{args.seed}:{i}"))
             flags = write_inputs(cfg, root / f"c{i}")
             for model in models:

@@ -55,6 +55,8 @@ def test_outcome_names_how_a_run_ended(diff):
     err = "netsim: error: s.json: preferred-dataset-splits: a 7-byte all-gather ... (ASTRA-sim loops forever)"
     assert diff.outcome({"stdout": "", "stderr": err, "status": 2}, 2)[0] == "loops"
     assert diff.outcome({"stdout": "", "stderr": "netsim: error: n.yml: ASTRA-sim aborts", "status": 2}, 2)[0] == "aborts"
+    err = "netsim: error: doubleBinaryTree cannot run on a sub-group's ring (ASTRA-sim casts the ring to a tree and crashes)"
+    assert diff.outcome({"stdout": "", "stderr": err, "status": 2}, 2)[0] == "aborts"
     assert diff.outcome({"stdout": "", "stderr": "Assertion failed", "status": 134}, 2)[0] == "aborts"
     assert diff.outcome({"stdout": "", "stderr": "netsim: error: bad field", "status": 2}, 2)[0] == "refused"
 
