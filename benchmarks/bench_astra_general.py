@@ -3,7 +3,8 @@
 Two cases, inputs written as ASTRA-sim would get them (one ``.et`` per NPU, a network YAML, a
 system JSON) into a temporary directory; each run is ``python -m netsim astra ...`` in a fresh
 process (the command line as a user types it, start-up included), timed from outside: wall
-time, CPU seconds (user + system of the child, from ``wait4``) and its peak RSS.
+time, CPU seconds (user + system of the child, from ``wait4``) and its peak RSS (the child is
+started by a small launcher, so its peak is its own: ``_harness.run_child``).
 
 * ``general``: 64 NPUs on a 1-D Switch (50 GB/s, 500 ns); every rank runs compute of a
   rank-dependent length, a 1 MiB all-reduce (``doubleBinaryTree``), compute, a 1 MiB all-gather
@@ -36,16 +37,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from _harness import print_table  # noqa: E402
+from _harness import print_table, run_child  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 BASE = {"scheduling-policy": "LIFO", "endpoint-delay": 10, "collective-optimization": "localBWAware",
@@ -105,23 +104,19 @@ def run_netsim(args: dict, model: str, engine: str, repo: Path = REPO) -> dict:
 
 
 def timed(cmd: list[str], env: dict) -> dict:
-    """Run ``cmd``; wall seconds, the child's own CPU seconds (user + system, from ``wait4``), its
-    peak RSS (MB), stdout, stderr and exit status."""
-    t0 = time.perf_counter()
-    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
-        # outside any checkout: ``python -m`` puts the working directory first on sys.path
-        proc = subprocess.Popen(cmd, stdout=out, stderr=err, env=env, text=True, cwd=tempfile.gettempdir())
-        _pid, status, ru = os.wait4(proc.pid, 0)
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        wall = time.perf_counter() - t0
-        out.seek(0)
-        err.seek(0)
-        return {"wall_s": wall, "cpu_s": ru.ru_utime + ru.ru_stime, "peak_MB": ru.ru_maxrss / 1024,
-                "stdout": out.read(), "stderr": err.read(), "status": proc.returncode}
+    """Run ``cmd`` (:func:`_harness.run_child`: wall seconds, the child's own CPU seconds, its peak RSS in
+    MB, stdout, stderr, exit status), outside any checkout: ``python -m`` puts the working directory
+    first on sys.path."""
+    return run_child(cmd, env, tempfile.gettempdir())
 
 
 def finish_lines(stdout: str) -> list[str]:
-    return [ln for ln in stdout.splitlines() if "finished" in ln or "cycles" in ln]
+    """The result lines (``finished`` and ``cycles``), without the ``[time] [logger] [level] `` prefix that
+    ASTRA-sim's spdlog puts before each line."""
+    import re
+
+    lines = (re.sub(r"^(\[[^\]]*\] )+", "", ln) for ln in stdout.splitlines())
+    return [ln for ln in lines if "finished" in ln or "cycles" in ln]
 
 
 def main(argv=None) -> int:

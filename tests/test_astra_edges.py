@@ -78,3 +78,21 @@ def test_zero_endpoint_delay_is_noted(tmp_path, capsys, delay, scale, note):
     assert ("ASTRA-sim aborts on them" in out.err) == note
     if delay:
         assert ("after --injection-scale 0.05" in out.err) == note
+
+
+def test_two_npu_ring_congestion_aware_is_refused_as_astra_sim_aborts(tmp_path, capsys):
+    """ASTRA-sim's congestion-aware Ring links each NPU to the next in both directions, so on 2 NPUs
+    it connects the pair twice and ``Device::connect`` asserts (exit 134, seen side by side with the
+    518bd513 build on fuzz configs): netsim refuses it, every engine, in one line; the analytical model
+    (which ASTRA-sim runs) and 3 NPUs still run."""
+    flags = files(tmp_path, [[coll(0, CommType.ALL_REDUCE, 4096)]] * 2)
+    for engine in ("auto", "full", "compiled"):
+        assert main(["astra", *flags, "--model", "congestion-aware", "--engine", engine]) == 2
+        err = capsys.readouterr().err
+        assert "a Ring of 2 NPUs in the congestion-aware model: ASTRA-sim aborts" in err
+        assert "net.yml" in err and len(err.strip().splitlines()) == 1
+    assert main(["astra", *flags]) == 0
+    assert capsys.readouterr().out.count("finished") == 2
+    flags = files(tmp_path, [[coll(0, CommType.ALL_REDUCE, 4096)]] * 3)
+    assert main(["astra", *flags, "--model", "congestion-aware"]) == 0
+    assert capsys.readouterr().out.count("finished") == 3

@@ -41,12 +41,16 @@ OPS = {"all_reduce": 0, "reduce_scatter": 1, "all_gather": 2, "all_to_all": 3}  
 KINDS = {"ring": 0, "direct": 1, "halvingDoubling": 2, "doubleBinaryTree": 3}
 NETS = {"Switch": 0, "FullyConnected": 1, "Ring": 2}
 POLICIES = {"LIFO": 0, "FIFO": 1, "EXPLICIT": 2}
-#: ``engine="auto"`` runs the compiled engine from this many messages on: importing numba and loading the
-#: compiled code cost about 0.6 CPU-s (ASTRA-sim's 8-NPU rt_template all-reduce, congestion-aware: 1.0-1.15
-#: CPU-s compiled against 0.46-0.57 event by event, one loaded machine), what the event engine spends on
-#: some 20,000 messages (benchmarks/bench_astra_general.py's general case, congestion-aware, the same
-#: machine: 8.1 CPU-s for 290,688 messages).
-MIN_MESSAGES = 20_000
+#: ``engine="auto"`` runs the compiled engine from this many messages on: the crossover of the two
+#: engines' CPU seconds per process (``python -m netsim astra``, start-up included, congestion-aware,
+#: one loaded 2-core machine, 2026-11-28): the event engine costs about 27 us a message on top of some
+#: 0.8 CPU-s at 21,376 messages, the compiled one 1.1-1.3 CPU-s nearly flat (numba and the cached kernels
+#: load), so they meet near 38,000 (benchmarks/bench_astra_general.py's cases via ``make_inputs``:
+#: general on 16 NPUs 21,376 messages full 0.76-0.79 / compiled 1.07-1.22; on 32 NPUs 77,696: 2.24-2.60 /
+#: 1.36-1.84; sequence on 8 NPUs 17,408: 0.70-0.75 / 1.05-1.34; on 16 NPUs 69,632: 1.98-2.17 / 1.28-1.34;
+#: a fuzz config of 23,920 messages: 0.72-1.09 / 1.24-1.60).  Below it the event engine also peaks
+#: some 100 MB lower (46 against 151 MB there).
+MIN_MESSAGES = 40_000
 
 
 class Prep:

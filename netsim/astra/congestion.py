@@ -135,6 +135,21 @@ class _HeapLink:
             self._transmit(self.pending.popleft(), self.clock.now)
 
 
+def check_astra_network(net: AstraNetwork) -> None:
+    """Refuse, as one input error, a network on which ASTRA-sim's congestion-aware backend aborts.
+
+    A Ring of 2 NPUs: its constructor links each NPU to the next in both directions
+    (astra-network-analytical ``congestion_aware/basic-topology/Ring.cpp``, ``Ring::Ring``, and
+    ``Topology::connect`` with ``bidirectional = true``), so with 2 NPUs the pair 0-1 is connected by
+    ``connect(0, 1)`` and again by ``connect(1, 0)``, and ``Device::connect``'s ``assert(!connected(id))``
+    aborts the binary before it simulates anything (observed: exit status 134 from the 518bd513 build).
+    """
+    if len(net.dims) == 1 and net.dims[0].kind == "Ring" and net.dims[0].npus == 2:
+        raise InputError("a Ring of 2 NPUs in the congestion-aware model: ASTRA-sim aborts (its Ring connects NPUs "
+                         "0 and 1 twice and Device::connect asserts !connected); use Switch or FullyConnected, "
+                         "or --model analytical", source=net.source, field="topology")
+
+
 class StoreAndForward:
     """``transmit(src, dst, size, on_arrival)`` of the congestion-aware model (1-D networks)."""
 

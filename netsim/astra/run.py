@@ -117,8 +117,9 @@ class Context:
             if model == "analytical":
                 transmit = AnalyticalLinks(self.clock, network)
             else:
-                from netsim.astra.congestion import StoreAndForward
+                from netsim.astra.congestion import StoreAndForward, check_astra_network
 
+                check_astra_network(network)
                 transmit = StoreAndForward(self.clock, network)
         self.fabric = Fabric(self.clock, transmit) if mirror is None else MirrorFabric(self.clock, network, mirror)
         self.sys: dict[int, Sys] = {}
