@@ -151,10 +151,11 @@ class CompiledFlowTable:
         """Pool and link blocks laid out afresh, with room for ``entries`` more path entries."""
         fk = self._k
         live = int(self.fi[self.fi[:, fk.ALIVE] == 1, fk.PLEN].sum())
-        n_links = self.lf.shape[0]
         size = max(2 * (live + entries), 1024)
         pl = np.zeros((size, 3), dtype=np.int64)
-        lbp = np.zeros((4 * (live + entries) + 8 * n_links + 1024, 2), dtype=np.int64)
+        # the blocks of the links with flows (at most 10 entries a live one: rebuild), then room to spare;
+        # nothing for the links without flows, so a relayout costs what is alive, not the fabric's size
+        lbp = np.zeros((12 * live + 2 * entries + 1024, 2), dtype=np.int64)
         fk.rebuild(self.ff, self.fi, self.li, self.pl, self.lbp, self.scalars, pl, lbp)
         self.pl, self.lbp = pl, lbp
         # links whose flows the next repair checks: those kept, then the entries of this pool that
@@ -164,7 +165,11 @@ class CompiledFlowTable:
         seeds[:n_seeds] = self.seeds[:n_seeds]
         self.seeds = seeds
         self.out_links = np.zeros(size, dtype=np.int64)
-        self._work()
+        if getattr(self, "w", None) is None or self.w.slots.size != self.ff.shape[0]:
+            self._work()
+        else:  # only the entry map follows the pool's size (the per-link scratch is the fabric's: kept)
+            self.w = self.w._replace(inv=np.zeros(max(size, 1), np.int64))
+            self._eargs = None
 
     @property
     def owner(self) -> np.ndarray:

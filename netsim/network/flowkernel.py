@@ -134,8 +134,9 @@ def add_flows(ff, fi, li, pl, lbp, meta, clock, free, fresh, due, rate, bneck, b
 
 @kernel
 def rebuild(ff, fi, li, pl, lbp, meta, new_pl, new_lbp):
-    """Lay the pool out afresh (alive flows' entries only) and every link block with room for
-    twice its flows; writes into ``new_pl``/``new_lbp`` (large enough, from the caller)."""
+    """Lay the pool out afresh (alive flows' entries only) and every link block with flows with room
+    for twice its flows and 8 more (a link without flows has none: its first flow moves it to the end);
+    writes into ``new_pl``/``new_lbp`` (large enough, from the caller: at most ``10 * entries``)."""
     n_links = li.shape[0]
     for l in range(n_links):
         li[l, LB_COUNT] = 0
@@ -152,9 +153,9 @@ def rebuild(ff, fi, li, pl, lbp, meta, new_pl, new_lbp):
                 p += 1
     meta[M_POOL] = p
     start = 0
-    for l in range(n_links):
+    for l in range(n_links):  # a link without flows gets its block with its first flow (add_flows)
         li[l, LB_START] = start
-        li[l, LB_ROOM] = 2 * li[l, LB_COUNT] + 8
+        li[l, LB_ROOM] = 2 * li[l, LB_COUNT] + 8 if li[l, LB_COUNT] else 0
         start += li[l, LB_ROOM]
         li[l, LB_COUNT] = 0
     meta[M_LB] = start
