@@ -54,7 +54,9 @@ ROCE = ["scale_out.fabric=roce"]
 LACK_XRACK = ("cross-rack NVLS tree: measured 2-3 rack all-reduce levels off well below one rack's NVLS rate, and "
               "GB300's 2 x 400G per GPU does not raise it over GB200's 1 x 400G, so the NICs do not bind; netsim's "
               "NVLS tree runs at its NVLS stage's rate (nvlsEfficiency), as high as one rack's or higher. NCCL's "
-              "per-head cap (32 heads x 96 GB/s, tuning.cc:209) is far above it; not explained")
+              "per-head cap (32 heads x 96 GB/s, tuning.cc:209) is far above it, and NCCL's own estimate (tuning.cc:307-324 "
+              "on its NVLS graph, 32 channels at 20 GB/s by search.cc's NVLS search) is 917.6 GB/s for one rack and "
+              "for two alike; not explained")
 LACK_RAMP = ("the size ramp: from 64 MiB to 1 GiB the measured busbw climbs far slower than netsim's (pipeline fill "
              "and per-step latency of the NVLS tree and its network stage at scale); the OKE run also dips at 1 GiB "
              "between its 512 MiB and 2 GiB points, an algorithm/protocol switch netsim does not make there")
@@ -78,6 +80,10 @@ LACK_GB300_A2A = ("the GB300 measurement moves about half of one 400G port per G
 LACK_RING_STEPS = ("a ring of 1,024 ranks: the measured time is nearly flat from 1 to 2 GiB (19.4 and 20.2 ms), "
                    "2 x 1,023 steps of about 9.5 us each that do not overlap; netsim charges far less step latency "
                    "at 1 GiB, and at 4-16 GiB its LL128 ring stays below the measured rate")
+LACK_NVLS_LOOPS = ("the size ramp on one rack: netsim pipelines NCCL's loops of the one-node NVLS all-reduce (24 "
+                   "channels x 32 heads x 64 KiB at 1 GiB: 22 loops, all_reduce.h:410-414, enqueue.cc:2258-2275) "
+                   "through its four NVLS stages; the measured run climbs slower still, which no line of NCCL's "
+                   "source found here explains")
 LACK_NVLS64 = ("NVLS over 64 GPUs of one rack: netsim's NVLS rate cap (nvlsEfficiency 0.74 of NVLink on Blackwell) "
                "sits 6 % above the measured 930 GB/s")
 LACK_E2E_MOE = ("DeepSeek-V3 at 256 GPUs: MLA is modelled as plain multi-head attention (preset), expert GEMMs at "
@@ -98,7 +104,7 @@ def lacks(rid: str) -> str:
     if rid.startswith("mn-ar-h100-roce"):
         return LACK_RING_STEPS
     if rid.startswith("mn-ar-gb300-oci-1r"):
-        return LACK_RAMP if size == "1G" else LACK_NVLS64
+        return LACK_NVLS_LOOPS if size == "1G" else LACK_NVLS64
     if rid.startswith("mn-ar-gb"):
         return LACK_RAMP if size in ("64M", "256M", "1G") else LACK_XRACK
     if size == "16M":

@@ -109,6 +109,34 @@ def test_small_nvls_tree_chunks_shrink_as_enqueue_does():
     assert nccl.nvls_tree_chunk(8 << 30, 16, 8, 256 << 10) == 256 << 10
 
 
+@pytest.mark.parametrize("nbytes,chunk", [(16 << 30, 128 << 10), (1 << 30, 64 << 10), (256 << 20, 32 << 10),
+                                          (32 << 20, 16 << 10)])
+def test_one_node_nvls_chunks_shrink_as_enqueue_does(nbytes, chunk):
+    """enqueue.cc:2258-2275 (NVLS): 24 channels x 32 heads = 768 ops on one 64-GPU NVL72 domain; 64 KiB
+    below 64 x 768 x 128K = 6 GiB, 32 KiB below 8 x 768 x 64K = 384 MiB, 16 KiB below 2 x 768 x 32K = 48 MiB."""
+    assert nccl.nvls_chunk(nbytes, 24, 32, nccl.NVLS_CHUNK) == chunk
+
+
+def test_one_node_nvls_all_reduce_pipelines_one_loop_per_piece():
+    """all_reduce.h:410-414 (NVLS, oneNode): a channel's loop is nHeads chunks; one rack of 64 GB300 at
+    1 GiB runs 64 KiB chunks, 24 x 32 x 64K = 48 MiB a loop, 22 loops; the schedule pipelines 22 pieces
+    through its 4 NVLS stages (ld up/down, st up/down), not netsim's default of 64."""
+    from netsim.topology.overrides import load_topology_set
+    topo = load_topology_set("topologies/gb300-nvl72-2x400g.yaml", ["nodes=1", "node.gpus=64"])
+    ranks = np.arange(64)
+    info = nccl.CommInfo.from_topology(topo, ranks)
+    assert (info.nvls_channels, info.ppn) == (24, 64)
+    S = 1 << 30
+    assert nccl.nvls_pieces(S, info) == math.ceil(S / (24 * 32 * (64 << 10))) == 22
+    p = plan(topo, ranks, "all_reduce", S)
+    assert p.algorithm == "nvls"
+    assert p.schedule.n_steps == 22 + 4 - 1
+    # 16 GiB: 128 KiB chunks, 171 loops, beyond the runtime cap of 64 pieces
+    assert nccl.nvls_pieces(16 << 30, info) == nccl.NVLS_TREE_MAX_PIECES
+    # reduce-scatter and all-gather keep their own pieces (the rule is the all-reduce kernel's)
+    assert plan(topo, ranks, "all_gather", S).schedule.n_steps != 22 + 2 - 1
+
+
 def test_nvls_tree_heads_checked():
     from netsim.collectives.hierarchical import nvls_tree_all_reduce
     with pytest.raises(InputError, match="heads"):

@@ -34,8 +34,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from netsim.collectives.nvlstune import (  # noqa: F401  (re-exported: NCCL's NVLS rules at scale)
-    MAX_NVLS_ARITY, NVLS_CHANNELS, NVLS_TREE_MAX_PIECES, PER_CH_NVLS_TREE, nvls_heads, nvls_tree_chunk,
-    nvls_tree_head_rate, nvls_tree_pieces, nvls_tuning)
+    MAX_NVLS_ARITY, NVLS_CHANNELS, NVLS_CHUNK, NVLS_TREE_MAX_PIECES, PER_CH_NVLS_TREE, nvls_chunk, nvls_heads,
+    nvls_pieces, nvls_tree_chunk, nvls_tree_head_rate, nvls_tree_pieces, nvls_tuning)
 from netsim.ncclfacts import DEFAULT_CPU, MAXCHANNELS, SIMPLE_CHUNK, arch_of, nvlink_gbps
 from netsim.topology.model import Topology
 

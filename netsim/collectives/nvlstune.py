@@ -22,6 +22,8 @@ PER_CH_NVLS_TREE = {"volta": (26.5, 18.5, 10.0), "ampere": (24, 23.6, 17.8), "ho
 MAX_NVLS_ARITY = 32
 #: NVLS channels (nvls.cc:155-157, 210-213): 16 on Hopper; Blackwell 24 on one node, 32 across.
 NVLS_CHANNELS = {"hopper": (16, 16), "blackwell": (24, 32)}
+#: ``NCCL_NVLS_CHUNKSIZE`` default, ``nvlsChunkSize`` (nvls.cc:160).
+NVLS_CHUNK = 128 << 10
 
 
 def nvls_tuning(arch: str, nnodes: int, ppn: int, nic_line: float, nic_near: bool = True) -> tuple[int, int]:
@@ -98,6 +100,43 @@ def nvls_tree_pieces(nbytes: float, info: "CommInfo", limit: int = NVLS_TREE_MAX
     1 .. ``limit``."""
     heads = info.nvls_heads or min(MAX_NVLS_ARITY, info.ppn)
     chunk = nvls_tree_chunk(nbytes, info.nvls_channels, heads, info.nvls_tree_chunk)
+    return int(max(1, min(limit, math.ceil(nbytes / (info.nvls_channels * heads * chunk)))))
+
+
+def nvls_chunk(nbytes: float, channels: int, heads: int, chunk: int) -> int:
+    """The chunk of a one-node NVLS collective for ``nbytes`` (enqueue.cc:2258-2275): at most
+    ``nvlsChunkSize`` (128 KiB, nvls.cc:160); with ``ops = channels x heads`` chunks in flight, 64 KiB
+    if ``nBytes < 64·ops·chunk``, then 32 KiB below ``8·ops·chunk`` and 16 KiB below ``2·ops·chunk``
+    (each only lowering, each test on the chunk as lowered so far).
+
+    >>> nvls_chunk(16 << 30, 24, 32, 128 << 10), nvls_chunk(1 << 30, 24, 32, 128 << 10)
+    (131072, 65536)
+    >>> nvls_chunk(64 << 20, 16, 8, 128 << 10), nvls_chunk(4 << 20, 16, 8, 128 << 10)
+    (65536, 16384)
+    """
+    ops = channels * heads
+    for mult, cut in ((64, 64 << 10), (8, 32 << 10), (2, 16 << 10)):
+        if nbytes < mult * ops * chunk and chunk > cut:
+            chunk = cut
+    return int(chunk)
+
+
+def nvls_pieces(nbytes: float, info: "CommInfo", limit: int = NVLS_TREE_MAX_PIECES) -> int:
+    """Pipeline pieces of a one-node NVLS all-reduce: one piece is one loop of NCCL's kernel, a chunk
+    per head per channel (all_reduce.h:410-414 NVLS ``oneNode``: ``loopCount = nHeads * chunkSize``
+    per channel; scatter, reduce/broadcast through the switch and gather each move a whole loop), so
+    ``ceil(nBytes / (nvlsChannels·nHeads·chunk))``, 1 .. ``limit``, with the chunk of
+    :func:`nvls_chunk`.  On one node NCCL's NVLS graph takes ``min(32, nGPUs)`` channels, one head
+    each (search.cc:1126-1137: ``minChannels = maxChannels`` there).
+
+    >>> from types import SimpleNamespace as Comm
+    >>> nvls_pieces(1 << 30, Comm(ppn=64, nvls_channels=24)), nvls_pieces(16 << 30, Comm(ppn=64, nvls_channels=24))
+    (22, 64)
+    >>> nvls_pieces(1 << 30, Comm(ppn=8, nvls_channels=16))
+    64
+    """
+    heads = min(MAX_NVLS_ARITY, info.ppn)
+    chunk = nvls_chunk(nbytes, info.nvls_channels, heads, NVLS_CHUNK)
     return int(max(1, min(limit, math.ceil(nbytes / (info.nvls_channels * heads * chunk)))))
 
 

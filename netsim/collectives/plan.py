@@ -81,8 +81,9 @@ def plan(topo: Topology, ranks, op: str, nbytes: float, algo: str = "auto", *,
     info, g, choice, name, nc = d
     if choice is None:
         return _p2p_plan(topo, ranks, op, nbytes, algo, info, g, matrix, protocol, shaped)
-    sched, depth, sched_channels = _build(op, name, n, nbytes, g, nc, choice.protocol,
-                                          info.nvls_heads, nccl.nvls_tree_pieces(nbytes, info),
+    loops = (nccl.nvls_tree_pieces(nbytes, info) if name == "nvls_tree" else
+             nccl.nvls_pieces(nbytes, info) if name == "nvls" and op == "all_reduce" else 0)
+    sched, depth, sched_channels = _build(op, name, n, nbytes, g, nc, choice.protocol, info.nvls_heads, loops,
                                           nccl.nvls_tree_head_rate(info) * 1e9)
     if not shaped:
         return Plan(sched, name, "none", sched_channels, None)
@@ -170,7 +171,7 @@ def _with_protocol(choice, op, nbytes, info, protocol):
 
 
 def _build(op: str, name: str, n: int, nbytes: float, g: int | None, nc: int, proto: str, heads: int = 0,
-           tree_pieces: int = 0, head_rate: float = float("inf")):
+           loops: int = 0, head_rate: float = float("inf")):
     """(schedule, steps that share NCCL's latency, channels inside the schedule); ``g`` (ranks per
     node) is set for the algorithms that need whole nodes (:data:`WHOLE_NODES`, checked by :func:`_decide`).
 
@@ -178,8 +179,9 @@ def _build(op: str, name: str, n: int, nbytes: float, g: int | None, nc: int, pr
     shaped run pays exactly NCCL's latency and pipelined schedules keep their bandwidth:
     (pieces + depth - 1) steps of one piece each approach S/B as pieces grow.  ``heads``: NCCL's
     NVLS heads per node (:func:`netsim.collectives.nccl.nvls_heads`; 0: every GPU), the only GPUs
-    whose NICs carry nvls_tree's inter-node stage; ``tree_pieces``: its pipeline pieces, NCCL's
-    loops (:func:`netsim.collectives.nccl.nvls_tree_pieces`; 0: one chunk per channel per piece);
+    whose NICs carry nvls_tree's inter-node stage; ``loops``: the pipeline pieces of nvls_tree and
+    of the one-node nvls all-reduce, NCCL's loops (:func:`netsim.collectives.nccl.nvls_tree_pieces`,
+    :func:`netsim.collectives.nccl.nvls_pieces`; 0: one chunk per channel per piece);
     ``head_rate``: B/s of one head's share in it (NCCL's per-head cap,
     :func:`netsim.collectives.nccl.nvls_tree_head_rate`)."""
     from netsim.collectives import chain, ring
@@ -217,12 +219,12 @@ def _build(op: str, name: str, n: int, nbytes: float, g: int | None, nc: int, pr
         from netsim.collectives import nvls
         fn = {"all_reduce": nvls.nvls_all_reduce, "all_gather": nvls.nvls_all_gather,
               "reduce_scatter": nvls.nvls_reduce_scatter}[op]
-        s = fn(n, nbytes, chunks=_pieces(nbytes, nc, proto))
+        s = fn(n, nbytes, chunks=loops or _pieces(nbytes, nc, proto))
         return s, s.n_steps, 1
     if name == "nvls_tree":
         from netsim.collectives.compose import pipeline
         from netsim.collectives.hierarchical import nvls_tree_all_reduce
-        k = tree_pieces or _pieces(nbytes, nc, proto)
+        k = loops or _pieces(nbytes, nc, proto)
         h = min(heads, g) if heads > 0 else g
         piece = nvls_tree_all_reduce(n, nbytes / k, local_size=g, chunks=1, channels=max(1, min(nc, h)), heads=h,
                                      head_rate=head_rate)

@@ -94,6 +94,18 @@ def _old_cap_fill() -> list[float]:
     return [round(100 * (1 - 64 / (64 + depth - 1))), 8, 32, loops]
 
 
+def _one_node_loops() -> list[int]:
+    from netsim.topology.overrides import load_topology_set
+
+    nccl = _nccl()
+    t = load_topology_set(REPO / "topologies/gb300-nvl72-2x400g.yaml", ["nodes=1", "node.gpus=64"])
+    info = nccl.CommInfo.from_topology(t, np.arange(64))
+    cuts = [nccl.nvls_chunk(m * 768.0 * c - 1, 24, 32, c) >> 10 for m, c in ((64, 128 << 10), (8, 64 << 10),
+                                                                            (2, 32 << 10))]
+    return [64, nccl.NVLS_CHUNK >> 10, *cuts, 64, 8, 2, info.ppn, info.nvls_channels, 1,
+            nccl.nvls_pieces(float(1 << 30), info), 64, nccl.CHUNK_BYTES["Simple"] >> 10]
+
+
 def _per_head_caps() -> list[float]:
     c = _nccl().PER_CH_NVLS_TREE
     assert c["hopper"][1] == 57.7
@@ -181,6 +193,11 @@ CLAIMS = [
     C("and 128 pieces instead of 64 doubled a 1 GiB run's CPU time on 256 GPUs of `llama3-24k`",
       why="measured in issue 33 item 2's session: 19.2 and 40.8 CPU-s (netsim.bench, flow model, ECMP), quoted"),
     C("up to 17 % at 8 GiB on 32 H100 nodes, where NCCL runs 1,024 loops", _old_cap_fill),
+    C(" pieces, at most 64 (`nvls_pieces`). The NVLS graph has `min(32, GPUs)` heads on one node\n  "
+      "(search.cc:1126-1137). The chunk is `nvlsChunkSize`, 128 KiB, and 64, 32 or 16 KiB below 64, 8 or 2 times\n  "
+      "`channels · heads` of it (enqueue.cc:2258-2275, `nvls_chunk`). One GB300 rack (64 GPUs, 24 channels)\n  runs "
+      "1 GiB in 22 pieces through the four NVLS stages, not 64. Reduce-scatter and all-gather keep one\n  512 KiB "
+      "chunk per channel per piece", _one_node_loops),
     C("NCCL caps the NVLS tree's bus bandwidth per head at `perChMaxNVLSTreeBw` (tuning.cc:276, 321-324; Hopper 57.7 "
       "GB/s on 2 nodes, 45.5 from 3; Blackwell 96 and 80", _per_head_caps),
     C("On 2 × 8 H100 that bounds the all-reduce at 8 × 57.7 = 461.6 GB/s busbw",
