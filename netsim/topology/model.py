@@ -23,6 +23,7 @@ Examples
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from collections import OrderedDict
 from functools import cached_property
 from typing import Protocol
 
@@ -64,6 +65,15 @@ def link_kind_id(name: str) -> int:
 
 #: Fewest pairs :meth:`Topology.routes` looks for repeated pairs among (routing each distinct pair once).
 DEDUP_PAIRS = 1024
+#: Bytes of paths a topology remembers (:meth:`Topology.routes`: the same pairs and keys are routed
+#: once; a route set larger than an eighth of this is not kept).
+ROUTE_MEMO_BYTES = 64 << 20
+
+
+class _Memo(OrderedDict):
+    """An ordered dict that counts the bytes it holds (``bytes``)."""
+
+    bytes = 0
 
 
 class Router(Protocol):
@@ -162,6 +172,32 @@ class Topology:
             raise ValueError(f"rank out of range [0, {n})")
         if key is not None:
             key = np.broadcast_to(np.asarray(key, dtype=np.int64), src.shape)
+        if self.routing == "adaptive":  # paths follow the live load: never remembered
+            return self._routed(src, dst, key, load)
+        memo = self._route_memo
+        name = (src.tobytes(), dst.tobytes(), None if key is None else key.tobytes())
+        hit = memo.get(name)
+        if hit is not None:  # the same pairs and keys routed before (a workload repeats its collectives)
+            memo.move_to_end(name)
+            return hit[0].copy(), hit[1].copy()
+        ip, lk = self._routed(src, dst, key, load)
+        size = ip.nbytes + lk.nbytes
+        if size <= ROUTE_MEMO_BYTES // 8:
+            memo[name] = (ip.copy(), lk.copy())
+            memo.bytes += size
+            while memo.bytes > ROUTE_MEMO_BYTES:
+                old_ip, old_lk = memo.popitem(last=False)[1]
+                memo.bytes -= old_ip.nbytes + old_lk.nbytes
+        return ip, lk
+
+    @cached_property
+    def _route_memo(self) -> "OrderedDict":
+        """Routes already computed, most recent last (:meth:`routes`; at most
+        :data:`ROUTE_MEMO_BYTES` of paths)."""
+        return _Memo()
+
+    def _routed(self, src, dst, key, load):
+        n = self.n_gpus
         if src.size >= DEDUP_PAIRS and self.routing != "adaptive" \
                 and (key is None or getattr(self.router, "keyless", False)):
             # the route depends on the pair alone: route each distinct pair once (channels and
