@@ -394,22 +394,25 @@ def _program(network: Network, schedule: Schedule, ranks: np.ndarray, start: np.
     phases, n = _index(schedule), schedule.nranks
     toff = np.cumsum([0] + [ph.step.n_transfers for ph in phases])
     es, ed, nbytes, cap, ptrs, links, tptr, touch = [], [], [], [], [], [], [], []
+    n_links = n_touch = 0  # path entries and touch entries so far
     for p, ph in enumerate(phases):
         st = ph.step
         es.append(ph.es)
         ed.append(ph.ed)
         if not st.n_transfers:
-            tptr.append(np.zeros(n + 1, np.int64) + (sum(t.size for t in touch)))
+            tptr.append(np.full(n + 1, n_touch, np.int64))
             continue
         routes = step_routes(network.topo, ranks, st)
         nbytes.append(st.nbytes * st.wire if st.wire != 1.0 else np.asarray(st.nbytes, dtype=np.float64))
         c = step_cap(network, st, routes, st.nbytes * st.wire)
         cap.append(np.full(st.n_transfers, np.inf) if c is None else
                    np.broadcast_to(np.asarray(c, dtype=np.float64), (st.n_transfers,)).copy())
-        ptrs.append(routes[0][1:] + sum(x.size for x in links))
+        ptrs.append(routes[0][1:] + n_links)
         links.append(routes[1])
-        tptr.append(ph.touch_ptr + sum(t.size for t in touch))
+        tptr.append(ph.touch_ptr + n_touch)
         touch.append(ph.touch + toff[p])
+        n_links += routes[1].size
+        n_touch += ph.touch.size
     cat = (lambda xs, dt: np.concatenate(xs).astype(dt) if xs else np.zeros(0, dt))
     return Program(
         first=np.array([ph.first for ph in phases], np.int64), repeat=np.array([ph.repeat for ph in phases], np.int64),

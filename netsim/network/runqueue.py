@@ -33,6 +33,15 @@ def _less(t1, p1, e1, t2, p2, e2):
 
 
 @kernel
+def _move(hf, hi, dst, src):
+    """Entry ``src`` of the heap to row ``dst`` (a sift step)."""
+    hf[dst, 0] = hf[src, 0]
+    hf[dst, 1] = hf[src, 1]
+    for c in range(5):
+        hi[dst, c] = hi[src, c]
+
+
+@kernel
 def push(hf, hi, S, t, prio, kind, arg, asked, epoch):
     """Queue ``(t, prio, next sequence number)`` with what it does (``asked``, ``epoch``: see the
     module docstring)."""
@@ -44,10 +53,7 @@ def push(hf, hi, S, t, prio, kind, arg, asked, epoch):
         p = (i - 1) >> 1
         if not _less(t, prio, eid, hf[p, 0], hi[p, H_PRIO], hi[p, H_EID]):
             break
-        hf[i, 0] = hf[p, 0]
-        hf[i, 1] = hf[p, 1]
-        for c in range(5):
-            hi[i, c] = hi[p, c]
+        _move(hf, hi, i, p)
         i = p
     hf[i, 0] = t
     hf[i, 1] = asked
@@ -77,10 +83,7 @@ def pop(hf, hi, S):
             c += 1
         if not _less(hf[c, 0], hi[c, H_PRIO], hi[c, H_EID], lt, lp, le):
             break
-        hf[i, 0] = hf[c, 0]
-        hf[i, 1] = hf[c, 1]
-        for q in range(5):
-            hi[i, q] = hi[c, q]
+        _move(hf, hi, i, c)
         i = c
     hf[i, 0] = lt
     hf[i, 1] = la
