@@ -38,6 +38,20 @@ from netsim.topology.model import csr_gather
 _FEW = 16
 
 
+def _distinct(idx: np.ndarray, n: int) -> np.ndarray:
+    """The distinct values of ``idx`` (all in ``[0, n)``), sorted: what ``np.unique`` returns, from a
+    mark per value when there are many (a linear pass instead of a hash or a sort).
+
+    >>> _distinct(np.array([5, 1, 5, 3] * 20), 8).tolist()
+    [1, 3, 5]
+    """
+    if idx.size <= 64:
+        return np.unique(idx)
+    mark = np.zeros(n, dtype=bool)
+    mark[idx] = True
+    return np.flatnonzero(mark)
+
+
 @dataclass
 class _PhaseIndex:
     """Per-phase lookups: which transfers touch each rank, and how many."""
@@ -199,7 +213,7 @@ class CollectiveRun:
             return r
         self.rem[r] = ph.degree[r]
         idle = r[ph.degree[r] == 0]
-        cand = np.unique(csr_gather(ph.touch_ptr, ph.touch, r)[1])
+        cand = _distinct(csr_gather(ph.touch_ptr, ph.touch, r)[1], st.n_transfers)
         ready = cand[(self.cur[ph.es[cand]] == g) & (self.cur[ph.ed[cand]] == g)]
         if ready.size:
             self._submit(ph, g, ready)

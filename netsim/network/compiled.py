@@ -62,6 +62,7 @@ class CompiledFlowTable:
         self.dlist = np.zeros(0, dtype=np.int64)
         self.pl = np.zeros((0, 3), dtype=np.int64)
         self.lbp = np.zeros((0, 2), dtype=np.int64)
+        self._spare = (self.pl, self.lbp)  # the arrays a relayout left (written over by the next one)
         self.seeds = np.zeros(0, dtype=np.int64)
         self.out_links = np.zeros(0, dtype=np.int64)
         self._grow_slots(slots)
@@ -151,25 +152,34 @@ class CompiledFlowTable:
         """Pool and link blocks laid out afresh, with room for ``entries`` more path entries."""
         fk = self._k
         live = int(self.fi[self.fi[:, fk.ALIVE] == 1, fk.PLEN].sum())
-        size = max(2 * (live + entries), 1024)
-        pl = np.zeros((size, 3), dtype=np.int64)
+        # never smaller than before: entries are only appended between relayouts, so a pool cut to what
+        # is alive now fills again after a few submissions when flows come and go (a run's steps)
+        size = max(4 * (live + entries), self.pl.shape[0], 1024)
         # the blocks of the links with flows (at most 10 entries a live one: rebuild), then room to spare;
         # nothing for the links without flows, so a relayout costs what is alive, not the fabric's size
-        lbp = np.zeros((12 * live + 2 * entries + 1024, 2), dtype=np.int64)
+        n_lb = max(12 * live + 2 * entries + 1024, self.lbp.shape[0])
+        # the arrays the layout before this one left are written over when their sizes match (no entry
+        # is read before it is written: a pool entry past the pool's end, a block entry past its count)
+        pl, lbp = self._spare
+        pl = pl if pl.shape[0] == size else np.zeros((size, 3), dtype=np.int64)
+        lbp = lbp if lbp.shape[0] == n_lb else np.zeros((n_lb, 2), dtype=np.int64)
         fk.rebuild(self.ff, self.fi, self.li, self.pl, self.lbp, self.scalars, pl, lbp)
+        self._spare = (self.pl, self.lbp)
         self.pl, self.lbp = pl, lbp
+        self._eargs = None
         # links whose flows the next repair checks: those kept, then the entries of this pool that
-        # leave or arrive before it (disjoint entries: at most the pool's size)
+        # leave or arrive before it (disjoint entries: at most the pool's size); scratch written before read
         n_seeds = int(self.scalars[fk.M_SEEDS])
-        seeds = np.zeros(n_seeds + size, dtype=np.int64)
-        seeds[:n_seeds] = self.seeds[:n_seeds]
-        self.seeds = seeds
-        self.out_links = np.zeros(size, dtype=np.int64)
+        if self.seeds.size < n_seeds + size:
+            seeds = np.zeros(n_seeds + size, dtype=np.int64)
+            seeds[:n_seeds] = self.seeds[:n_seeds]
+            self.seeds = seeds
+        if self.out_links.size != size:
+            self.out_links = np.zeros(size, dtype=np.int64)
         if getattr(self, "w", None) is None or self.w.slots.size != self.ff.shape[0]:
             self._work()
-        else:  # only the entry map follows the pool's size (the per-link scratch is the fabric's: kept)
-            self.w = self.w._replace(inv=np.zeros(max(size, 1), np.int64))
-            self._eargs = None
+        elif self.w.inv.size != max(size, 1):  # only the entry map follows the pool's size (the per-link
+            self.w = self.w._replace(inv=np.zeros(max(size, 1), np.int64))  # scratch is the fabric's: kept)
 
     @property
     def owner(self) -> np.ndarray:

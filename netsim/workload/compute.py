@@ -90,6 +90,48 @@ class Roofline:
             return ops / (self.eff[code] * roof)
         return 1e-9
 
+    def times(self, t) -> np.ndarray:
+        """:meth:`time` of every row of node table ``t`` at once (the same operations, element by element,
+        so the same floats), without recording kinds (:meth:`note_kinds`).
+
+        >>> from types import SimpleNamespace as NS
+        >>> facts = NS(peak_flops=1e15, mem_bw_Bps=1e12, compute_efficiency={"gemm": 0.5})
+        >>> t = NS(duration_micros=np.array([0, 0, 0, 7]), num_ops=np.array([10**12, 0, 10**6, 5]),
+        ...        tensor_size=np.array([1, 1, 2 * 10**6, 1]), op_kind=np.array([0, -1, -1, 0], np.int8))
+        >>> r = Roofline(facts)
+        >>> r.times(t).tolist() == [r.time(t, i) for i in range(4)]
+        True
+        """
+        out = np.asarray(t.duration_micros).astype(np.float64) * 1e-6
+        idx = np.flatnonzero(~(out > 0) & (np.asarray(t.num_ops) > 0)) if self.peak else np.zeros(0, np.int64)
+        out[~(out > 0)] = 1e-9
+        if idx.size == 0:
+            return out
+        peak = np.full(idx.size, float(self.peak))
+        gm = getattr(t, "gemm_m", None)
+        if gm is not None and self.sms:
+            m, n = np.asarray(gm)[idx], np.asarray(t.gemm_n)[idx]
+            shaped = np.flatnonzero(m != MISSING)
+            util: dict = {}
+            for j, mn in zip(shaped.tolist(), zip(m[shaped].tolist(), n[shaped].tolist())):
+                if mn not in util:
+                    util[mn] = gemm_utilization(mn[0], mn[1], self.sms)
+                peak[j] = peak[j] * util[mn]
+        ops = np.asarray(t.num_ops)[idx].astype(np.float64)
+        size = np.asarray(t.tensor_size)[idx]
+        roof = peak.copy()
+        if self.bw:
+            b = size > 0
+            roof[b] = np.minimum(peak[b], self.bw * ops[b] / size[b].astype(np.float64))
+        out[idx] = ops / (np.asarray(self.eff)[np.asarray(t.op_kind)[idx]] * roof)
+        return out
+
+    def note_kinds(self, t, rows: np.ndarray) -> None:
+        """Record the kernel kinds of ``rows`` of ``t`` that the roofline times (what :meth:`time` records)."""
+        if self.peak:
+            rows = rows[~(np.asarray(t.duration_micros)[rows] > 0) & (np.asarray(t.num_ops)[rows] > 0)]
+            self.codes.update(np.unique(np.asarray(t.op_kind)[rows]).astype(int).tolist())
+
     def used(self) -> dict[str, float]:
         """Kernel kind -> achieved fraction of the roofline, for the kinds of the roofline-timed nodes so far."""
         return {("other" if c < 0 else OP_KINDS[c]): self.eff[c] for c in sorted(self.codes, key=lambda c: (c < 0, c))}

@@ -58,9 +58,15 @@ from netsim.workload.result import WorkloadResult
 from netsim.workload.sends import Sends
 from netsim.workload.symmetry import MODES, SymmetryBroken, prove_plans, unproven_policy
 from netsim.workload.tables import check_acyclic as _check_acyclic
+from netsim.workload.tables import dependency_graph
 from netsim.workload.tables import per_rank as _per_rank
 from netsim.workload.tables import placement as _placement
 from netsim.workload.streams import COMM, COMM_STREAMS, GPU, comm_lanes, node_lanes
+
+# node types as plain ints (compared once per node run)
+_COMP, _COLL = int(NodeType.COMP_NODE), int(NodeType.COMM_COLL_NODE)
+_SEND, _RECV = int(NodeType.COMM_SEND_NODE), int(NodeType.COMM_RECV_NODE)
+_NOTHING = (int(NodeType.METADATA_NODE), int(NodeType.INVALID_NODE))
 
 
 @dataclass
@@ -68,7 +74,7 @@ class _Rank:
     rank: int
     table: NodeTable
     children: list[list[int]]
-    indeg: np.ndarray
+    indeg: list  # dependencies not yet done, per node
     lane_of: np.ndarray = None  # lane of every node (-1: none)
     queues: list = None  # ready nodes: one deque per lane, then the lane-less ones (index -1)
     lanes: list = None  # nodes in flight per lane
@@ -78,6 +84,9 @@ class _Rank:
     compute_s: float = 0.0
     scale: float = 1.0  # compute slowdown factor (faults)
     coll_seq: dict = field(default_factory=lambda: defaultdict(int))
+    types: list = None  # node type of every row (Python ints: read once per node run)
+    secs: list = None  # seconds of every row: the roofline's for compute nodes (before ``scale``), else its duration
+    ids: list = None  # node id of every row
 
 
 class WorkloadRun:
@@ -181,8 +190,8 @@ class WorkloadRun:
         self.sends = Sends(self.topo)  # sends as NCCL runs them (parts over the network)
         self.sms = SmShare(self.net, self.topo.facts.gpu_sms if self.sm_contention else None, self.sends)
         self.ranks = []
-        for r, (t, children, indeg, lanes) in self._tables.items():
-            st = _Rank(r, t, children, indeg.copy(), lanes)
+        for r, (t, children, indeg, lanes, (types, secs, ids)) in self._tables.items():
+            st = _Rank(r, t, children, indeg.tolist(), lanes, types=types, secs=secs, ids=ids)
             n_lanes = int(lanes.max(initial=COMM)) + 1
             st.queues, st.lanes = [deque() for _ in range(n_lanes + 1)], [0] * n_lanes
             st.scale = float(self.compute_scale[r])
@@ -206,8 +215,19 @@ class WorkloadRun:
         """(table, children, in-degrees, lanes); shared by ranks that share a table object."""
         hit = self._graphs.get((id(t), ctrl))
         if hit is None:
-            hit = self._graphs[(id(t), ctrl)] = self._prepare_rank(rank, t, ctrl)
+            hit = self._graphs[(id(t), ctrl)] = self._prepare_rank(rank, t, ctrl) + (self._rows(t),)
         return hit
+
+    def _rows(self, t: NodeTable) -> tuple[list, list, list]:
+        """Per row of ``t``: node type, seconds (the roofline's for compute nodes, else the duration)
+        and id, as lists: a node's run reads them once each (:meth:`_start`, :meth:`_finish`)."""
+        types = np.asarray(t.type).astype(np.int64)
+        secs = np.asarray(t.duration_micros).astype(np.float64) * 1e-6
+        comp = np.flatnonzero(types == NodeType.COMP_NODE)
+        if comp.size:
+            secs[comp] = self.roofline.times(t)[comp]
+            self.roofline.note_kinds(t, comp)
+        return types.tolist(), secs.tolist(), np.asarray(t.id).astype(np.int64).tolist()
 
     def _prepare_rank(self, rank: int, t: NodeTable, ctrl: bool) -> tuple:
         """Gate on data ∪ ctrl deps; if only the ctrl edges make a cycle, use data deps alone."""
@@ -225,23 +245,8 @@ class WorkloadRun:
             return self._prepare(t, False)
 
     def _prepare(self, t: NodeTable, ctrl: bool) -> tuple:
-        index = {int(v): i for i, v in enumerate(t.id.tolist())}
-        if len(index) != len(t):
-            raise InputError("node ids are not unique", source=t.source, field="id")
-        children: list[list[int]] = [[] for _ in range(len(t))]
-        indeg = np.zeros(len(t), dtype=np.int64)
-        kinds = [(t.data_ptr, t.data_deps)] + ([(t.ctrl_ptr, t.ctrl_deps)] if ctrl else [])
-        for i in range(len(t)):
-            deps = set()
-            for ptr, dep in kinds:
-                deps.update(dep[ptr[i]:ptr[i + 1]].tolist())
-            for d in deps:
-                j = index.get(int(d))
-                if j is None or j == i:
-                    self.unknown += j is None
-                    continue
-                children[j].append(i)
-                indeg[i] += 1
+        children, indeg, unknown = dependency_graph(t, ctrl)
+        self.unknown += unknown
         _check_acyclic(t, children, indeg.copy())
         lanes = node_lanes(t)
         return t, children, indeg, comm_lanes(t, lanes, COMM) if self.comm_streams == "communicator" else lanes
@@ -361,24 +366,26 @@ class WorkloadRun:
                 self._start(st, q.popleft(), lane)
 
     def _start(self, st: _Rank, i: int, lane: int | None) -> None:
-        t, now = st.table, self.env.now
-        typ = int(t.type[i])
+        now = self.env.now
+        typ = st.types[i]
         done = lambda: self._finish(st, i, lane, now)  # noqa: E731
-        if typ == NodeType.COMM_COLL_NODE and lane is not None and lane >= COMM:
-            self._collective(st, i, done)
-        elif typ == NodeType.COMM_SEND_NODE:
-            self._send(st, i, done)
-        elif typ == NodeType.COMM_RECV_NODE:
-            self._recv(st, i, done)
-        elif typ in (NodeType.METADATA_NODE, NodeType.INVALID_NODE):
-            done()
-        else:
-            dur = self.roofline.time(t, i) * st.scale if typ == NodeType.COMP_NODE else float(t.duration_micros[i]) * 1e-6
-            if typ == NodeType.COMP_NODE and lane == GPU:
+        if typ == _COMP:
+            dur = st.secs[i] * st.scale
+            if lane == GPU:
                 st.compute_s += dur
                 self.sms.compute(st.rank, dur, done)  # slowed while comm kernels hold SMs
             else:
                 self.net.call_at(now + dur, done)
+        elif typ == _COLL and lane is not None and lane >= COMM:
+            self._collective(st, i, done)
+        elif typ == _SEND:
+            self._send(st, i, done)
+        elif typ == _RECV:
+            self._recv(st, i, done)
+        elif typ in _NOTHING:
+            done()
+        else:
+            self.net.call_at(now + st.secs[i], done)
 
     def _finish(self, st: _Rank, i: int, lane: int | None, start: float) -> None:
         st.waiting.pop(i, None)
@@ -386,7 +393,7 @@ class WorkloadRun:
             st.lanes[lane] -= 1
         st.done += 1
         st.finish = max(st.finish, self.env.now)
-        self.ops.append((st.rank, int(st.table.id[i]), st.table.name[i], int(st.table.type[i]), start, self.env.now, i))
+        self.ops.append((st.rank, st.ids[i], st.table.name[i], st.types[i], start, self.env.now, i))
         ready = []
         for c in st.children[i]:
             st.indeg[c] -= 1
