@@ -79,12 +79,12 @@ def test_every_estimate_says_what_it_is_estimated_from():
                 f"{key}: a listing is cited with its date (YYYY-MM) and address"
             kinds[key] = "listed"
     listed = ("switch QM9700", "nic port infiniband 400G", "cable copper DAC", "transceiver multimode 400G",
-              "transceiver single-mode 400G")
+              "transceiver single-mode 400G", "cable multimode fiber", "cable single-mode fiber")
     assert all(kinds[k] == "listed" for k in listed), kinds
     assert kinds["gpu H100"] == "reported" and kinds["gpu GB200"] == "reported"
-    assert kinds["cable multimode fiber"] == "placeholder" and kinds["cable single-mode fiber"] == "placeholder"
-    assert kinds["switch port infiniband 400G"] == "derived"
-    assert set(kinds.values()) == {"derived", "reported", "listed", "placeholder"}
+    assert kinds["switch port infiniband 400G"] == "derived" and kinds["nvlink switch tray"] == "derived"
+    # no default line is a placeholder any more (issue 34: every default price line cites its source)
+    assert set(kinds.values()) == {"derived", "reported", "listed"}
 
 
 def test_listed_lines_equal_the_listings_they_cite(default):
@@ -109,6 +109,11 @@ def test_listed_lines_equal_the_listings_they_cite(default):
     assert _price(default, "transceiver single-mode 400G")[0] == 1_119 / 2
     cites("gpu H100", "270,000 USD", "2023-05")
     assert _price(default, "gpu H100")[0] == 270_000 / 8
+    # a fiber cable is one of the four MPO-12 legs of a 30 m 48-fibre MTP-12 trunk (12 fibres a leg)
+    cites("cable multimode fiber", "48-fibre MTP-12 OM4 trunk of 30 m", "1,222 USD", "1,222 / 4", "2026-09-22")
+    assert _price(default, "cable multimode fiber")[0] == 1_222 / (48 // 12)
+    cites("cable single-mode fiber", "48-fibre MTP-12 OS2 trunk of 30 m (APC", "769 USD", "769 / 4", "2026-09-22")
+    assert _price(default, "cable single-mode fiber")[0] == 769 / (48 // 12)
 
 
 POWER_BASES = ("power (typical)", "power (maximum)", "power (placeholder)")
@@ -131,12 +136,13 @@ def _power_basis(raw, key):
 
 
 def test_every_power_figure_says_its_basis_under_one_convention():
-    """Network lines are at typical power (or a placeholder, or derived from such a line); only the compute
-    lines, outside the default totals, are at maximum power (DGX datasheets publish nothing else)."""
+    """Network lines are at typical power (or a placeholder, or derived from such a line), but for the NVLink
+    switch tray, whose only public figure is NVIDIA's provisioning maximum; the compute lines, outside the
+    default totals, are at maximum power too (DGX datasheets publish nothing else)."""
     raw = yaml.safe_load(DEFAULT_PRICES.read_text())["lines"]
     bases = {key: _power_basis(raw, key) for key in raw}
     for key, basis in bases.items():
-        if raw[key]["scope"] == "network":
+        if raw[key]["scope"] == "network" and key != "nvlink switch tray":
             assert basis in ("typical", "placeholder", "derived", "zero"), (key, basis)
         else:
             assert basis in ("maximum", "zero"), (key, basis)
@@ -144,11 +150,11 @@ def test_every_power_figure_says_its_basis_under_one_convention():
         "switch QM9700", "nic port infiniband 400G", "transceiver multimode 400G", "transceiver single-mode 400G"}
     assert [k for k, b in bases.items() if b == "placeholder"] == []
     assert bases["gpu H100"] == bases["gpu A100"] == bases["gpu V100"] == bases["gpu GB200"] == "maximum"
-    # the switch ports derive the QM9700's sourced figure; the NVLink switch tray's per-port parity is a
-    # placeholder (no typical figure for the tray found), and its line says so
+    # the switch ports derive the QM9700's sourced figure; the NVLink switch tray is at a maximum (a
+    # provisioning figure: no typical one was found), and its line says so plainly
     assert bases["switch port infiniband 400G"] == "derived"
     assert "placeholder" not in raw["switch port infiniband 400G"]["source"]
-    assert bases["nvlink switch tray"] == "derived" and "its power a placeholder" in raw["nvlink switch tray"]["source"]
+    assert bases["nvlink switch tray"] == "maximum" and "not a typical draw" in raw["nvlink switch tray"]["source"]
     assert "no typical power per tray was found" in raw["nvlink switch tray"]["reason"]
 
 
@@ -199,6 +205,12 @@ def test_power_lines_equal_the_datasheet_figures_they_cite(default):
     assert "DU-09821-001_v01, May 2020" in raw["gpu A100"]["source"]
     assert quoted("gpu H100", r"([\d.]+) kW maximum input") == 10.2
 
+    tray = "nvlink switch tray"
+    rack = quoted(tray, r"power \(maximum\): ([\d,]+) W for the 9 NVLink switch trays of a GB200 NVL72 rack")
+    assert rack == 11_160 and "11,160 / 9 W per tray" in raw[tray]["source"]
+    assert "https://docs.nvidia.com/datacenter/dps/" in raw[tray]["source"]
+    assert _price(default, tray)[1] == rack / 9 == 1_240
+
 
 def test_derived_lines_follow_their_stated_derivation(default):
     """The figures the table derives from others (its sources say how) equal that derivation."""
@@ -215,9 +227,10 @@ def test_derived_lines_follow_their_stated_derivation(default):
     assert _price(default, "transceiver multimode 200G") == (mm[0] / 2, mm[1] / 2)
     assert _price(default, "transceiver multimode 100G") == (mm[0] / 4, mm[1] / 4)
     assert _price(default, "transceiver single-mode 100G") == (sm[0] / 4, sm[1] / 4)
-    # an NVL72 NVLink switch tray ends 1,296 / 9 = 144 NVLinks, priced per port like a 400G switch port
+    # an NVL72 NVLink switch tray ends 1,296 / 9 = 144 NVLinks, priced per port like a 400G switch port;
+    # its power is NVIDIA's provisioning figure for the rack's 9 trays, / 9
     tray = _price(default, "nvlink switch tray")
-    assert tray == (144 * port[0], 144 * port[1])
+    assert tray == (144 * port[0], 11_160 / 9)
     assert _price(default, "gpu A100") == (199_000 / 8, 6_500 / 8)  # DGX A100 launch price, system max power
     assert _price(default, "gpu V100") == (149_000 / 8, 3_500 / 8)  # DGX-1 (V100)
     assert _price(default, "gpu H100") == (270_000 / 8, 10_200 / 8)  # DGX H100: SemiAnalysis, 10.2 kW max
@@ -432,5 +445,5 @@ def test_the_docs_table_of_shipped_topologies_is_what_fabric_cost_gives():
         assert (int(gpus.replace(",", "")), int(usd.replace(",", ""))) == (c["n_gpus"], round(c["total_usd"]))
         assert (int(usd_gpu.replace(",", "")), float(w_gpu)) == (round(c["usd_per_gpu"]), round(c["w_per_gpu"], 1))
         per_gpu[name.strip().strip("`")] = c["usd_per_gpu"]
-    # "The 3-tier tree costs 37 % more per GPU than the 2-tier one"
-    assert round(100 * (per_gpu["studies/fat_tree_3tier.yaml"] / per_gpu["studies/fat_tree_2tier.yaml"] - 1)) == 37
+    # "The 3-tier tree costs 36 % more per GPU than the 2-tier one"
+    assert round(100 * (per_gpu["studies/fat_tree_3tier.yaml"] / per_gpu["studies/fat_tree_2tier.yaml"] - 1)) == 36

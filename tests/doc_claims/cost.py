@@ -54,14 +54,32 @@ def _row(*pairs) -> list[float]:
 
 
 def _tray() -> list[float]:
+    import re
+
     import netsim
 
     port = "switch port infiniband 400G"
     per_tray = _u("nvlink switch tray") / _u(port)
-    assert per_tray == _w("nvlink switch tray") / _w(port)
     bom = netsim.cost_table(topo("gb200-nvl72")).set_index("item")["count"]
     assert bom["nvlink"] == per_tray * bom["nvlink switch tray"], (bom, per_tray)
-    return [_u("nvlink switch tray"), _w("nvlink switch tray"), per_tray, bom["nvlink"], bom["nvlink switch tray"]]
+    m = re.search(r"power \(maximum\): ([\d,]+) W for the (\d+) NVLink switch trays", _lines()["nvlink switch tray"]["source"])
+    rack_w, trays = float(m.group(1).replace(",", "")), int(m.group(2))
+    assert rack_w / trays == _w("nvlink switch tray") and trays == bom["nvlink switch tray"]
+    return [_u("nvlink switch tray"), _w("nvlink switch tray"), per_tray, bom["nvlink"], bom["nvlink switch tray"],
+            rack_w, trays]
+
+
+def _fibers() -> list[float]:
+    """Each fiber cable line is a quarter of the 30 m 48-fibre MTP-12 trunk its source cites: four 12-fibre
+    legs at each end."""
+    mm, sm = "cable multimode fiber", "cable single-mode fiber"
+    trunk = r"a quarter of a (\d+)-fibre MTP-12 {} trunk of (\d+) m \({}, Type A, US Conec MTP, plenum\), ([\d,]+) USD"
+    om4 = _cited(mm, trunk.format("OM4", "UPC"))
+    os2 = _cited(sm, trunk.format("OS2", "APC"))
+    assert om4[:2] == os2[:2] == [48, 30]
+    legs = om4[0] / 12
+    assert om4[2] / legs == _u(mm) and os2[2] / legs == _u(sm)
+    return [_u(mm), _u(sm), *_passive_cables(), om4[1], om4[0], om4[2], os2[2]]
 
 
 def _cited(key: str, pattern: str) -> list[float]:
@@ -208,23 +226,28 @@ CLAIMS = [
       "dated 2026-07-03 and 2026-09 (NADDOD listed it at 1,599 USD)", _nic),
     C("| 149.5 USD; 0 W | half of an 800G twin-port OSFP to 2 × 400G passive breakout DAC (NVIDIA MCP7Y00 / MCP7Y10 "
       "kind, 2 m), 299 USD at FS.com", _dac),
-    C("| 100, 120 USD; 0 W |", lambda: [_u("cable multimode fiber"), _u("cable single-mode fiber"), *_passive_cables()]),
+    C("| 305.5, 192.25 USD; 0 W | passive MPO-12 cables (NVIDIA LinkX MFP7E10, MFP7E30 classes): a quarter of a 30 m "
+      "48-fibre MTP-12 trunk (four MPO-12 legs at each end) at FS.com, OM4 UPC at 1,222 USD and OS2 APC at 769 USD "
+      "(public notes, price summary dated 2026-09-22)", _fibers),
     C("| 604.25, 559.5 USD; 7.75, 8.5 W per port | FS.com listings of compatible modules (recorded 2026-09-22): "
       "multimode, the mean of a NIC's single-port SR4 (MMA4Z00-NS400 coding, 769 USD) and half a switch's twin-port "
       "SR8 (MMA4Z00-NS, 879 USD); single-mode, half a twin-port DR8 (MMS4X00-NS, 1,119 USD); power likewise from "
       "NVIDIA's product specifications of the Ethernet-coded modules: the SR4's 8 W typical and half the SR8's 15 W, "
       "half the DR8's 17 W", _optics),
-    C("| 81,000 USD, 1,680.75 W | 144 NVLinks per GB200 NVL72 tray (1,296 on 9 trays)", _tray),
+    C("| 81,000 USD, 1,240 W | price: 144 NVLinks per GB200 NVL72 tray (1,296 on 9 trays) × the 400G switch port "
+      "line; power **maximum**: 11,160 W for the 9 trays, the static NVSwitch figure NVIDIA's Dynamic Power Software "
+      "runbook provisions per rack (as a public note quotes it), / 9", lambda: [*_tray(), _tray()[-1]]),
+    C("fiber cables are a quarter of a listed 48-fibre trunk each", lambda: [_fibers()[4]]),
     C("| 24,875 USD, 812.5 W; 18,625 USD, 437.5 W | DGX A100 at 199,000 USD (NVIDIA, 14 May 2020) and 6.5 kW max; "
       "DGX-1 (V100) at 149,000 USD (NVIDIA, 10 May 2017) and 3,500 W", _gpus),
-    C("| 33,750 USD, 1,275 W; 31,542 USD, 1,457 W | a DGX H100 at 270,000 USD with its own NICs (SemiAnalysis's "
+    C("| 33,750 USD, 1,275 W; 31,542 USD, 1,512 W | a DGX H100 at 270,000 USD with its own NICs (SemiAnalysis's "
       "estimate, 2023-05) and 10.2 kW max (datasheet), / 8; an NVL72 rack at about 3 million USD and 120 kW as "
       "reported, less its switch trays, / 72", _gpus_hb),
     C("Doubling the QM9700's price raises the 1,024-GPU fabric's total by exactly its 48 switches × 36,000", _doubling),
     C("A sweep that sets `scale_out.tiers.0.oversubscription` to 2 on a SuperPOD SU has half the spines",
       _half_spines),
     *[C(_row_text(n), _shipped_row(n)) for n in SHIPPED],
-    C("The 3-tier tree costs 37 % more per GPU than the 2-tier one at the same 16,384 GPUs", _three_vs_two),
+    C("The 3-tier tree costs 36 % more per GPU than the 2-tier one at the same 16,384 GPUs", _three_vs_two),
     C("`--tolerance PCT` (default 5)", lambda: [__import__("doc_claims").cli_default("sweep", "--tolerance")]),
     C("raising the price of a port of the 2-tier study fabric's unnamed 128-port switches raises each 2-tier fabric "
       "by exactly its ports times the difference, and the 3-tier fabric",
