@@ -94,7 +94,8 @@ def _x_loops() -> list[float]:
 
     info = _topo_info(GB300_ID)[1]
     big = float(16 << 30)
-    pieces = {nccl.nvls_tree_pieces(big, replace(info, nvls_tree_chunk=c)) for c in (OLD_TREE_CHUNK, info.nvls_tree_chunk)}
+    chunks = (OLD_TREE_CHUNK, info.nvls_tree_chunk)
+    pieces = {nccl.nvls_tree_pieces(big, replace(info, nvls_tree_chunk=c)) for c in chunks}
     assert len(pieces) == 1, pieces
     return [_halved_from(), big / (1 << 30), pieces.pop()]
 
