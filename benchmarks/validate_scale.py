@@ -57,9 +57,12 @@ LACK_XRACK = ("cross-rack NVLS tree: measured 2-3 rack all-reduce levels off wel
               "per-head cap (32 heads x 96 GB/s, tuning.cc:209) is far above it, and NCCL's own estimate (tuning.cc:307-324 "
               "on its NVLS graph, 32 channels at 20 GB/s by search.cc's NVLS search) is 917.6 GB/s for one rack and "
               "for two alike; not explained")
-LACK_RAMP = ("the size ramp: from 64 MiB to 1 GiB the measured busbw climbs far slower than netsim's (pipeline fill "
-             "and per-step latency of the NVLS tree and its network stage at scale); the OKE run also dips at 1 GiB "
-             "between its 512 MiB and 2 GiB points, an algorithm/protocol switch netsim does not make there")
+LACK_RAMP = ("the size ramp: from 64 MiB to 1 GiB the measured busbw climbs far slower than netsim's. Not NCCL's "
+             "loops: netsim runs NCCL's loop count through the NVLS tree's stages one after another (64 MiB on 2 "
+             "racks is one loop of 32 channels x 32 heads x 64 KiB, enqueue.cc:2276-2285), and the measurement is "
+             "slower than that allows; the measured NCCL versions (2.27-2.29) use a 128 KiB tree chunk on 2 nodes, "
+             "half the loops from 1 GiB, which netsim (2.30.7) does not. The OKE run also dips at 1 GiB between its "
+             "512 MiB and 2 GiB points, an algorithm/protocol switch netsim does not make there")
 LACK_CTAS = ("channel-bound H100 runs: the same cluster reaches 391 GB/s at 8 GiB with NCCL_MIN_CTAS=24 instead of "
              "321 by default (nccl-tests#309; that run also set 2 QPs per connection; minCTAs raises nvlsChannels "
              "and ring channels from 16 to 24, nvls.cc:234-235), so NCCL's default channel count, not the NICs, sets "
@@ -78,8 +81,10 @@ LACK_GB300_A2A = ("the GB300 measurement moves about half of one 400G port per G
                   "CX-8's 400G ports. Which one binds (the dual-port NIC's p2p use in NCCL 2.28.7, or the fabric "
                   "between the two racks) the source does not say; not explained")
 LACK_RING_STEPS = ("a ring of 1,024 ranks: the measured time is nearly flat from 1 to 2 GiB (19.4 and 20.2 ms), "
-                   "2 x 1,023 steps of about 9.5 us each that do not overlap; netsim charges far less step latency "
-                   "at 1 GiB, and at 4-16 GiB its LL128 ring stays below the measured rate")
+                   "2 x 1,023 steps of about 9.5 us each that do not overlap; netsim charges NCCL's latency (one loop "
+                   "of 32 KiB per channel per step at 1 GiB, enqueue.cc:2222-2227, as NCCL chunks it), and a whole "
+                   "LL128 step per network hop adds under 1 ms; at 4-16 GiB its LL128 ring stays below the measured "
+                   "rate")
 LACK_NVLS_LOOPS = ("the size ramp on one rack: netsim pipelines NCCL's loops of the one-node NVLS all-reduce (24 "
                    "channels x 32 heads x 64 KiB at 1 GiB: 22 loops, all_reduce.h:410-414, enqueue.cc:2258-2275) "
                    "through its four NVLS stages; the measured run climbs slower still, which no line of NCCL's "
