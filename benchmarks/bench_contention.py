@@ -20,8 +20,9 @@ E6  how far an exact engine could batch the flow model's events (all-to-all, 64 
     (what a time tolerance would merge, which the issue rules out).
 E5  (only with ``--e2e``: long) the issue's end-to-end iterations on the flow model, beside the
     analytical model: Llama-3-405B TP8 PP16 interleaved (vpp 2, seq 8192) on llama3-24k at DP4
-    (16 microbatches) and DP64 (32 microbatches, the target: <= 180 CPU-s), and a DeepSeek-V3-like
-    iteration (PP16, DP128, EP64, 16 microbatches) on h100-fat-tree-16k (target <= 300 CPU-s); how
+    (16 microbatches) and DP64 (32 microbatches; issue 32's target: <= 120 CPU-s, 4 GiB), and a
+    DeepSeek-V3-like iteration (PP16, DP128, EP64, 16 microbatches) on h100-fat-tree-16k (issue 32's
+    target: <= 150 CPU-s); how
     many runs the workload runner needed (off-queue collectives that met other traffic repeat the
     run with their family event-driven).
 

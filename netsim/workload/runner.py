@@ -75,7 +75,7 @@ class _Rank:
     table: NodeTable
     children: list[list[int]]
     indeg: list  # dependencies not yet done, per node
-    lane_of: np.ndarray = None  # lane of every node (-1: none)
+    lane_of: list = None  # lane of every node (-1: none)
     queues: list = None  # ready nodes: one deque per lane, then the lane-less ones (index -1)
     lanes: list = None  # nodes in flight per lane
     waiting: dict = field(default_factory=dict)  # node -> what it waits for
@@ -191,7 +191,7 @@ class WorkloadRun:
         self.sms = SmShare(self.net, self.topo.facts.gpu_sms if self.sm_contention else None, self.sends)
         self.ranks = []
         for r, (t, children, indeg, lanes, (types, secs, ids)) in self._tables.items():
-            st = _Rank(r, t, children, indeg.tolist(), lanes, types=types, secs=secs, ids=ids)
+            st = _Rank(r, t, children, indeg.tolist(), lanes.tolist(), types=types, secs=secs, ids=ids)
             n_lanes = int(lanes.max(initial=COMM)) + 1
             st.queues, st.lanes = [deque() for _ in range(n_lanes + 1)], [0] * n_lanes
             st.scale = float(self.compute_scale[r])
@@ -392,14 +392,15 @@ class WorkloadRun:
         if lane is not None:
             st.lanes[lane] -= 1
         st.done += 1
-        st.finish = max(st.finish, self.env.now)
-        self.ops.append((st.rank, st.ids[i], st.table.name[i], st.types[i], start, self.env.now, i))
-        ready = []
-        for c in st.children[i]:
-            st.indeg[c] -= 1
-            if st.indeg[c] == 0:
-                ready.append(c)
-        self._ready(st, ready)
+        now = self.env.now
+        if now > st.finish:
+            st.finish = now
+        self.ops.append((st.rank, st.ids[i], st.table.name[i], st.types[i], start, now, i))
+        indeg, lanes, queues = st.indeg, st.lane_of, st.queues
+        for c in st.children[i]:  # newly ready nodes queue on their lanes (lane-less ones: index -1)
+            indeg[c] -= 1
+            if indeg[c] == 0:
+                queues[lanes[c]].append(c)
         self._issue(st)
 
     # --------------------------------------------------------- communication
