@@ -62,7 +62,6 @@ class CompiledFlowTable:
         self.dlist = np.zeros(0, dtype=np.int64)
         self.pl = np.zeros((0, 3), dtype=np.int64)
         self.lbp = np.zeros((0, 2), dtype=np.int64)
-        self._spare = (self.pl, self.lbp)  # the arrays a relayout left (written over by the next one)
         self.seeds = np.zeros(0, dtype=np.int64)
         self.out_links = np.zeros(0, dtype=np.int64)
         self._grow_slots(slots)
@@ -158,13 +157,8 @@ class CompiledFlowTable:
         # the blocks of the links with flows (at most 10 entries a live one: rebuild), then room to spare;
         # nothing for the links without flows, so a relayout costs what is alive, not the fabric's size
         n_lb = max(12 * live + 2 * entries + 1024, self.lbp.shape[0])
-        # the arrays the layout before this one left are written over when their sizes match (no entry
-        # is read before it is written: a pool entry past the pool's end, a block entry past its count)
-        pl, lbp = self._spare
-        pl = pl if pl.shape[0] == size else np.zeros((size, 3), dtype=np.int64)
-        lbp = lbp if lbp.shape[0] == n_lb else np.zeros((n_lb, 2), dtype=np.int64)
+        pl, lbp = np.zeros((size, 3), dtype=np.int64), np.zeros((n_lb, 2), dtype=np.int64)
         fk.rebuild(self.ff, self.fi, self.li, self.pl, self.lbp, self.scalars, pl, lbp)
-        self._spare = (self.pl, self.lbp)
         self.pl, self.lbp = pl, lbp
         self._eargs = None
         # links whose flows the next repair checks: those kept, then the entries of this pool that
