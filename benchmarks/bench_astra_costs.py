@@ -12,8 +12,8 @@ Every row is a fresh process (``_harness.run_child``: the child's own CPU second
 ``--ties`` runs the event engine (``--engine full``) in a child that counts, per Switch down-link, the
 messages that reach the switch in the same nanosecond as another one for that down-link (their order
 is the event queue's: the order in which their up-link transmissions started), then runs it again with
-that order reversed (those arrivals take negated sequence numbers) and counts the ranks whose finish
-time changed.  A batched (array) engine computes link queues from times alone; this is the order it
+every arrival at the switch taken in reverse order and before the other events of its nanosecond (they
+take negated sequence numbers) and counts the ranks whose finish time changed.  A batched (array) engine computes link queues from times alone; this is the order it
 would have to reproduce.
 
 Usage::

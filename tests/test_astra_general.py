@@ -209,8 +209,8 @@ def test_lazy_link_free_events_keep_every_arrival_and_its_order(kind, sends):
 def test_cost_benchmark_counts_switch_arrivals_and_their_order_matters(tmp_path):
     """benchmarks/bench_astra_costs.py --ties: its child sees every message reach the switch once (its
     count is the run's messages) and counts tied groups consistently; on the general case at 16 NPUs,
-    reversing the order of same-nanosecond arrivals at a down-link changes finish times (the order an
-    engine computing link queues from times alone would have to reproduce)."""
+    taking the arrivals at the switch in reverse order and before the other events of their nanosecond
+    changes finish times (an engine computing link queues from times alone must reproduce that order)."""
     import json
     import subprocess
 
