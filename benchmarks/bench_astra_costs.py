@@ -13,8 +13,8 @@ Every row is a fresh process (``_harness.run_child``: the child's own CPU second
 messages that reach the switch in the same nanosecond as another one for that down-link (their order
 is the event queue's: the order in which their up-link transmissions started), then runs it again with
 every arrival at the switch taken in reverse order and before the other events of its nanosecond (they
-take negated sequence numbers) and counts the ranks whose finish time changed.  A batched (array) engine computes link queues from times alone; this is the order it
-would have to reproduce.
+take negated sequence numbers) and counts the ranks whose finish time changed.  A batched (array)
+engine computes link queues from times alone; this is the order it would have to reproduce.
 
 Usage::
 
