@@ -203,3 +203,29 @@ def test_lazy_link_free_events_keep_every_arrival_and_its_order(kind, sends):
     links in the very nanosecond the link frees, before or after its free event."""
     sends = [(t, s, (s + d) % 5, size, fw) for t, s, d, size, fw in sends]
     assert _links_log(True, kind, sends) == _links_log(False, kind, sends)
+
+
+
+def test_cost_benchmark_counts_switch_arrivals_and_their_order_matters(tmp_path):
+    """benchmarks/bench_astra_costs.py --ties: its child sees every message reach the switch once (its
+    count is the run's messages) and counts tied groups consistently; on the general case at 16 NPUs,
+    taking the arrivals at the switch in reverse order and before the other events of their nanosecond
+    changes finish times (an engine computing link queues from times alone must reproduce that order)."""
+    import json
+    import subprocess
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        costs = importlib.import_module("bench_astra_costs")
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    bench = _bench()
+    out = {}
+    for npus in (4, 16):
+        files = list(bench.make_inputs(tmp_path / str(npus), "general", npus).values())
+        r = subprocess.run([sys.executable, "-c", costs.TIES, *files], capture_output=True, text=True,
+                           env=costs._env(), check=True)
+        got = out[npus] = json.loads(r.stdout.strip().splitlines()[-1])
+        assert got["arrivals"] == run_astra(*files, model="congestion-aware", engine="full").stats["messages"]
+        assert got["tied_messages"] >= 2 * got["tied_groups"] > 0
+    assert out[16]["ranks_changed"] > 0 and out[16]["max_change_ns"] > 0

@@ -188,6 +188,8 @@ CLAIMS = [
     C("the time-ordered engine keeps 9 bytes per message, 2.4 GB at the cap", _message_cap),
     C("link latencies (0 included)", why="an input the hypothesis test draws (a zero latency)"),
     C("the benchmark's `groups+world` shape at 8 and 24 NPUs", _timed_sizes),
+    C("(`tests/test_astra_general.py` checks this on the general case at 16 NPUs)",
+      by_test="tests/test_astra_general.py::test_cost_benchmark_counts_switch_arrivals_and_their_order_matters"),
     C('(first 8, then "and N more"), exit status 2 (ASTRA-sim: 0)',
       lambda: [*_stuck_listed(), 2, 0], why="0: ASTRA-sim's exit status on a deadlock (it has no error path)"),
     C("event at t = 0 (an endpoint delay of 0 ns, e.g. after `--injection-scale`) makes ASTRA-sim abort (its "
