@@ -100,8 +100,11 @@ def read_bytes(path: str | os.PathLike, max_bytes: int, what: str = "file") -> b
     """The bytes of a regular file of at most ``max_bytes`` (checked again after reading)."""
     check_regular(path, max_bytes, what)
     try:
-        with open(path, "rb") as f:
-            data = f.read(max_bytes + 1)
+        with open(path, "rb") as f:  # a read buffer of the file's size, not of the limit
+            want = min(os.fstat(f.fileno()).st_size, max_bytes) + 1
+            data = f.read(want)
+            if len(data) == want <= max_bytes:  # it grew since: read on, to the limit
+                data += f.read(max_bytes + 1 - want)
     except OSError as exc:
         raise InputError(f"cannot read: {exc.strerror or exc}", source=str(path)) from None
     if len(data) > max_bytes:
