@@ -14,7 +14,8 @@ from doc_claims import REPO
 from doc_claims.validation import MEDIAN, C, _err, _ids, _med, records, table
 
 DOC = REPO / "docs/validation.md"
-ROW = re.compile(r"^\| (e2e-dsv3-\w+) \| ([\d.]+) s \| ([\d.]+) \(([−+][\d.]+) %\) \| ([\d.]+) \(([−+][\d.]+) %\) \|$")
+ROW = re.compile(r"^\| (e2e-dsv3-\w+) \| ([\d.]+) s \| ([\d.]+) \(([−+][\d.]+) %\) \| "
+                 r"([\d.]+) \(([−+][\d.]+) %\) \|$")
 SEQ = 4096  # the rows' sequence (validate_scale._dsv3)
 
 

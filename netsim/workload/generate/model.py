@@ -40,7 +40,7 @@ __all__ = ["ModelSpec", "read_model_yaml"]
 
 #: ModelSpec fields a YAML model file may leave out.
 _OPTIONAL = ("experts", "top_k", "expert_ffn", "kv_heads", "gated_mlp", "shared_experts", "dense_layers", "source",
-             "compute_efficiency") + ("q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
+             "compute_efficiency", "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
 #: The fields of multi-head latent attention (DeepSeek-V2 arXiv:2405.04434 §2.1, DeepSeek-V3 arXiv:2412.19437
 #: §2.1.1); their names are those of DeepSeek's config.json.
 MLA_FIELDS = ("q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
