@@ -33,7 +33,7 @@ def test_parameters_are_deepseek_v3_eqs_1_to_11():
     assert MLA.attn_params == q + kv + out == 7936
     assert MLA.attn_replicated_params == H * (QL + KVL + ROPE)
     assert (MLA.qk_width, MLA.v_width, MLA.kv_width) == (HEADS * DQK, HEADS * DV, HEADS * (DQK + DV))
-    direct = dataclasses.replace(MLA, q_lora_rank=0)  # the query projected directly (DeepSeek-V2-Lite)
+    direct = dataclasses.replace(MLA, q_lora_rank=0)  # the query projected directly (Megatron's linear_q_proj)
     assert direct.attn_params == H * HEADS * DQK + kv + out
 
 

@@ -41,8 +41,8 @@ __all__ = ["ModelSpec", "read_model_yaml"]
 #: ModelSpec fields a YAML model file may leave out.
 _OPTIONAL = ("experts", "top_k", "expert_ffn", "kv_heads", "gated_mlp", "shared_experts", "dense_layers", "source",
              "compute_efficiency", "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
-#: The fields of multi-head latent attention (DeepSeek-V2 arXiv:2405.04434 §2.1, DeepSeek-V3 arXiv:2412.19437
-#: §2.1.1); their names are those of DeepSeek's config.json.
+#: The fields of multi-head latent attention (DeepSeek-V3, arXiv:2412.19437 §2.1.1); their names are those of
+#: DeepSeek's config.json (deepseek-ai/DeepSeek-V3 inference/configs/config_671B.json).
 MLA_FIELDS = ("q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
 
 
@@ -77,7 +77,8 @@ class ModelSpec:
         shared by the heads, and (``q_lora_rank > 0``) to a ``q_lora_rank``-wide query latent; up-projections
         give every head a ``qk_nope_head_dim + qk_rope_head_dim`` query and key and a ``v_head_dim`` value;
         the output projection maps the ``heads * v_head_dim`` values back to ``hidden``.  ``q_lora_rank == 0``:
-        the query is projected directly (DeepSeek-V2-Lite).  Needs ``kv_heads == heads``.
+        the query is projected directly (Megatron-Core's ``linear_q_proj`` when ``q_lora_rank`` is None,
+        megatron/core/transformer/multi_latent_attention.py).  Needs ``kv_heads == heads``.
     source
         Where the numbers come from (paper, table, model card); not compared.
     compute_efficiency
