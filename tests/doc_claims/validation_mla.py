@@ -122,7 +122,6 @@ def _medians() -> list[float]:
 
 
 CLAIMS = [
-    C("## DeepSeek-V3's attention as MLA (issue 33, \"D\")", why="the issue this section answers"),
     C("with head dimension hidden/heads = 56. It now sets DeepSeek-V3's MLA sizes from\n`inference/configs/"
       "config_671B.json` (docs/workloads.md, \"Generator parallelism and schedules\"): 128 heads with\na query/key "
       "head dimension of 192 (128 + 64 rotary), a value head dimension of 128, a 1,536-wide query\nlatent and a "
