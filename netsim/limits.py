@@ -55,6 +55,9 @@ INTS = MappingProxyType({
     "model.layers": (1, 1024), "model.hidden": (1, 2**20), "model.ffn": (1, 2**24), "model.heads": (1, 2**16),
     "model.kv_heads": (1, 2**16), "model.vocab": (1, INT32), "model.experts": (0, 2**16), "model.top_k": (0, 1024),
     "model.expert_ffn": (0, 2**24), "model.shared_experts": (0, 2**16), "model.dense_layers": (0, 1024),
+    # multi-head latent attention (DeepSeek-V3: ranks 1,536 and 512, head dimensions 128, 64, 128)
+    **{f"model.{k}": (0, 2**20) for k in ("q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim",
+                                            "v_head_dim")},
     # processes and reports
     "jobs": PROCESSES, "workers": PROCESSES, "retries": (0, 100),
     "top": (1, 10**6), "suspects": (0, 10**6),

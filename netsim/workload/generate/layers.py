@@ -117,6 +117,10 @@ class Costs:
             return norm
         if block == "embedding":
             return 2 * self.act if forward else 3 * self.act
+        if block == "attn" and s.mla:  # rotary on the heads' q_pe and the shared k_pe; the latents' RMSNorms
+            qk = self.tokens * (s.heads + self.tp) * s.qk_rope_head_dim * self.dtype_bytes // self.tp
+            latent = self.tokens * (s.q_lora_rank + s.kv_lora_rank) * self.dtype_bytes
+            return norm + 2 * qk + (2 if forward else 3) * latent + 3 * a
         if block == "attn":
             qk = self.tokens * (s.hidden + s.kv_hidden) * self.dtype_bytes // self.tp
             return norm + 2 * qk + 3 * a
@@ -138,15 +142,30 @@ class Costs:
             total += (2 if forward else 3) * self.tokens * width * self.dtype_bytes // self.tp
         return total
 
-    def linears(self, block: str) -> tuple[tuple[str, int, int], tuple[str, int, int]]:
-        """The block's column-parallel and row-parallel GEMM as ``(name, n, k)`` on one rank (``n`` output
-        columns, ``k`` reduction depth; the ``tokens`` rows are the ``m``): QKV and the output projection, or
-        the MLP's up (and gate) and down projections."""
+    def linears(self, block: str) -> tuple[tuple[tuple[str, int, int], ...], tuple[str, int, int]]:
+        """The block's GEMMs before the core attention (or activation) and its row-parallel GEMM, as
+        ``(name, n, k)`` on one rank (``n`` output columns, ``k`` reduction depth; the ``tokens`` rows are the
+        ``m``): QKV and the output projection, or the MLP's up (and gate) and down projections.  MLA: the
+        query's down- and up-projections (or its one projection), the key/value down-projection (latent and
+        rotary key, whole on every TP rank: :attr:`ModelSpec.attn_replicated_params`) and up-projection, in
+        the order DeepSeek-V3 runs them (arXiv:2412.19437 eqs. 1-3, 6-8)."""
         s, tp = self.spec, self.tp
+        if block == "attn" and s.mla:
+            q = (("q_down", s.q_lora_rank, s.hidden), ("q_up", s.qk_width // tp, s.q_lora_rank)) if s.q_lora_rank \
+                else (("q", s.qk_width // tp, s.hidden),)
+            kv = (("kv_down", s.kv_lora_rank + s.qk_rope_head_dim, s.hidden),
+                  ("kv_up", s.heads * (s.qk_nope_head_dim + s.v_head_dim) // tp, s.kv_lora_rank))
+            return q + kv, ("proj", s.hidden, s.v_width // tp)
         if block == "attn":
-            return ("qkv", (s.hidden + 2 * s.kv_hidden) // tp, s.hidden), ("proj", s.hidden, s.hidden // tp)
+            return (("qkv", (s.hidden + 2 * s.kv_hidden) // tp, s.hidden),), ("proj", s.hidden, s.hidden // tp)
         up = (2 if s.gated_mlp else 1) * s.ffn
-        return ("fc1", up // tp, s.hidden), ("fc2", s.hidden, s.ffn // tp)
+        return (("fc1", up // tp, s.hidden),), ("fc2", s.hidden, s.ffn // tp)
+
+    @property
+    def attn_params(self) -> int:
+        """The attention's weights as the TP split sees them: each rank holds ``attn_params / tp`` of them, the
+        whole of MLA's down-projections included (``attn_params`` itself unless MLA)."""
+        return self.spec.attn_params + (self.tp - 1) * self.spec.attn_replicated_params
 
     @property
     def score_elements(self) -> int:
@@ -166,17 +185,24 @@ class Costs:
 
     @property
     def kv(self) -> int:
-        return self.tokens * 2 * self.spec.kv_hidden * self.dtype_bytes // self.tp
+        return self.tokens * self.spec.kv_width * self.dtype_bytes // self.tp
 
     @property
     def score_ops(self) -> int:
         """Core attention (QK^T and the weighted sum of V) under a causal mask: half of Megatron's 4·b·s²·h
-        (a causal kernel skips the blocks above the diagonal; FlashAttention counts them so), over tp."""
-        return 2 * self.tokens * self.seq * self.spec.hidden // self.tp
+        (a causal kernel skips the blocks above the diagonal; FlashAttention counts them so), over tp.  Each
+        product is 2·s·d per query and head (d: the query/key head dimension for the scores, the value's for
+        the weighted sum), so MLA's is ``tokens·seq·(qk_width + v_width)`` over tp: ``2·hidden`` unless MLA."""
+        return self.tokens * self.seq * (self.spec.qk_width + self.spec.v_width) // self.tp
+
+    def bmm_ops(self, width: int) -> int:
+        """One of unfused attention's two batched products with its mask applied to the full ``s x s`` (nothing
+        skipped): 2·tokens·seq·width over tp, ``width`` the heads' summed depth (scores) or output (values)."""
+        return 2 * self.tokens * self.seq * width // self.tp
 
     @property
     def core_bytes(self) -> int:  # what a fused attention kernel reads and writes: Q and O, and K and V of all cp
-        return (2 * self.tokens * self.spec.hidden + 2 * self.cp * self.tokens * self.spec.kv_hidden) \
+        return (self.tokens * (self.spec.qk_width + self.spec.v_width) + self.cp * self.tokens * self.spec.kv_width) \
             * self.dtype_bytes // self.tp
 
     @property
@@ -188,7 +214,7 @@ class Costs:
         each quantity :func:`~netsim.workload.generate.ranks.rank_nodes` writes, at its largest
         (backward passes double the operations), without building a node."""
         s = self.spec
-        blocks = (s.attn_params, s.mlp_params, s.vocab * s.hidden, (s.top_k + s.shared_experts) * s.expert_params,
+        blocks = (self.attn_params, s.mlp_params, s.vocab * s.hidden, (s.top_k + s.shared_experts) * s.expert_params,
                   self.local_experts * s.expert_params)
         last = s.layers - 1  # a MoE layer when the model has experts (dense_layers < layers)
         elementwise = max(self.elementwise(b, False, layer) for b in ("attn", "mlp", "embedding", "final")
@@ -201,8 +227,8 @@ class Costs:
         """Weights of layer ``layer`` held by one rank before the TP split (its local experts)."""
         s = self.spec
         if s.moe_layer(layer):
-            return s.attn_params + s.router_params + (self.local_experts + s.shared_experts) * s.expert_params
-        return s.attn_params + s.mlp_params
+            return self.attn_params + s.router_params + (self.local_experts + s.shared_experts) * s.expert_params
+        return self.attn_params + s.mlp_params
 
 
 #: Pieces a TP block's compute and all-reduce are cut into under ``tp_comm_overlap``: Transformer
@@ -245,13 +271,14 @@ class LayerNodes:
         ``row``, then ``fwd``, ``dgrad`` or ``wgrad``.  A linear of ``m`` tokens, ``n`` outputs and depth ``k``:
         the forward is m x n deep k, the input gradient m x k deep n, the weight gradient k x n deep m."""
         cost, m = self.cost, self.cost.tokens
-        lin = dict(zip(("col", "row"), cost.linears(block)))
+        cols, row = cost.linears(block)
+        lin = {"col": cols, "row": (row,)}
         for p in passes:
             which, kind = p.split(".")
-            label, n, k = lin[which]
-            shape = {"fwd": (m, n, k), "dgrad": (m, k, n), "wgrad": (k, n, m)}[kind]
-            self.b.comp(f"{name}.{label}.{kind}", 2 * shape[0] * shape[1] * shape[2], n * k * cost.dtype_bytes,
-                        shape=shape[:2])
+            for label, n, k in lin[which]:
+                shape = {"fwd": (m, n, k), "dgrad": (m, k, n), "wgrad": (k, n, m)}[kind]
+                self.b.comp(f"{name}.{label}.{kind}", 2 * shape[0] * shape[1] * shape[2], n * k * cost.dtype_bytes,
+                            shape=shape[:2])
 
     def block(self, name: str, ops: int, weight_bytes: int, gemm: tuple[str, tuple[str, ...]] | None = None) -> None:
         """A block's compute, then its TP collective; under ``tp_comm_overlap`` both cut into
@@ -347,7 +374,8 @@ class LayerNodes:
         """The element-wise kernels (norm, rotary, residual: first in the forward, last in the backward), the
         core attention (one fused kernel, FlashAttention: QK^T, softmax, .V) and the Q, K, V and output
         projections (GEMMs) with their TP collectives; CP's K/V all-gather before the forward core attention,
-        reduce-scatter after its backward."""
+        reduce-scatter after its backward.  MLA (:attr:`ModelSpec.mla`) keeps these collectives, one activation
+        each; which tensors Megatron-Core reduces around its duplicated down-projections is not modelled."""
         if forward:
             self.ew(f"{name}.attn_elementwise", "attn", True)
         self.tp_in(f"{name}.attn")
@@ -361,7 +389,7 @@ class LayerNodes:
             b.coll(f"{name}.cp_allgather_kv", CommType.ALL_GATHER, cost.kv, g["cp"])
         if forward:
             self.core_forward(f"{name}.core_attn")
-            self.block(f"{name}.attn", cost.ops(spec.attn_params), cost.weights(spec.attn_params),
+            self.block(f"{name}.attn", cost.ops(cost.attn_params), cost.weights(cost.attn_params),
                        ("attn", ("col.fwd", "row.fwd")))
             return
         if cost.recompute == "selective":  # re-run the core attention's forward first (Korthikanti et al.)
@@ -369,14 +397,14 @@ class LayerNodes:
         self.core_backward(f"{name}.core_attn")
         if "cp" in g:
             if not self.split:
-                b.comp(f"{name}.attn", 2 * cost.ops(spec.attn_params), cost.weights(spec.attn_params))
+                b.comp(f"{name}.attn", 2 * cost.ops(cost.attn_params), cost.weights(cost.attn_params))
             b.coll(f"{name}.cp_reducescatter_kv", CommType.REDUCE_SCATTER, cost.kv * cost.cp, g["cp"])
             if not self.split:
                 self.tp_out(f"{name}.attn")
                 return
         # the output projection (row-parallel) joins the Q, K, V projections' dgrad: the chain's order within
         # a stretch without communication does not change its time
-        self.column_bwd(f"{name}.attn", spec.hidden * spec.hidden, spec.attn_params - spec.hidden * spec.hidden)
+        self.column_bwd(f"{name}.attn", spec.attn_out_params, cost.attn_params - spec.attn_out_params)
 
     def core_forward(self, name: str) -> None:
         """The core attention's forward: one fused kernel, or (unfused profile) Q·Kᵀ, scale + mask + softmax,
@@ -385,11 +413,12 @@ class LayerNodes:
         if cost.kernels.attention == "fused":
             b.comp(name, cost.score_ops, cost.core_bytes, "attn_fwd")
             return
-        rows, d, s, score, qk, mask = self._unfused()
-        b.comp(f"{name}.scores", cost.score_ops, 2 * qk + score, shape=(rows, s))  # reads Q, K; writes the scores
+        rows, (dq, dv), s, score, (qk, v), mask = self._unfused()
+        qk_ops, v_ops = cost.bmm_ops(self.spec.qk_width), cost.bmm_ops(self.spec.v_width)
+        b.comp(f"{name}.scores", qk_ops, 2 * qk + score, shape=(rows, s))  # reads Q, K; writes the scores
         b.elementwise(f"{name}.softmax", 2 * score, cost.dtype_bytes)
         b.elementwise(f"{name}.dropout", 2 * score + mask, cost.dtype_bytes)
-        b.comp(f"{name}.context", cost.score_ops, score + 2 * qk, shape=(rows, d))  # reads P and V; writes O
+        b.comp(f"{name}.context", v_ops, score + 2 * v, shape=(rows, dv))  # reads P and V; writes O
 
     def core_backward(self, name: str) -> None:
         """The core attention's backward: one fused kernel (twice the forward's operations), or (unfused) the
@@ -398,22 +427,25 @@ class LayerNodes:
         if cost.kernels.attention == "fused":
             b.comp(name, 2 * cost.score_ops, cost.core_bytes, "attn_bwd")
             return
-        rows, d, s, score, qk, mask = self._unfused()
-        b.comp(f"{name}.context.dgrad", cost.score_ops, 2 * qk + score, shape=(rows, s))  # dP = dO·Vᵀ
-        b.comp(f"{name}.context.wgrad", cost.score_ops, score + 2 * qk, shape=(rows, d))  # dV = Pᵀ·dO
+        rows, (dq, dv), s, score, (qk, v), mask = self._unfused()
+        qk_ops, v_ops = cost.bmm_ops(self.spec.qk_width), cost.bmm_ops(self.spec.v_width)
+        b.comp(f"{name}.context.dgrad", v_ops, 2 * v + score, shape=(rows, s))  # dP = dO·Vᵀ
+        b.comp(f"{name}.context.wgrad", v_ops, score + 2 * v, shape=(rows, dv))  # dV = Pᵀ·dO
         b.elementwise(f"{name}.dropout.bwd", 2 * score + mask, cost.dtype_bytes)  # reads dy and the mask
         b.elementwise(f"{name}.softmax.bwd", 3 * score, cost.dtype_bytes)  # reads dy and y
-        b.comp(f"{name}.scores.dgrad", cost.score_ops, score + 2 * qk, shape=(rows, d))  # dQ = dS·K
-        b.comp(f"{name}.scores.wgrad", cost.score_ops, score + 2 * qk, shape=(rows, d))  # dK = dSᵀ·Q
+        b.comp(f"{name}.scores.dgrad", qk_ops, score + 2 * qk, shape=(rows, dq))  # dQ = dS·K
+        b.comp(f"{name}.scores.wgrad", qk_ops, score + 2 * qk, shape=(rows, dq))  # dK = dSᵀ·Q
 
-    def _unfused(self) -> tuple[int, int, int, int, int, int]:
-        """Unfused attention's sizes on one rank: score rows (heads/tp x tokens), head dimension, sequence,
-        bytes of the scores, bytes of Q (or K, V, O) and bytes of the dropout mask."""
+    def _unfused(self) -> tuple[int, tuple[int, int], int, int, tuple[int, int], int]:
+        """Unfused attention's sizes on one rank: score rows (heads/tp x tokens), the query/key and the value
+        head dimensions, sequence, bytes of the scores, bytes of Q (or K) and of V (or O), bytes of the dropout
+        mask.  Q, K, V and O are ``hidden`` wide unless MLA (:attr:`ModelSpec.qk_width`, ``v_width``)."""
         cost, spec = self.cost, self.spec
         score = cost.score_elements * cost.dtype_bytes
-        qk = cost.tokens * spec.hidden * cost.dtype_bytes // cost.tp
-        return (cost.score_elements // cost.seq, spec.hidden // spec.heads, cost.seq, score, qk,
-                cost.score_elements * DROPOUT_MASK_BYTES)
+        qk = cost.tokens * spec.qk_width * cost.dtype_bytes // cost.tp
+        v = cost.tokens * spec.v_width * cost.dtype_bytes // cost.tp
+        return (cost.score_elements // cost.seq, (spec.qk_width // spec.heads, spec.v_width // spec.heads), cost.seq,
+                score, (qk, v), cost.score_elements * DROPOUT_MASK_BYTES)
 
     def layer_forward(self, name: str, layer: int) -> None:
         """Layer ``layer``'s forward: attention, then the MLP (or MoE)."""

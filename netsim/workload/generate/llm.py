@@ -31,7 +31,9 @@ looked up by.  A rank holds ``tokens = micro_batch * seq / cp`` tokens of each m
   ``tensor_size`` = the bytes of Q, K, V and O.  This is the 4·b·s²·h term of Megatron-LM's
   FLOP count (Narayanan et al., SC'21, arXiv:2104.04473), every query against the whole
   sequence, halved by the causal mask of a decoder: the kernel skips the blocks above the
-  diagonal (FlashAttention counts causal FLOPs the same way);
+  diagonal (FlashAttention counts causal FLOPs the same way).  Multi-head latent attention
+  (DeepSeek-V3, :attr:`ModelSpec.mla`): tokens · seq · heads · (q/k head dim + v head dim) / tp,
+  and the projections are those of its latents (:meth:`~netsim.workload.generate.layers.Costs.linears`);
 * context parallelism (``cp > 1``) follows Llama 3 (arXiv:2407.21783 §3.3.2): the
   forward attention is preceded by an ALL_GATHER of K and V over the CP group
   (``comm_size`` = one rank's shard, tokens · 2 · kv_hidden · dtype_bytes / tp), and
