@@ -93,10 +93,10 @@ def _by_time(indices: np.ndarray, times: np.ndarray) -> list[tuple[float, np.nda
         for i, t in zip(indices.tolist(), times.tolist()):
             groups.setdefault(t, []).append(i)
         return [(t, np.asarray(groups[t], dtype=indices.dtype)) for t in sorted(groups)]
-    uniq, inverse = np.unique(times, return_inverse=True)
-    order = np.argsort(inverse, kind="stable")
-    bounds = np.searchsorted(inverse[order], np.arange(uniq.size + 1))
-    return [(t, indices[order[bounds[k]:bounds[k + 1]]]) for k, t in enumerate(uniq.tolist())]
+    order = np.argsort(times, kind="stable")  # by time, each time's indices in their given order
+    ts = times[order]
+    bounds = np.flatnonzero(ts[1:] != ts[:-1]) + 1
+    return [(float(ts[a]), indices[order[a:b]]) for a, b in zip([0, *bounds.tolist()], [*bounds.tolist(), ts.size])]
 
 
 @dataclass(frozen=True)
