@@ -93,9 +93,9 @@ LACK_NVLS_LOOPS = ("the size ramp on one rack: netsim pipelines NCCL's loops of 
 LACK_NVLS64 = ("NVLS over 64 GPUs of one rack: netsim's NVLS rate cap (nvlsEfficiency 0.74 of NVLink on Blackwell) "
                "sits 6 % above the measured 930 GB/s")
 LACK_E2E_MOE = ("DeepSeek-V3 at 256 GPUs: expert GEMMs at the dense GEMM rate, and the token dispatch/combine as "
-                "NCCL all-to-alls timed alone (analytical model); Megatron's overlap of the expert all-to-alls with "
-                "compute and its recomputation settings are not stated in the source (MLA, modelled since, closed "
-                "little of the gap)")
+                "NCCL all-to-alls timed alone (analytical model) where the run used HybridEP on 32 SMs, not "
+                "overlapped with compute (Megatron-Bridge v0.2.0's scripts); MLA, the scripts' recomputation, "
+                "gradient overlap and GB200's pipeline layout, modelled since, closed little of the gap")
 
 
 def lacks(rid: str) -> str:
