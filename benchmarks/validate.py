@@ -301,7 +301,10 @@ def _llm_argv(s: dict) -> list[str]:
             "--cp", str(s["cp"]), "--pp", str(s["pp"]), "--dp", str(s["dp"]), *batch, *optional,
             "--seq", str(s["seq"]), "--model", s["model"], "--json", "-q",
             *(["--sequence-parallel"] if s.get("sp") else []),
-            *(["--overlap-grad-reduce"] if s.get("overlap_grad_reduce") else []), *(x for v in s.get("sets", ()) for x in ("--set", v))]
+            *(["--overlap-grad-reduce"] if s.get("overlap_grad_reduce") else []),
+            *(x for k, flag in (("recompute_modules", "--recompute-modules"), ("pipeline_layout", "--pipeline-layout"))
+              if k in s for x in (flag, ",".join(map(str, s[k])))),
+            *(x for v in s.get("sets", ()) for x in ("--set", v))]
 
 
 def simulate(rec: dict) -> float:

@@ -21,7 +21,8 @@ Hardware facts behind the settings (each from the row's source unless said other
 - **DeepSeek-V3 on DGX GB200 / GB300** (Megatron-Bridge 25.11): 256 GPUs; the layout is not published, so 4 NVL72
   racks of 64 GPUs (DGX GB200: ``gb200-nvl72-8rack``, CX-7 400G IB; DGX GB300: ``gb300-nvl72-2x400g`` with
   ``fabric: infiniband``, CX-8 at 800G as 2 x 400G).  netsim's ``deepseek-v3`` preset (no MTP, as run), BF16,
-  interleaved 1F1B with the published VP, DDP, no recomputation (the table states none), analytical model.
+  interleaved 1F1B with the published VP, DDP, analytical model.  What the table does not state is read from the
+  performance scripts of Megatron-Bridge v0.2.0 (``DSV3_SOURCE``, the 25.11 container's release): see ``DSV3``.
 - **Megatron-LM on Selene, 2021** (Narayanan et al. SC21, arXiv:2104.04473, Table 1; settings from NVIDIA/Megatron-LM
   ``examples/sc21/run_table_1.sh`` and ``CONFIG.sh`` at de7dc40f88): every Table 1 row at 256 GPUs or more (18B to
   1T). ``a100-superpod-selene`` (DGX A100 80GB, 8 x HDR 200G per node, 3-tier fat tree) with ``nodes`` = GPUs / 8;
@@ -92,9 +93,9 @@ LACK_NVLS_LOOPS = ("the size ramp on one rack: netsim pipelines NCCL's loops of 
 LACK_NVLS64 = ("NVLS over 64 GPUs of one rack: netsim's NVLS rate cap (nvlsEfficiency 0.74 of NVLink on Blackwell) "
                "sits 6 % above the measured 930 GB/s")
 LACK_E2E_MOE = ("DeepSeek-V3 at 256 GPUs: expert GEMMs at the dense GEMM rate, and the token dispatch/combine as "
-                "NCCL all-to-alls timed alone (analytical model); Megatron's overlap of the expert all-to-alls with "
-                "compute and its recomputation settings are not stated in the source (MLA, modelled since, closed "
-                "little of the gap)")
+                "NCCL all-to-alls timed alone (analytical model) where the run used HybridEP on 32 SMs, not "
+                "overlapped with compute (Megatron-Bridge v0.2.0's scripts); MLA, the scripts' recomputation, "
+                "gradient overlap and GB200's pipeline layout, modelled since, closed little of the gap")
 
 
 def lacks(rid: str) -> str:
@@ -180,14 +181,37 @@ def collective_records(rec, bench) -> list[dict]:
     return out
 
 
+#: Where the DeepSeek-V3 rows' settings beyond the published table come from: the 25.11 container's Megatron-Bridge
+#: (v0.2.0, 2025-11-26) and the Megatron-Core it pins (3rdparty/Megatron-LM at 0d8e071, core_dev_r0.15.0).
+DSV3_SOURCE = "NVIDIA-NeMo/Megatron-Bridge v0.2.0 (7af9601), NVIDIA/Megatron-LM 0d8e071"
+#: Settings of the DeepSeek-V3 rows from DSV3_SOURCE (file:line in Megatron-Bridge unless said), set before the
+#: run that first used them; the published table's TP/PP/VP/EP/GBS/MBS are the rows' own.
+#:
+#: - ``recompute`` selective (scripts/performance/configs/deepseek/deepseek_llm_pretrain.py:37) with Megatron-Core's
+#:   ``recompute_modules`` of the system's base config (workload_base_configs.py in the same folder): GB300
+#:   ``moe_act`` (:38), GB200 ``mla_up_proj`` (:54).  The list replaces Megatron-Core's default core_attn
+#:   (megatron/core/transformer/transformer_config.py:1044-1045), so the core attention is not re-run.
+#: - ``overlap_grad_reduce`` (deepseek_llm_pretrain.py:68 GB300, :105 GB200; the recipe's DDP config,
+#:   src/megatron/bridge/recipes/deepseek/deepseek_v3.py:304).
+#: - GB200's pipeline layout: (PP, VP) = (4, 4) selects the recipe's layout (deepseek_v3.py:242, chosen at :244-250,
+#:   ``layout=None`` at deepseek_llm_pretrain.py:100): the embedding and 4 layers, 14 chunks of 4, then 1 layer with
+#:   the loss.  GB300's (2, 4) has no entry in that map (:235-243) and Megatron-Core's even split needs the 61
+#:   layers divisible by PP (transformer_block.py get_num_layers_to_build), so the run gave a layout on its command
+#:   line that the source does not show: netsim's even split stays (``stage_layers``).
+DSV3 = {"GB300": {"recompute": "selective", "recompute_modules": ["moe_act"], "overlap_grad_reduce": True},
+        "GB200": {"recompute": "selective", "recompute_modules": ["mla_up_proj"], "overlap_grad_reduce": True,
+                  "pipeline_layout": [4] * 15 + [1]}}
+
+
 def _dsv3(rid, system, topo, sets, pp, ep, tokens_per_gpu):
     gpus, gbs, seq, vp = 256, 4096, 4096, 4
     dp = gpus // pp
+    mods = "+".join(DSV3[system]["recompute_modules"])
     return {"id": rid, "desc": f"DeepSeek-V3 step (no MTP, BF16), {gpus} {system}, TP1 PP{pp} VP{vp} EP{ep} DP{dp}, "
-                               f"GBS {gbs:,}, seq {seq:,}",
+                               f"GBS {gbs:,}, seq {seq:,}, recompute {mods}",
             "setting": {"run": "llm", "topology": topo, "llm": "deepseek-v3", "tp": 1, "cp": 1, "pp": pp, "dp": dp,
                         "ep": ep, "vpp": vp, "schedule": "interleaved", "global_batch": gbs, "micro_batch": 1,
-                        "seq": seq, "model": "analytical", "metric": "iteration_s", "sets": sets,
+                        "seq": seq, "model": "analytical", "metric": "iteration_s", "sets": sets, **DSV3[system],
                         "published_from": f"{tokens_per_gpu} tokens/s/GPU x {gpus} GPUs, {gbs} x {seq} tokens",
                         "published_s": gbs * seq / (tokens_per_gpu * gpus)}}
 

@@ -86,12 +86,30 @@ def _add_generator_flags(run) -> None:
     gen.add_argument("--schedule", default=None, help="as in `netsim workload llm --schedule`")
     gen.add_argument("--recompute", default=None, choices=["none", "selective", "full"],
                      help="as in `netsim workload llm --recompute`")
+    _add_layout_flags(gen, "as in `netsim workload llm --recompute-modules`",
+                      "as in `netsim workload llm --pipeline-layout`")
     add_overlap_arguments(gen, None)
     gen.add_argument("--symmetry", default="auto", choices=["auto", "approximate", "none"],
                      help="auto: simulate one data-parallel replica standing for all where that is proven exact "
                      "for this run (every replica planned alike, every copy finishing with its representative), "
                      "else every rank; approximate: one replica even where copies finish apart (the notes "
                      "give the spread, not a bound); none: every rank (docs/workloads.md)")
+
+
+def _names(text: str) -> tuple[str, ...]:
+    return tuple(x for x in text.split(",") if x)
+
+
+def _counts(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(x) for x in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated layer counts, got {text!r}") from None
+
+
+def _add_layout_flags(group, modules_help: str, layout_help: str) -> None:
+    group.add_argument("--recompute-modules", type=_names, default=None, metavar="NAME[,NAME]", help=modules_help)
+    group.add_argument("--pipeline-layout", type=_counts, default=None, metavar="N,N,...", help=layout_help)
 
 
 def _add_workload(sub) -> None:
@@ -122,6 +140,10 @@ def _add_workload(sub) -> None:
                      "attention in the backward, full re-runs every layer's forward (default none)")
     llm.add_argument("--vpp", type=int_arg("vpp"), default=None,
                      help="model chunks per stage for --schedule interleaved (default 2)")
+    _add_layout_flags(llm, "what --recompute selective re-runs, Megatron-Core's recompute_modules: core_attn "
+                      "(default), mla_up_proj (MLA's up-projections), moe_act (the routed experts' activation)",
+                      "decoder layers of each of the pp*vpp model chunks in model order, e.g. 4,4,3 (Megatron's "
+                      "pipeline_model_parallel_layout in decoder layers; default: an even split)")
     add_overlap_arguments(llm, True)
     llm.add_argument("--out", required=True, help="output folder: llm.<rank>.et and comm_groups.json")
     llm.add_argument("--overwrite", action="store_true", help="replace an existing workload in --out")
@@ -225,7 +247,7 @@ def _generator_kwargs(args: argparse.Namespace) -> dict:
     kw = {}
     for key in ("tp", "pp", "dp", "ep", "cp", "microbatches", "seq", "micro_batch", "vpp", "global_batch",
                 "schedule", "recompute", "overlap_grad_reduce", "tp_comm_overlap", "comm_streams",
-                "sequence_parallel", "kernels"):
+                "sequence_parallel", "kernels", "recompute_modules", "pipeline_layout"):
         value = getattr(args, key, None)
         if value is None:
             continue
@@ -271,13 +293,14 @@ def _write_llm(out, args: argparse.Namespace):
                            micro_batch=args.micro_batch, schedule=args.schedule, vpp=args.vpp,
                            recompute=args.recompute, overlap_grad_reduce=args.overlap_grad_reduce,
                            tp_comm_overlap=args.tp_comm_overlap, comm_streams=args.comm_streams,
-                           sequence_parallel=args.sequence_parallel, kernels=args.kernels)
+                           sequence_parallel=args.sequence_parallel, kernels=args.kernels,
+                           recompute_modules=args.recompute_modules, pipeline_layout=args.pipeline_layout)
 
 
 #: Generator arguments that ``netsim run --llm`` and ``netsim workload llm`` take as flags.
 GENERATOR_FLAGS = ("tp", "pp", "dp", "ep", "cp", "microbatches", "seq", "micro_batch", "vpp", "global_batch",
                    "schedule", "recompute", "ranks", "overlap_grad_reduce", "tp_comm_overlap", "comm_streams",
-                   "sequence_parallel", "kernels")
+                   "sequence_parallel", "kernels", "recompute_modules", "pipeline_layout")
 
 
 @contextmanager

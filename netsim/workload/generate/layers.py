@@ -89,6 +89,25 @@ class Costs:
     bucket_params: int = 40_000_000  # gradient bucket in parameters (plan.bucket_params)
     sequence_parallel: bool = False  # Megatron --sequence-parallel: norms and residuals on 1/tp of the tokens
     kernels: KernelProfile = PROFILES[DEFAULT]  # how the layer's kernels are written (--kernels)
+    # what selective recomputation re-runs (Megatron-Core recompute_modules; plan.RECOMPUTE_MODULES)
+    recompute_modules: tuple[str, ...] = ("core_attn",)
+
+    def recomputes(self, module: str) -> bool:
+        """Whether selective recomputation re-runs ``module`` (Megatron-Core's ``recompute_modules``)."""
+        return self.recompute == "selective" and module in self.recompute_modules
+
+    def recompute_elementwise(self, module: str) -> int:
+        """HBM bytes of the element-wise kernels a selective ``module`` re-runs, as the forward counts them
+        (:meth:`elementwise`).  ``mla_up_proj``: the query and key/value latents' RMSNorms (read and write
+        each) and the rotary embedding on the heads' q_pe and the shared k_pe.  ``moe_act``: the routed
+        experts' activation (SwiGLU reads the gate and up projections and writes their product: 3 F over the
+        top-k tokens' ``expert_ffn``; a plain activation 2 F); the shared experts are another module."""
+        s = self.spec
+        if module == "mla_up_proj":
+            qk = self.tokens * (s.heads + self.tp) * s.qk_rope_head_dim * self.dtype_bytes // self.tp
+            return 2 * qk + 2 * self.tokens * (s.q_lora_rank + s.kv_lora_rank) * self.dtype_bytes
+        f = self.tokens * s.top_k * s.expert_ffn * self.dtype_bytes // self.tp
+        return (3 if s.gated_mlp else 2) * f
 
     @property
     def shard(self) -> int:
@@ -364,6 +383,8 @@ class LayerNodes:
             b.comp(f"{name}.shared_experts", mult * cost.ops(shared), cost.weights(shared))
         if "ep" in g:
             b.coll(f"{name}.a2a_dispatch", CommType.ALL_TO_ALL, cost.a2a, g["ep"])
+        if mult == 2 and cost.recomputes("moe_act"):  # the activation's output, discarded, re-made for fc2's backward
+            b.elementwise(f"{name}.moe_act.recompute", cost.recompute_elementwise("moe_act"), cost.dtype_bytes)
         b.comp(f"{name}.experts", mult * cost.ops(spec.top_k * spec.expert_params),
                cost.weights(cost.local_experts * spec.expert_params))
         if "ep" in g:
@@ -392,7 +413,9 @@ class LayerNodes:
             self.block(f"{name}.attn", cost.ops(cost.attn_params), cost.weights(cost.attn_params),
                        ("attn", ("col.fwd", "row.fwd")))
             return
-        if cost.recompute == "selective":  # re-run the core attention's forward first (Korthikanti et al.)
+        if cost.recomputes("mla_up_proj") and spec.mla:  # the up-projections re-made for the core attention
+            self.mla_up_recompute(f"{name}.mla_up_proj.recompute")
+        if cost.recomputes("core_attn"):  # re-run the core attention's forward first (Korthikanti et al.)
             self.core_forward(f"{name}.core_attn.recompute")
         self.core_backward(f"{name}.core_attn")
         if "cp" in g:
@@ -405,6 +428,22 @@ class LayerNodes:
         # the output projection (row-parallel) joins the Q, K, V projections' dgrad: the chain's order within
         # a stretch without communication does not change its time
         self.column_bwd(f"{name}.attn", spec.attn_out_params, cost.attn_params - spec.attn_out_params)
+
+    def mla_up_recompute(self, name: str) -> None:
+        """MLA's up-projections re-run before the core attention's backward (Megatron-Core ``mla_up_proj``:
+        ``qkv_up_proj_and_rope_apply`` under ``CheckpointWithoutOutput``, its output discarded after the
+        forward and re-made when the core attention's output gradient arrives; multi_latent_attention.py
+        lines 315-318, 656-681, 783-787 at NVIDIA/Megatron-LM 0d8e071): the query's up-projection (or its one
+        projection when ``q_lora_rank`` is 0) and the key/value up-projection, one node per GEMM under a
+        profile with GEMM shapes, then the latents' norms and the rotary embedding."""
+        cost, m = self.cost, self.cost.tokens
+        ups = [(label, n, k) for label, n, k in cost.linears("attn")[0] if label in ("q", "q_up", "kv_up")]
+        if self.shapes:
+            for label, n, k in ups:
+                self.b.comp(f"{name}.{label}", 2 * m * n * k, n * k * cost.dtype_bytes, shape=(m, n))
+        else:
+            self.b.comp(name, sum(2 * m * n * k for _, n, k in ups), sum(n * k for _, n, k in ups) * cost.dtype_bytes)
+        self.b.elementwise(f"{name}_elementwise", cost.recompute_elementwise("mla_up_proj"), cost.dtype_bytes)
 
     def core_forward(self, name: str) -> None:
         """The core attention's forward: one fused kernel, or (unfused profile) Q·Kᵀ, scale + mask + softmax,

@@ -53,7 +53,10 @@ looked up by.  A rank holds ``tokens = micro_batch * seq / cp`` tokens of each m
   before its backward; ``"full"`` checkpoints every layer's input
   (``--recompute-method uniform --recompute-num-layers 1``) and re-runs the layer's whole forward
   (attention and MLP nodes named ``mb<m>.bwd.L<l>.recompute.*``, with their TP all-reduces, CP
-  all-gather and MoE all-to-alls) right before the layer's backward.
+  all-gather and MoE all-to-alls) right before the layer's backward.  ``recompute_modules`` names what
+  ``"selective"`` re-runs, as Megatron-Core's option does: the core attention (its default), MLA's
+  up-projections (``mla_up_proj``, nodes ``mb<m>.bwd.L<l>.mla_up_proj.recompute*``) or the routed experts'
+  activation (``moe_act``, ``mb<m>.bwd.L<l>.moe_act.recompute``).
 
 The backward pass mirrors the forward pass with twice the operations.  With ``tp > 1`` a block's
 backward GEMMs split into ``.dgrad`` (the row-parallel GEMM's backward and the column-parallel GEMM's
@@ -116,7 +119,8 @@ def generate_llm(spec: ModelSpec | str, *, tp: int, pp: int, dp: int, ep: int = 
                  dtype_bytes: int = 2, schedule: str = "1f1b", vpp: int | None = None,
                  ranks: Iterable[int] | None = None, recompute: str = "none", overlap_grad_reduce: bool = False,
                  tp_comm_overlap: bool = False, comm_streams: str = "communicator",
-                 sequence_parallel: bool = False, kernels: str = "fa3-te") -> tuple[list[list[EtNode]] | dict[int, list[EtNode]], dict[str, list[int]]]:
+                 sequence_parallel: bool = False, kernels: str = "fa3-te",
+                 recompute_modules: Iterable[str] | None = None, pipeline_layout: Iterable[int] | None = None) -> tuple[list[list[EtNode]] | dict[int, list[EtNode]], dict[str, list[int]]]:
     """Build one training iteration for every rank (or for ``ranks``).
 
     Parameters
@@ -144,6 +148,15 @@ def generate_llm(spec: ModelSpec | str, *, tp: int, pp: int, dp: int, ep: int = 
     recompute
         Activation recomputation: ``"none"`` (default), ``"selective"`` or ``"full"``
         (Megatron-LM's granularities; see the module docstring).
+    recompute_modules
+        What ``"selective"`` re-runs, Megatron-Core's ``recompute_modules`` (:data:`~.plan.RECOMPUTE_MODULES`):
+        ``"core_attn"`` (the default, as in Megatron-Core), ``"mla_up_proj"`` (MLA's up-projections, their
+        norms and rotary embedding, before the core attention's backward), ``"moe_act"`` (the routed experts'
+        activation, before the experts' backward).
+    pipeline_layout
+        Decoder layers of each of the ``pp * vpp`` model chunks, in model order (Megatron-Core's
+        ``pipeline_model_parallel_layout`` counted in decoder layers; the embedding stays in the first chunk,
+        the LM head in the last).  None (default): :func:`stage_layers`.
     overlap_grad_reduce, tp_comm_overlap, comm_streams
         Megatron's overlap switches and the comm-lane policy the traces declare (docs/workloads.md,
         "Overlap"): gradient buckets reduced during the backward (default) or after it; TP
@@ -180,7 +193,8 @@ def generate_llm(spec: ModelSpec | str, *, tp: int, pp: int, dp: int, ep: int = 
     plan = plan_llm(spec, tp=tp, pp=pp, dp=dp, ep=ep, cp=cp, microbatches=microbatches, global_batch=global_batch,
                     seq=seq, micro_batch=micro_batch, dtype_bytes=dtype_bytes, schedule=schedule, vpp=vpp,
                     recompute=recompute, overlap_grad_reduce=overlap_grad_reduce, tp_comm_overlap=tp_comm_overlap,
-                    comm_streams=comm_streams, sequence_parallel=sequence_parallel, kernels=kernels)
+                    comm_streams=comm_streams, sequence_parallel=sequence_parallel, kernels=kernels,
+                    recompute_modules=recompute_modules, pipeline_layout=pipeline_layout)
     selected = _selected_ranks(ranks, plan.world)
     build = range(plan.world) if selected is None else selected
     check_memory(plan, len(build), "their EtNode lists")

@@ -29,13 +29,17 @@ from netsim.workload.generate.layers import Costs
 from netsim.workload.generate.ranks import Layout, layout_groups, rank_nodes
 from netsim.workload.generate.schedules import stage_layers
 
-__all__ = ["BYTES_PER_NODE", "COMM_STREAMS", "LLMPlan", "MAX_WORLD", "RECOMPUTE", "SCHEDULES", "bucket_params",
-           "check_memory", "check_positive", "plan_llm"]
+__all__ = ["BYTES_PER_NODE", "COMM_STREAMS", "LLMPlan", "MAX_WORLD", "RECOMPUTE", "RECOMPUTE_MODULES", "SCHEDULES",
+           "bucket_params", "check_memory", "check_positive", "plan_llm"]
 
 #: Pipeline schedules of :func:`generate_llm`.
 SCHEDULES = ("1f1b", "interleaved")
 #: Activation recomputation of :func:`generate_llm` (Megatron-LM's ``--recompute-granularity``).
 RECOMPUTE = ("none", "selective", "full")
+#: What selective recomputation may re-run, Megatron-Core's ``recompute_modules`` (transformer_config.py lines
+#: 361-373 at NVIDIA/Megatron-LM 0d8e071): the core attention, MLA's up-projections with their norms and rotary
+#: embedding, the routed experts' activation.  Megatron-Core's default is the core attention (lines 1044-1045).
+RECOMPUTE_MODULES = ("core_attn", "mla_up_proj", "moe_act")
 #: Comm-lane policies a generated trace declares (netsim.workload.streams.COMM_STREAMS).
 COMM_STREAMS = ("communicator", "one")
 
@@ -172,7 +176,8 @@ def plan_llm(spec: ModelSpec | str, *, tp: int, pp: int, dp: int, ep: int = 1, c
              microbatches: int | None = None, global_batch: int | None = None, seq: int, micro_batch: int = 1,
              dtype_bytes: int = 2, schedule: str = "1f1b", vpp: int | None = None,
              recompute: str = "none", overlap_grad_reduce: bool = False, tp_comm_overlap: bool = False,
-             comm_streams: str = "communicator", sequence_parallel: bool = False, kernels: str = DEFAULT_KERNELS) -> LLMPlan:
+             comm_streams: str = "communicator", sequence_parallel: bool = False, kernels: str = DEFAULT_KERNELS,
+             recompute_modules: Iterable[str] | None = None, pipeline_layout: Iterable[int] | None = None) -> LLMPlan:
     """Check a generator call (the arguments of :func:`generate_llm` but ``ranks``) and plan it.
 
     Raises
@@ -185,6 +190,7 @@ def plan_llm(spec: ModelSpec | str, *, tp: int, pp: int, dp: int, ep: int = 1, c
     if recompute not in RECOMPUTE:
         raise InputError(f"expected one of {', '.join(RECOMPUTE)}, got {recompute!r}", source="argument",
                          field="recompute")
+    modules = _recompute_modules(spec, recompute, recompute_modules)
     if comm_streams not in COMM_STREAMS:
         raise InputError(f"expected one of {', '.join(COMM_STREAMS)}, got {comm_streams!r}", source="argument",
                          field="comm_streams")
@@ -215,13 +221,55 @@ def plan_llm(spec: ModelSpec | str, *, tp: int, pp: int, dp: int, ep: int = 1, c
     groups, member = layout_groups(lay, ep)
     cost = Costs(spec, tp, cp, micro_batch * seq // cp, seq, dtype_bytes, spec.experts // ep if spec.is_moe else 0,
                  recompute, overlap_grad_reduce, tp_comm_overlap, comm_streams, bucket_params(dp * cp),
-                 sequence_parallel and tp > 1, profile)
+                 sequence_parallel and tp > 1, profile, modules)
     largest = cost.largest(microbatches, vpp)
     if largest > MAX_ATTRIBUTE:
         raise InputError(f"{spec.name} with seq={seq}, micro_batch={micro_batch} and {microbatches} microbatches "
                          f"gives nodes of {largest:.3g} operations or bytes; Chakra's int64 attributes hold at "
                          "most 2**63-1 (use a shorter seq or micro_batch)", source="argument", field="seq")
-    return LLMPlan(lay, cost, tuple(stage_layers(spec.layers, pp * vpp)), vpp, microbatches, groups, member)
+    chunks = stage_layers(spec.layers, pp * vpp) if pipeline_layout is None else \
+        _layout_chunks(pipeline_layout, spec.layers, pp * vpp)
+    return LLMPlan(lay, cost, tuple(chunks), vpp, microbatches, groups, member)
+
+
+def _recompute_modules(spec: ModelSpec, recompute: str, modules: Iterable[str] | None) -> tuple[str, ...]:
+    """The checked ``recompute_modules``: Megatron-Core's default (the core attention) when None; given, they
+    need ``recompute="selective"`` and a model that has them (Megatron-Core refuses ``mla_up_proj`` without
+    MLA, transformer_config.py lines 1069-1073 at 0d8e071; ``moe_act`` needs experts)."""
+    if modules is None:
+        return ("core_attn",)
+    if isinstance(modules, str) or not all(isinstance(m, str) for m in modules):
+        raise InputError(f"expected a list of module names, got {modules!r}", source="argument",
+                         field="recompute_modules")
+    modules = tuple(modules)
+    bad = [m for m in modules if m not in RECOMPUTE_MODULES]
+    if bad:
+        raise InputError(f"expected modules among {', '.join(RECOMPUTE_MODULES)}, got {bad[0]!r}", source="argument",
+                         field="recompute_modules")
+    if recompute != "selective":
+        raise InputError(f"recompute_modules need recompute='selective', got {recompute!r}", source="argument",
+                         field="recompute_modules")
+    need = {"mla_up_proj": (spec.mla, "multi-head latent attention"), "moe_act": (spec.is_moe, "a MoE model")}
+    for m in modules:
+        if m in need and not need[m][0]:
+            raise InputError(f"{m} needs {need[m][1]}; {spec.name} has none", source="argument",
+                             field="recompute_modules")
+    return modules
+
+
+def _layout_chunks(layout: Iterable[int], layers: int, chunks: int) -> list[range]:
+    """Model chunks from a pipeline layout, the decoder layers of each chunk in model order (Megatron-Core's
+    ``pipeline_model_parallel_layout`` counted in decoder layers; chunk ``c`` on stage ``c % pp``)."""
+    try:
+        counts = [int(x) for x in layout]
+    except (TypeError, ValueError):
+        raise InputError(f"expected layer counts, got {layout!r}", source="argument", field="pipeline_layout") \
+            from None
+    if len(counts) != chunks or min(counts) < 0 or sum(counts) != layers:
+        raise InputError(f"expected {chunks} non-negative layer counts (pp * vpp chunks) summing to the model's "
+                         f"{layers} layers, got {counts}", source="argument", field="pipeline_layout")
+    starts = [sum(counts[:i]) for i in range(chunks + 1)]
+    return [range(a, b) for a, b in zip(starts[:-1], starts[1:])]
 
 
 def check_memory(plan: LLMPlan, ranks: int, what: str) -> None:
