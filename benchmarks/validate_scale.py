@@ -225,7 +225,7 @@ SC21 = {"18B": (256, 8, 1, 8, 1024, None, "torch"), "39B": (512, 8, 2, 4, 1536, 
 SC21_SEQ, SC21_VOCAB = 2048, 51200
 #: The rows the table runs.  530B and 1T stay written above but are not run (decided after the first run, for the
 #: machine, not for their error): one replica is 280 and 512 ranks of 280 and 512 microbatches, whose node tables
-#: need about 10.5 and 23.0 GiB (LLMPlan.nodes_estimate x BYTES_PER_NODE, sc21_memory_gib), beyond a 2-core
+#: need about 11.2 and 23.5 GiB (LLMPlan.nodes_estimate x BYTES_PER_NODE, sc21_memory_gib), beyond a 2-core
 #: machine's budget for one row of the table.
 SC21_TABLE = ("18B", "39B", "76B", "145B", "310B")
 #: Set after the first run (a method, not a setting: no number moved): from 1,024 GPUs the replicas of these runs
@@ -273,13 +273,12 @@ def sc21_setting(label: str) -> dict:
     return out
 
 
-#: Written after the first run (settings unchanged).
+#: Written after the first run (settings unchanged); revised when the step around the layers was modelled
+#: (gradient accumulation, optimizer step, scatter/gather sends: docs/validation.md, "Megatron-LM in 2021").
 LACK_E2E_SC21 = ("compute of 2021 beyond the kernels' traffic: the GEMMs run at the preset's best-shape rate (271.2 of "
                  "312 TFLOP/s, BF16, measured with today's cuBLAS) times their tile and wave use, with no figure for "
-                 "2021's FP16 cuBLAS 11 or the A100's clocks under a DGX's power cap; the optimizer step (FP32 Adam "
-                 "over the rank's weights), the FP32 main-gradient accumulation of local DDP and the loss-scaling "
-                 "checks are not in the generator; pipeline sends move the whole activation instead of Megatron's "
-                 "scatter/gather of 1/tp per NIC")
+                 "2021's FP16 cuBLAS 11 or the A100's clocks under a DGX's power cap; the pipeline exchanges of 2021 "
+                 "blocked (batch_isend_irecv, wait, torch.cuda.synchronize) where netsim's sends are eager")
 
 
 def sc21_records(rec) -> list[dict]:

@@ -234,6 +234,14 @@ def _wave_example() -> list[float]:
     return [2048 // 256 * 2304 // 128, sms, 100 * gemm_utilization(2048, 2304, sms)]
 
 
+
+def _optimizer_bytes() -> list[int]:
+    """The step's bytes per FP16 weight (tests/test_megatron_2021_step.py checks them pass by pass)."""
+    from netsim.workload.generate.kernels import fp16_optimizer_bytes
+
+    return [fp16_optimizer_bytes(2)]
+
+
 CLAIMS = [
     C("Two mechanisms keep that affordable at 16,384 ranks", _16k_layout),
     C("seed 0 by default", _random_seed),
@@ -293,7 +301,9 @@ CLAIMS = [
     C("cuBLAS's most efficient kernels compute 256 × 128 or\n128 × 256 output tiles", _tiles),
     C("a GEMM of 144 tiles on\nthe A100's 108 SMs (two waves) at 67 % of it", _wave_example),
     C("A bad name is one line and exit\nstatus 2", lambda: bad_kernels_status()),
+    C("52 bytes per FP16 weight (`fp16_optimizer_bytes`)", _optimizer_bytes),
 ]
+
 
 
 def bad_kernels_status() -> list[int]:

@@ -38,6 +38,26 @@ commit of ``examples/sc21``, 2021-08-10):
   kernel waits for it.  The all-reduce beside the weight gradient (``fa3-te``, Megatron-Core's
   ``LinearWithGradAccumulationAndAsyncCommunication``) arrived in 2022 (Megatron-LM 83b1e42, 2022-02-13).
 
+Beyond the layer, ``megatron-2021`` writes what Megatron-LM of 2021 did around it each step, as the SC21
+scripts ran it (``examples/sc21/CONFIG.sh``: ``--fp16 --loss-scale 8192 --clip-grad 1.0``, neither
+``--accumulate-allreduce-grads-in-fp32`` nor ``--use-contiguous-buffers-in-ddp``):
+
+* gradient accumulation: every backward after a weight's first in the step adds its fresh FP16 gradient to
+  ``param.grad`` in place (PyTorch's ``AccumulateGrad``, ``variable_grad += new_grad``,
+  ``torch/csrc/autograd/functions/accumulate_grad.h``; read at pytorch/pytorch 035290b): reads both, writes
+  one, :data:`GRAD_ACCUM_ELEMENTS` elements per weight.  Local DDP without contiguous buffers keeps no
+  ``main_grad`` buffer (``megatron/model/distributed.py`` lines 124-165 at de7dc40: the hook that adds into a
+  buffer exists only with ``use_contiguous_buffers``), and no GEMM accumulates into the gradient
+  (``gradient_accumulation_fusion`` is not in the tree at de7dc40).  Today's stack fuses it into the
+  weight-gradient GEMM (Megatron-Core's ``gradient_accumulation_fusion``), so ``fa3-te`` writes none;
+* the optimizer step: ``Float16OptimizerWithFloat16Params.step`` (``megatron/optimizer/optimizer.py`` lines
+  377-420 at de7dc40) over every weight the rank holds (no distributed optimizer in 2021), bytes per weight
+  in :func:`fp16_optimizer_bytes`;
+* pipeline sends scattered and gathered: ``--scatter-gather-tensors-in-pipeline`` is on by default
+  (``megatron/arguments.py`` lines 585-587 at de7dc40, a ``store_false`` flag the scripts do not pass), so each
+  TP rank sends ``1/tp`` of the activation and the receiver all-gathers it over TP
+  (``megatron/p2p_communication.py`` lines 61-66, 87-94 and 133-140).
+
 >>> PROFILES["megatron-2021"].attention, PROFILES["fa3-te"].attention
 ('unfused', 'fused')
 >>> profile("fa2")
@@ -52,7 +72,7 @@ from dataclasses import dataclass
 
 from netsim.errors import InputError
 
-__all__ = ["DEFAULT", "KernelProfile", "PROFILES", "profile"]
+__all__ = ["DEFAULT", "GRAD_ACCUM_ELEMENTS", "KernelProfile", "PROFILES", "fp16_optimizer_bytes", "profile"]
 
 
 @dataclass(frozen=True)
@@ -65,6 +85,9 @@ class KernelProfile:
     gemm_shapes: bool  # one node per GEMM with its output shape (the GEMM-shape model times it)
     async_tp_backward: bool  # the backward's TP all-reduce of the input gradient runs beside the weight gradient
     source: str
+    grad_accumulation: bool = False  # each microbatch's weight gradient added to .grad by a separate kernel
+    optimizer: bool = False  # Megatron-LM 2021's FP16 optimizer step over every weight of the rank
+    pipeline_scatter_gather: bool = False  # pipeline sends of 1/tp, all-gathered over TP on arrival
 
 
 PROFILES: dict[str, KernelProfile] = {p.name: p for p in (
@@ -73,13 +96,45 @@ PROFILES: dict[str, KernelProfile] = {p.name: p for p in (
                   "netsim.topology.builders.GPU_EFFICIENCY"),
     KernelProfile("megatron-2021", "unfused", "megatron-2021", True, False,
                   "Narayanan et al. SC21 (arXiv:2104.04473) §4.2; NVIDIA/Megatron-LM de7dc40 "
-                  "megatron/model/transformer.py lines 95, 271, 302, 308, 332, 357-379, 405, 420"),
+                  "megatron/model/transformer.py lines 95, 271, 302, 308, 332, 357-379, 405, 420; "
+                  "megatron/optimizer/optimizer.py lines 377-420; megatron/p2p_communication.py lines 61-140",
+                  grad_accumulation=True, optimizer=True, pipeline_scatter_gather=True),
 )}
 #: The profile a run uses unless ``--kernels`` says otherwise.
 DEFAULT = "fa3-te"
 
 #: Bytes of a dropout mask element: PyTorch's fused dropout keeps a one-byte (bool / uint8) mask per element.
 DROPOUT_MASK_BYTES = 1
+
+#: Elements of HBM traffic per weight of one in-place gradient accumulation, ``grad += new_grad`` (PyTorch's
+#: ``AccumulateGrad``): the gradient and the fresh one read, the gradient written.
+GRAD_ACCUM_ELEMENTS = 3
+
+
+def fp16_optimizer_bytes(dtype_bytes: int) -> int:
+    """HBM bytes per weight of one step of Megatron-LM 2021's FP16 optimizer (``megatron/optimizer/optimizer.py``
+    at de7dc40; ``dtype_bytes``: the model's parameter and gradient element), pass by pass:
+
+    * ``_copy_model_grads_to_main_grads`` (line 309 or 312): ``main_grad.float()`` reads the FP16 gradient and
+      writes an FP32 one (local DDP without contiguous buffers sets ``main_grad = grad``,
+      ``megatron/model/distributed.py`` line 206): ``dtype_bytes + 4``;
+    * ``_unscale_main_grads_and_check_for_nan`` (line 335): ``torch._amp_foreach_non_finite_check_and_unscale_``
+      reads and writes the FP32 gradient in place: 8 (the constant loss scale of ``--loss-scale 8192`` still
+      takes this path: ``if self.grad_scaler``, line 388);
+    * ``clip_grad_norm_fp32`` (``megatron/optimizer/clip_grads.py`` line 90): ``multi_tensor_l2norm`` reads the
+      FP32 gradient: 4.  The scaling that follows runs only when the norm exceeds ``--clip-grad`` (line 113),
+      which depends on the data: not counted;
+    * apex ``FusedAdam`` (``megatron/optimizer/__init__.py`` line 16): ``AdamFunctor`` reads the FP32 gradient,
+      weight and both moments and writes the weight and the moments (NVIDIA/apex ``csrc/multi_tensor_adam.cu``,
+      read at 004da4e): 16 + 12;
+    * ``_copy_main_params_to_model_params`` (lines 358-362): ``multi_tensor_scale`` reads the FP32 weight and
+      writes the model's: ``4 + dtype_bytes``.
+
+    >>> fp16_optimizer_bytes(2)
+    52
+    """
+    fp32 = 4
+    return (dtype_bytes + fp32) + 2 * fp32 + fp32 + 7 * fp32 + (fp32 + dtype_bytes)
 
 
 def profile(name: str | KernelProfile) -> KernelProfile:

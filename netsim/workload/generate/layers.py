@@ -15,7 +15,7 @@ from typing import Any
 
 from netsim.chakra.model import EtNode
 from netsim.chakra.schema import CommType, NodeType
-from netsim.workload.generate.kernels import DEFAULT, DROPOUT_MASK_BYTES, PROFILES, KernelProfile
+from netsim.workload.generate.kernels import DEFAULT, DROPOUT_MASK_BYTES, PROFILES, KernelProfile, fp16_optimizer_bytes
 from netsim.workload.generate.model import ModelSpec
 
 __all__ = ["Builder", "Costs", "LayerNodes", "TP_SPLITS"]
@@ -238,9 +238,10 @@ class Costs:
         last = s.layers - 1  # a MoE layer when the model has experts (dense_layers < layers)
         elementwise = max(self.elementwise(b, False, layer) for b in ("attn", "mlp", "embedding", "final")
                           for layer in (0, last))
+        step = fp16_optimizer_bytes(self.dtype_bytes) * s.params() if self.kernels.optimizer else 0
         return max(2 * self.score_ops, 2 * self.ops(max(blocks)), 4 * self.tokens * s.router_params,
                    self.weights(s.params()) * self.tp, self.core_bytes, self.a2a, self.kv * self.cp, self.act,
-                   elementwise, 2 * (microbatches + 1) * vpp + 1)
+                   elementwise, step, 2 * (microbatches + 1) * vpp + 1)
 
     def layer_params(self, layer: int) -> int:
         """Weights of layer ``layer`` held by one rank before the TP split (its local experts)."""

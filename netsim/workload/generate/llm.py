@@ -65,7 +65,11 @@ reduction runs beside the wgrad, as Megatron-LM's async all-reduce does.  Gradie
 all-reduced over the DP×CP group (Megatron reduces over ``dp * cp`` ranks), one bucket
 per layer during the last microbatch's backward of its chunk, then the embedding / LM
 head.  Nodes form one linear ``data_deps`` chain per rank in schedule order (sends
-are eager in netsim, so neither schedule can deadlock).
+are eager in netsim, so neither schedule can deadlock).  The ``megatron-2021`` kernel profile adds
+what Megatron-LM of 2021 did around the layers (:mod:`netsim.workload.generate.kernels`): an
+element-wise ``grad_accum`` node after each layer's backward on every microbatch but the first, an
+``optimizer.step`` node after the gradient reductions, and pipeline sends of ``1/tp`` of the
+activation, all-gathered over TP on arrival.
 
 Examples
 --------

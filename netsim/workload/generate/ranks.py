@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from netsim.chakra.model import EtNode
 from netsim.chakra.schema import CommType
+from netsim.workload.generate.kernels import GRAD_ACCUM_ELEMENTS, fp16_optimizer_bytes
 from netsim.workload.generate.layers import Builder, Costs, LayerNodes
 from netsim.workload.generate.schedules import interleaved_order, one_f_one_b
 
@@ -85,7 +86,8 @@ def layout_groups(lay: Layout, ep: int) -> tuple[dict[str, list[int]], dict[int,
 class _Pipeline:
     """One rank's pipeline schedule written into a :class:`~netsim.workload.generate.layers.Builder`:
     each microbatch's forward and backward over the rank's model chunks, the activations and gradients
-    sent between stages, and the data-parallel gradient reduction."""
+    sent between stages, the data-parallel gradient reduction and, where the kernel profile has them
+    (:mod:`~netsim.workload.generate.kernels`), the gradient accumulations and the optimizer step."""
 
     def __init__(self, r: int, lay: Layout, g: dict[str, str], cost: Costs, chunks: list[range], vpp: int,
                  microbatches: int):
@@ -104,6 +106,12 @@ class _Pipeline:
         self.pending = 0  # parameters of the bucket being filled
         self.buckets: list[int] = []
         self.chunk_params = [0] * self.nchunks
+        self.side: list[int] = []  # the reductions off the chain (the optimizer step waits for them)
+        prof = cost.kernels
+        # scatter/gather (megatron-2021): each TP rank sends 1/tp of the activation, gathered over TP on arrival
+        self.gather = prof.pipeline_scatter_gather and "tp" in g
+        self.p2p = cost.act // lay.tp if self.gather else cost.act
+        self.accumulate = prof.grad_accumulation
 
     def peer(self, chunk: int) -> int:
         """The same (tp, cp, dp) position on the stage holding ``chunk``."""
@@ -118,7 +126,7 @@ class _Pipeline:
         b, lay, cost = self.b, self.layers, self.cost
         mb = f"mb{m}" if self.vpp == 1 else f"mb{m}.c{ch}"
         if ch > 0:
-            b.recv(f"{mb}.recv_act", self.peer(ch - 1), self.tag(m, ch - 1, 0), cost.act, self.r)
+            self.receive(f"{mb}.recv_act", self.peer(ch - 1), self.tag(m, ch - 1, 0))
         else:  # vocab-parallel embedding: each TP rank looks up its rows, then the sum over TP
             lay.ew(f"mb{m}.fwd.embedding", "embedding", True)
             lay.tp_out(f"mb{m}.fwd.embedding")
@@ -129,7 +137,22 @@ class _Pipeline:
             lay.tp_in(f"mb{m}.fwd.lm_head")
             b.comp(f"mb{m}.fwd.lm_head", cost.ops(self.embed), cost.weights(self.embed))
         else:
-            b.send(f"{mb}.send_act", self.peer(ch + 1), self.tag(m, ch, 0), cost.act, self.r)
+            b.send(f"{mb}.send_act", self.peer(ch + 1), self.tag(m, ch, 0), self.p2p, self.r)
+
+    def receive(self, name: str, src: int, tag: int) -> None:
+        """A pipeline receive; under scatter/gather the ``1/tp`` pieces are then all-gathered over TP
+        (``comm_size``: one piece)."""
+        self.b.recv(name, src, tag, self.p2p, self.r)
+        if self.gather:
+            self.b.coll(f"{name}_allgather", CommType.ALL_GATHER, self.p2p, self.g["tp"])
+
+    def accumulated(self, name: str, params: int, m: int) -> None:
+        """Microbatch ``m``'s weight gradients of ``params`` weights (before the TP split) added to the ones
+        of the earlier microbatches: none on a weight's first backward of the step (autograd keeps the fresh
+        gradient), then one in-place add per backward (kernels.GRAD_ACCUM_ELEMENTS elements per weight)."""
+        if self.accumulate and m > 0 and params:
+            cost = self.cost
+            self.b.elementwise(name, params // cost.tp * GRAD_ACCUM_ELEMENTS * cost.dtype_bytes, cost.dtype_bytes)
 
     def backward(self, m: int, ch: int) -> None:
         """Microbatch ``m``'s backward through chunk ``ch``, in reverse; on the last microbatch each
@@ -139,22 +162,26 @@ class _Pipeline:
         last = m == self.last_mb
         if ch == self.nchunks - 1:
             lay.column_bwd(f"mb{m}.bwd.lm_head", 0, embed)
+            self.accumulated(f"mb{m}.bwd.lm_head.grad_accum", embed, m)
             lay.ew(f"mb{m}.bwd.final_norm", "final", False)
             if last:  # the output layer's gradients are the first ready
                 self.ready(embed, ch, False)
         else:
-            b.recv(f"{mb}.recv_grad", self.peer(ch + 1), self.tag(m, ch, 1), cost.act, self.r)
+            self.receive(f"{mb}.recv_grad", self.peer(ch + 1), self.tag(m, ch, 1))
         for layer in reversed(self.chunks[ch]):
             lay.layer_backward(f"mb{m}.bwd.L{layer}", layer)
+            self.accumulated(f"mb{m}.bwd.L{layer}.grad_accum", cost.layer_params(layer), m)
             if last:  # this layer's gradients are ready
                 self.ready(cost.layer_params(layer), ch, False)
         if ch == 0:
             lay.tp_in(f"mb{m}.bwd.embedding")  # SP: the gradient's shards (the forward reduce-scatter's backward)
             lay.ew(f"mb{m}.bwd.embedding", "embedding", False)
+            if ch < self.nchunks - 1:  # with one chunk the LM head's weight is this one (tied), added above
+                self.accumulated(f"mb{m}.bwd.embedding.grad_accum", embed, m)
         if last:  # the input embedding's gradients come last; the chunk's backward is done
             self.ready(embed if ch == 0 else 0, ch, True)
         if ch > 0:
-            b.send(f"{mb}.send_grad", self.peer(ch - 1), self.tag(m, ch - 1, 1), cost.act, self.r)
+            b.send(f"{mb}.send_grad", self.peer(ch - 1), self.tag(m, ch - 1, 1), self.p2p, self.r)
 
     def ready(self, params: int, ch: int, chunk_done: bool) -> None:
         """``params`` gradients of chunk ``ch`` are ready: under ``overlap_grad_reduce`` the bucket
@@ -165,6 +192,7 @@ class _Pipeline:
         if self.overlap and self.pending and (chunk_done or (split and self.pending >= self.cost.bucket_params)):
             self.b.coll(f"dp.grad_allreduce.c{ch}.b{len(self.buckets)}", CommType.ALL_REDUCE,
                         self.pending * self.cost.dtype_bytes // self.cost.tp, self.g["dp"], side=True)
+            self.side.append(len(self.b.nodes))
             self.buckets.append(self.pending)
             self.pending = 0
 
@@ -174,6 +202,18 @@ class _Pipeline:
             for ch in sorted(chunks, reverse=True):
                 self.b.coll(f"dp.grad_allreduce.c{ch}", CommType.ALL_REDUCE,
                             self.chunk_params[ch] * self.cost.dtype_bytes // self.cost.tp, self.g["dp"])
+
+    def step(self, chunks: set[int]) -> None:
+        """The optimizer step over the weights of ``chunks`` (kernels.fp16_optimizer_bytes per weight), after
+        every reduction; a chunk holding both the embedding and the LM head holds one tied weight."""
+        if not self.cost.kernels.optimizer:
+            return
+        cost, embed = self.cost, self.embed
+        params = sum(sum(cost.layer_params(x) for x in self.chunks[c]) + (embed if c == 0 else 0)
+                     + (embed if c == self.nchunks - 1 and c > 0 else 0) for c in chunks)
+        self.b.join(self.side)
+        self.b.elementwise("optimizer.step", params // cost.tp * fp16_optimizer_bytes(cost.dtype_bytes),
+                           cost.dtype_bytes)
 
 
 def rank_nodes(r: int, lay: Layout, g: dict[str, str], cost: Costs, chunks: list[range], vpp: int,
@@ -191,5 +231,7 @@ def rank_nodes(r: int, lay: Layout, g: dict[str, str], cost: Costs, chunks: list
             pipe.forward(m, ch)
         else:
             pipe.backward(m, ch)
-    pipe.reduce_grads({c for _, _, c in order})
+    chunks = {c for _, _, c in order}
+    pipe.reduce_grads(chunks)
+    pipe.step(chunks)
     return pipe.b.nodes
