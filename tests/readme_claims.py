@@ -354,8 +354,8 @@ CLAIMS = [
           "token at hidden 7168; `tests/test_internode.py` `fp8_factor`), combine in **BF16** (2 bytes)", _moe_bytes),
     Claim("At 8,192 tokens (`python benchmarks/bench_moe.py`) the analytical model gives 87 GB/s RDMA at EP 8×2 "
           "and 60 GB/s at EP 8×4, against DeepEP's published 90 and 61 GB/s", _deepep),
-    Claim("gives 175.6 ms against 166.6 ms uniform (167.9 ms with the default uniform all-to-all, which sends one "
-          "copy per expert rather than per destination GPU) and 172.1 ms",
+    Claim("gives 133.8 ms against 124.8 ms uniform (126.0 ms with the default uniform all-to-all, which sends one "
+          "copy per expert rather than per destination GPU) and 130.2 ms",
           by_test="tests/test_moe_run.py::test_readme_moe_figures"),
     Claim("GPU preset when the duration is 0", why="an input's meaning: a compute node whose duration_micros is 0"),
     Claim("with a deadlock report (exit 2)", by_test="tests/test_deadlocks.py::test_skipped_collective_exits_2"),

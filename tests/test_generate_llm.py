@@ -55,7 +55,31 @@ def test_group_layout_tp2_pp2_dp2():
 
 def test_ep_groups_inside_dp():
     _, groups = generate_llm(SMALL_MOE, tp=1, pp=1, dp=4, ep=2, microbatches=1, seq=64)
-    assert list(groups.values()) == [[0, 1, 2, 3], [0, 1], [2, 3]]
+    # DP, then EP (blocks of 2), then expert DP: the ranks holding the same experts
+    assert list(groups.values()) == [[0, 1, 2, 3], [0, 1], [2, 3], [0, 2], [1, 3]]
+
+
+@pytest.mark.parametrize("overlap", [False, True])
+@pytest.mark.parametrize("dp,ep", [(4, 2), (4, 4), (4, 1), (8, 2)])
+def test_expert_gradients_reduce_over_expert_data_parallel_group(dp, ep, overlap):
+    """Megatron-Core's DDP keeps expert weights (EP > 1) in their own buffers, reduced over the ranks that
+    hold the same experts (dp / ep of them; none when ep == dp); dense weights over the whole DP group; with
+    EP 1 the experts are dense weights."""
+    per_rank, groups = generate_llm(SMALL_MOE, tp=1, pp=1, dp=dp, ep=ep, microbatches=2, seq=64,
+                                    overlap_grad_reduce=overlap)
+    embed, local = SMALL_MOE.vocab * SMALL_MOE.hidden, SMALL_MOE.experts // ep
+    experts = SMALL_MOE.layers * local * SMALL_MOE.expert_params
+    dense = 2 * embed + SMALL_MOE.layers * (SMALL_MOE.attn_params + SMALL_MOE.router_params)
+    for rank in (0, dp - 1):
+        nodes = per_rank[rank]
+        red = {k: [n for n in nodes if n.name.startswith(f"{k}.grad_allreduce")] for k in ("dp", "edp")}
+        want_dp, want_edp = (dense, experts) if ep > 1 else (dense + experts, 0)
+        if ep == dp:
+            want_edp = 0  # one rank holds these experts: nothing to reduce
+        assert sum(n.comm_size for n in red["dp"]) == 2 * want_dp
+        assert sum(n.comm_size for n in red["edp"]) == 2 * want_edp
+        assert {groups[n.pg_name] == list(range(dp)) for n in red["dp"]} == {True}
+        assert all(groups[n.pg_name] == list(range(rank % ep, dp, ep)) for n in red["edp"])
 
 
 def test_presets_and_yaml(tmp_path):

@@ -140,8 +140,10 @@ BEFORE_MLA = {
     "llama3-8b-fa3-tp2-overlap": ("llama3-8b", dict(tp=2, pp=1, dp=1, microbatches=1, seq=256, tp_comm_overlap=True,
                                                     ranks=[0]),
                                   "c618642ea7b2a0359950bea8b3d0448975377faa55a6b2f85a21c8c5df4972a8"),
+    # one node changed since: with EP = DP no other rank holds a rank's experts, so the gradient all-reduce no
+    # longer carries them (24,153,948,160 -> 1,605,369,856 bytes; tests/test_generate_llm.py, expert data parallel)
     "mixtral-8x7b-tp2-ep2": ("mixtral-8x7b", dict(tp=2, pp=1, dp=2, ep=2, microbatches=1, seq=128, ranks=[0]),
-                             "14aaf8d5b83583ec3519372b7a6940085fa40bbe8b06eccf0efd1b6c96f7dd93"),
+                             "1067542f34cd425e6041df57a05cef70da88ac5fe16b0bdde334da058cadfd32"),
 }
 
 

@@ -80,6 +80,11 @@ def layout_groups(lay: Layout, ep: int) -> tuple[dict[str, list[int]], dict[int,
                 for t in range(tp):
                     for block in range(dp // ep):
                         add("ep", [rank(t, c, block * ep + e, s) for e in range(ep)])
+    if ep > 1 and dp // ep * cp > 1:  # the ranks holding the same experts: their gradients' reduction group
+        for s in range(pp):
+            for t in range(tp):
+                for e in range(ep):
+                    add("edp", [rank(t, c, block * ep + e, s) for block in range(dp // ep) for c in range(cp)])
     return groups, member
 
 
@@ -102,10 +107,12 @@ class _Pipeline:
         # stages after the first and on chunks after a rank's first (distributed_data_parallel.py 164-171,
         # megatron/training dist_utils.py 358); all of a chunk's gradients in one reduction after the
         # backward without overlap_grad_reduce (bucket_size None, distributed_data_parallel.py 136-137).
+        # Expert weights (allreduce=False, moe/experts.py 252-253, when EP > 1) have their own buffers, reduced
+        # over the expert-data-parallel group, the ranks holding the same experts (Megatron-LM 0d8e071
+        # distributed_data_parallel.py 143-146, 311-321; parallel_state.py 745-748: world / (TP x EP x PP)
+        # ranks); with one such rank they need no reduction.
         self.overlap = cost.overlap_grad_reduce and "dp" in g
-        self.pending = 0  # parameters of the bucket being filled
-        self.buckets: list[int] = []
-        self.chunk_params = [0] * self.nchunks
+        self.grads = {kind: _Buffer(kind, self.nchunks) for kind in ("edp", "dp")}  # expert grads are ready first
         self.side: list[int] = []  # the reductions off the chain (the optimizer step waits for them)
         prof = cost.kernels
         # scatter/gather (megatron-2021): each TP rank sends 1/tp of the activation, gathered over TP on arrival
@@ -172,7 +179,8 @@ class _Pipeline:
             lay.layer_backward(f"mb{m}.bwd.L{layer}", layer)
             self.accumulated(f"mb{m}.bwd.L{layer}.grad_accum", cost.layer_params(layer), m)
             if last:  # this layer's gradients are ready
-                self.ready(cost.layer_params(layer), ch, False)
+                dense, experts = self.layer_grads(layer)
+                self.ready(dense, ch, False, experts)
         if ch == 0:
             lay.tp_in(f"mb{m}.bwd.embedding")  # SP: the gradient's shards (the forward reduce-scatter's backward)
             lay.ew(f"mb{m}.bwd.embedding", "embedding", False)
@@ -183,25 +191,40 @@ class _Pipeline:
         if ch > 0:
             b.send(f"{mb}.send_grad", self.peer(ch - 1), self.tag(m, ch - 1, 1), self.p2p, self.r)
 
-    def ready(self, params: int, ch: int, chunk_done: bool) -> None:
-        """``params`` gradients of chunk ``ch`` are ready: under ``overlap_grad_reduce`` the bucket
-        being filled is reduced, off the chain, when full or when the chunk is done."""
-        self.chunk_params[ch] += params
-        self.pending += params
+    def layer_grads(self, layer: int) -> tuple[int, int]:
+        """Layer ``layer``'s gradients on this rank: (dense, expert) weights before the TP split; the routed
+        experts' are expert weights only under expert parallelism (else they sit in the dense buffer)."""
+        cost = self.cost
+        every = cost.layer_params(layer)
+        experts = cost.local_experts * cost.spec.expert_params if "ep" in self.g and cost.spec.moe_layer(layer) else 0
+        return every - experts, experts
+
+    def ready(self, params: int, ch: int, chunk_done: bool, experts: int = 0) -> None:
+        """``params`` dense and ``experts`` expert gradients of chunk ``ch`` are ready: under
+        ``overlap_grad_reduce`` each buffer's bucket being filled is reduced, off the chain, when full or
+        when the chunk is done."""
         split = self.stage == 0 and ch // self.lay.pp == 0
-        if self.overlap and self.pending and (chunk_done or (split and self.pending >= self.cost.bucket_params)):
-            self.b.coll(f"dp.grad_allreduce.c{ch}.b{len(self.buckets)}", CommType.ALL_REDUCE,
-                        self.pending * self.cost.dtype_bytes // self.cost.tp, self.g["dp"], side=True)
-            self.side.append(len(self.b.nodes))
-            self.buckets.append(self.pending)
-            self.pending = 0
+        for buf, n in ((self.grads["edp"], experts), (self.grads["dp"], params)):
+            buf.chunk[ch] += n
+            buf.pending += n
+            if self.overlap and buf.kind in self.g and buf.pending and \
+                    (chunk_done or (split and buf.pending >= self.cost.bucket_params)):
+                self.b.coll(f"{buf.kind}.grad_allreduce.c{ch}.b{buf.buckets}", CommType.ALL_REDUCE,
+                            buf.pending * self.cost.dtype_bytes // self.cost.tp, self.g[buf.kind], side=True)
+                self.side.append(len(self.b.nodes))
+                buf.buckets += 1
+                buf.pending = 0
 
     def reduce_grads(self, chunks: set[int]) -> None:
-        """Without ``overlap_grad_reduce``: one synchronous reduction per chunk after the whole backward."""
+        """Without ``overlap_grad_reduce``: one synchronous reduction per chunk and buffer after the whole
+        backward, dense before expert (``bucket_groups + expert_parallel_bucket_groups``, 0d8e071
+        distributed_data_parallel.py 533)."""
         if "dp" in self.g and not self.overlap:
             for ch in sorted(chunks, reverse=True):
-                self.b.coll(f"dp.grad_allreduce.c{ch}", CommType.ALL_REDUCE,
-                            self.chunk_params[ch] * self.cost.dtype_bytes // self.cost.tp, self.g["dp"])
+                for buf in (self.grads["dp"], self.grads["edp"]):
+                    if buf.kind in self.g and buf.chunk[ch]:
+                        self.b.coll(f"{buf.kind}.grad_allreduce.c{ch}", CommType.ALL_REDUCE,
+                                    buf.chunk[ch] * self.cost.dtype_bytes // self.cost.tp, self.g[buf.kind])
 
     def step(self, chunks: set[int]) -> None:
         """The optimizer step over the weights of ``chunks`` (kernels.fp16_optimizer_bytes per weight), after
@@ -214,6 +237,16 @@ class _Pipeline:
         self.b.join(self.side)
         self.b.elementwise("optimizer.step", params // cost.tp * fp16_optimizer_bytes(cost.dtype_bytes),
                            cost.dtype_bytes)
+
+
+class _Buffer:
+    """One gradient buffer of Megatron's DDP (dense or expert): its group kind, the parameters of the
+    bucket being filled, the buckets reduced so far and each chunk's parameters."""
+
+    __slots__ = ("kind", "pending", "buckets", "chunk")
+
+    def __init__(self, kind: str, chunks: int):
+        self.kind, self.pending, self.buckets, self.chunk = kind, 0, 0, [0] * chunks
 
 
 def rank_nodes(r: int, lay: Layout, g: dict[str, str], cost: Costs, chunks: list[range], vpp: int,
