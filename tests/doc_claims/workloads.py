@@ -243,6 +243,10 @@ def _optimizer_bytes() -> list[int]:
 
 
 CLAIMS = [
+    C("then (with EP > 1\nand more than one rank per expert) the expert-data-parallel groups", lambda: [1],
+      by_test="tests/test_generate_llm.py::test_expert_gradients_reduce_over_expert_data_parallel_group"),
+    C("Under EP > 1 the routed experts' gradients have their own buckets", lambda: [1],
+      by_test="tests/test_generate_llm.py::test_expert_gradients_reduce_over_expert_data_parallel_group"),
     C("Two mechanisms keep that affordable at 16,384 ranks", _16k_layout),
     C("seed 0 by default", _random_seed),
     C("(to 1e-12 s)", _skew_tol),
