@@ -235,9 +235,8 @@ class Costs:
         s = self.spec
         blocks = (self.attn_params, s.mlp_params, s.vocab * s.hidden, (s.top_k + s.shared_experts) * s.expert_params,
                   self.local_experts * s.expert_params)
-        last = s.layers - 1  # a MoE layer when the model has experts (dense_layers < layers)
         elementwise = max(self.elementwise(b, False, layer) for b in ("attn", "mlp", "embedding", "final")
-                          for layer in (0, last))
+                          for layer in (0, s.layers - 1))  # the last layer: a MoE one when the model has experts
         step = fp16_optimizer_bytes(self.dtype_bytes) * s.params() if self.kernels.optimizer else 0
         return max(2 * self.score_ops, 2 * self.ops(max(blocks)), 4 * self.tokens * s.router_params,
                    self.weights(s.params()) * self.tp, self.core_bytes, self.a2a, self.kv * self.cp, self.act,
