@@ -1,21 +1,9 @@
-"""The sort-based groupings of the hot delivery path equal the plain numpy rules they replace."""
+"""The delivery path's grouping by time (``_by_time``) equals the plain rule: one group per distinct time."""
 
 import numpy as np
 from hypothesis import given, settings, strategies as st
 
 from netsim.network.base import _by_time
-from netsim.workload.replicas import _count_down
-
-
-@settings(max_examples=300, deadline=None)
-@given(st.lists(st.integers(0, 40), min_size=1, max_size=200), st.integers(1, 4))
-def test_count_down_is_subtract_at_and_unique(js, copies):
-    j = np.array(js, dtype=np.int64)
-    left, ref = np.full(41, copies * 50), np.full(41, copies * 50)
-    got = _count_down(j.copy(), left)
-    np.subtract.at(ref, j, 1)
-    assert np.array_equal(got, np.unique(j))
-    assert np.array_equal(left, ref)
 
 
 @settings(max_examples=300, deadline=None)

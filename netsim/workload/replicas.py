@@ -145,7 +145,9 @@ class Mirrored:
         left = np.full(m, k)
 
         def done(idx: np.ndarray, t: float) -> None:
-            j = _count_down(idx % m, left)
+            j = idx % m
+            np.subtract.at(left, j, 1)
+            j = np.unique(j)
             first[j] = np.fmin(first[j], t)
             ready = j[left[j] == 0]
             if ready.size:
@@ -186,29 +188,6 @@ class Mirrored:
                     lambda _i, t: event.succeed(TransferRecord(src, dst, float(nbytes), start, t, ())),
                     np.array([key]))
         return event
-
-
-def _count_down(j: np.ndarray, left: np.ndarray) -> np.ndarray:
-    """Take one from ``left`` per occurrence of each index in ``j``; returns the distinct indices, ascending
-    (``np.subtract.at`` and ``np.unique``, with one sort instead of a hash for many indices).
-
-    >>> left = np.array([2, 2, 2]); _count_down(np.array([2, 0, 2]), left).tolist(), left.tolist()
-    ([0, 2], [1, 2, 0])
-    """
-    if j.size <= 32:
-        np.subtract.at(left, j, 1)
-        return np.unique(j)
-    j = np.sort(j)
-    head = np.empty(j.size, dtype=np.bool_)
-    head[0] = True
-    np.not_equal(j[1:], j[:-1], out=head[1:])
-    starts = np.flatnonzero(head)
-    ends = np.empty_like(starts)
-    ends[:-1] = starts[1:]
-    ends[-1] = j.size
-    j = j[starts]
-    left[j] -= ends - starts
-    return j
 
 
 class RunConflict(Exception):
